@@ -1,0 +1,2 @@
+//! `tokenscale`: up, bench, sim.
+fn main() {}

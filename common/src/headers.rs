@@ -1,0 +1,12 @@
+//! HTTP header names tokenscale reads or writes, defined once.
+
+/// Priority class of a request: `interactive` (default) or `batch`.
+pub const PRIORITY: &str = "x-tokenscale-priority";
+/// Deadline of a request in milliseconds from its arrival at the gateway.
+pub const DEADLINE_MS: &str = "x-tokenscale-deadline-ms";
+/// The request id the gateway assigns (or takes from the client) and forwards.
+pub const REQUEST_ID: &str = "x-request-id";
+/// API key header accepted besides `Authorization: Bearer`.
+pub const API_KEY: &str = "x-api-key";
+/// Which replica served a request (set by the gateway on responses, for debugging and tests).
+pub const UPSTREAM: &str = "x-tokenscale-upstream";

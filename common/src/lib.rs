@@ -1,0 +1,6 @@
+//! Shared wire types of tokenscale: one definition of every name that crosses a process
+//! boundary (OpenAI API shapes, metric names, header names) and the performance model used by
+//! both the engine's `sim` backend and `tokenscale sim`.
+
+pub mod headers;
+pub mod metrics;

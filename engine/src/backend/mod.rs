@@ -1,0 +1,59 @@
+//! The one interface every compute backend implements: a batched forward step that reads and
+//! writes keys and values through block tables over a paged KV cache.
+//!
+//! The scheduler decides *which* tokens run and *which* KV blocks they use (`kv`, `sched`); a
+//! backend only computes. It owns the KV *storage* (`num_kv_blocks` blocks of `block_size`
+//! token slots, per layer, for keys and values) and never allocates blocks itself.
+
+pub mod cpu;
+
+use crate::Result;
+use crate::model::ModelConfig;
+
+/// One sequence's part of a forward step.
+#[derive(Debug, Clone, Copy)]
+pub struct SeqStep<'a> {
+    /// New tokens to run this step: a prefill chunk (any length ≥ 1) or one decode token.
+    pub tokens: &'a [u32],
+    /// Position of `tokens[0]` in its sequence, i.e. how many tokens of this sequence already
+    /// have keys and values in the cache (`num_computed_tokens`).
+    pub start_pos: usize,
+    /// KV block ids covering positions `0 .. start_pos + tokens.len()`, in order. Position `p`
+    /// lives in block `block_table[p / block_size]`, slot `p % block_size`.
+    pub block_table: &'a [u32],
+    /// Whether logits of this sequence's last token are wanted (false for a prefill chunk that
+    /// does not end the prompt).
+    pub want_logits: bool,
+}
+
+/// What a forward step returns.
+#[derive(Debug, Default, Clone)]
+pub struct StepOutput {
+    /// `[rows.len(), vocab_size]`, row-major: the last-token logits of each sequence that asked.
+    pub logits: Vec<f32>,
+    /// For each logits row, the index in the batch of the sequence it belongs to.
+    pub rows: Vec<usize>,
+}
+
+impl StepOutput {
+    /// The logits row of batch entry `batch_index`, if it asked for logits.
+    pub fn logits_of(&self, batch_index: usize, vocab_size: usize) -> Option<&[f32]> {
+        let row = self.rows.iter().position(|&r| r == batch_index)?;
+        self.logits.get(row * vocab_size..(row + 1) * vocab_size)
+    }
+}
+
+/// A compute backend: CPU reference, CUDA, or the simulated performance model.
+pub trait Backend: Send {
+    /// Short name for logs, metrics and `/v1/models` (`cpu`, `cuda`, `sim`).
+    fn name(&self) -> &'static str;
+    /// The model this backend runs.
+    fn model_config(&self) -> &ModelConfig;
+    /// Token slots per KV block.
+    fn block_size(&self) -> usize;
+    /// KV blocks of storage this backend holds (the block pool's size).
+    fn num_kv_blocks(&self) -> usize;
+    /// Runs one step over a batch of sequences, writing their new keys and values into the
+    /// cache and returning the logits that were asked for.
+    fn forward(&mut self, batch: &[SeqStep<'_>]) -> Result<StepOutput>;
+}

@@ -1,0 +1,26 @@
+//! The engine crate's error type. Each module keeps its own typed error; this enum wraps them
+//! so callers see one `Result` and every message names what failed.
+
+/// Any failure inside the engine library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The model file could not be read or is not a valid GGUF file.
+    #[error(transparent)]
+    Gguf(#[from] crate::gguf::Error),
+    /// The model's metadata or tensors do not describe a model this engine can run.
+    #[error("model: {0}")]
+    Model(String),
+    /// A compute backend failed (unavailable device, kernel failure, out of memory).
+    #[error("backend {backend}: {message}")]
+    Backend { backend: &'static str, message: String },
+    /// Reading or writing a file failed.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The engine's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,1 @@
+//! Model aliases and the cached fetch of the default model.

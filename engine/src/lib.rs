@@ -1,0 +1,28 @@
+//! tokenscale-engine: one serving replica. Loads a GGUF model, runs the Llama-family forward
+//! over a paged KV cache, and batches requests continuously behind an OpenAI-compatible API.
+//!
+//! Module map (each folder owns one concept):
+//! - `gguf`: the model file format (metadata, tensor infos, mmap).
+//! - `quant`: quantised block formats, dequantisation and quantised dot products.
+//! - `model`: model configuration and the Llama-family forward (CPU reference).
+//! - `backend`: the trait every compute backend implements, and the backends.
+//! - `kv`: KV block pool, block tables, prefix cache (pure bookkeeping, no tensors).
+//! - `sched`: the iteration-level scheduler (pure).
+//! - `tokenizer`: tokenizer and chat template from GGUF metadata, incremental detokenisation.
+//! - `sampling`: logits → next token (greedy, temperature, top-k/p, min-p, penalties).
+//! - `fetch`: model aliases and the cached download of the default model.
+//! - `cli`: the `tokenscale-engine` subcommands.
+
+pub mod backend;
+pub mod cli;
+pub mod error;
+pub mod fetch;
+pub mod gguf;
+pub mod kv;
+pub mod model;
+pub mod quant;
+pub mod sampling;
+pub mod sched;
+pub mod tokenizer;
+
+pub use error::{Error, Result};

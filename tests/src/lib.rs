@@ -1,1 +1,6 @@
-//! Helpers shared by the end-to-end suites.
+//! Helpers shared by the end-to-end suites: Kubernetes manifest checks and the external
+//! tools (helm, kubernetes-validate, promtool) the chart tests drive.
+
+pub mod chart;
+pub mod k8s_checks;
+pub mod tools;

@@ -1,0 +1,73 @@
+{{/*
+RBAC rules, written once and used both cluster-wide (ClusterRole) and per namespace (Role,
+namespaced mode). Each rule lists exactly the verbs the program calls; no wildcards.
+*/}}
+
+{{/* What the operator does to the objects of the namespaces it watches. */}}
+{{- define "tokenscale.operator.rules" -}}
+# The Controller's list+watch of ModelDeployments (operator/src/controller/mod.rs).
+- apiGroups: ["tokenscale.dev"]
+  resources: ["modeldeployments"]
+  verbs: ["list", "watch"]
+# patch_status: conditions, observations, decisions (controller/apply.rs).
+- apiGroups: ["tokenscale.dev"]
+  resources: ["modeldeployments/status"]
+  verbs: ["patch"]
+# Children carry ownerReferences with blockOwnerDeletion, which needs update on the owner's
+# finalizers where the OwnerReferencesPermissionEnforcement admission plugin runs.
+- apiGroups: ["tokenscale.dev"]
+  resources: ["modeldeployments/finalizers"]
+  verbs: ["update"]
+# Owned children: server-side apply (create + patch), watched through .owns(); the scale
+# target reads its Deployment (get) and sets replicas through the scale subresource.
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: ["apps"]
+  resources: ["deployments/scale"]
+  verbs: ["patch"]
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["list", "watch", "create", "patch"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["list", "watch", "create", "patch"]
+# controller.kubernetes.io/pod-deletion-cost on the least-loaded pod before a scale-in.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["patch"]
+# Ready engine endpoints to scrape (metrics_source/discovery.rs).
+- apiGroups: ["discovery.k8s.io"]
+  resources: ["endpointslices"]
+  verbs: ["list"]
+# An Event for every scale decision (kube's Recorder creates, then patches repeats).
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
+
+{{/* The operator's leader election: one Lease in the lease namespace. */}}
+{{- define "tokenscale.operator.leaseRules" -}}
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["get", "create", "update"]
+{{- end }}
+
+{{/* The gateway only reads, through reflectors (list + watch): which models exist and
+their ready endpoints (gateway/src/discovery/kubernetes.rs). */}}
+{{- define "tokenscale.gateway.rules" -}}
+- apiGroups: ["tokenscale.dev"]
+  resources: ["modeldeployments"]
+  verbs: ["list", "watch"]
+- apiGroups: ["discovery.k8s.io"]
+  resources: ["endpointslices"]
+  verbs: ["list", "watch"]
+{{- end }}
+
+{{/* Namespaced mode: the operator scrapes the gateway's /metrics through the gateway
+Service's EndpointSlices in the release namespace. */}}
+{{- define "tokenscale.operator.gatewayScrapeRules" -}}
+- apiGroups: ["discovery.k8s.io"]
+  resources: ["endpointslices"]
+  verbs: ["list"]
+{{- end }}

@@ -1,0 +1,95 @@
+//! The chart's CRD is the generated `crds/modeldeployments.yaml` (only labels and the keep
+//! policy added), and its copy inside the chart is byte-identical to it.
+
+use tokenscale_e2e::k8s_checks::crd::{KEEP_ANNOTATION, check_crd_matches};
+use tokenscale_e2e::k8s_checks::parse_documents;
+use tokenscale_e2e::tools::workspace_root;
+
+use crate::{default_render, render};
+use tokenscale_e2e::chart::{Render, chart_dir};
+
+/// The generated CRD (operator: `cargo run -p tokenscale-operator --bin crdgen`).
+const GENERATED: &str = "crds/modeldeployments.yaml";
+/// The chart's copy, which templates/crd-modeldeployments.yaml renders.
+const CHART_COPY: &str = "files/crds/modeldeployments.yaml";
+const SYNC: &str =
+    "cp crds/modeldeployments.yaml charts/tokenscale/files/crds/modeldeployments.yaml";
+
+fn read(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (the operator's crdgen generates {GENERATED}; then run: {SYNC})",
+            path.display()
+        )
+    })
+}
+
+#[test]
+fn the_chart_copy_of_the_crd_is_the_generated_file() {
+    let generated = read(&workspace_root().join(GENERATED));
+    let copy = read(&chart_dir().join(CHART_COPY));
+    assert!(
+        copy == generated,
+        "charts/tokenscale/{CHART_COPY} differs from {GENERATED}; run: {SYNC}"
+    );
+}
+
+#[test]
+fn the_rendered_crd_is_the_generated_one_and_is_kept_on_uninstall() {
+    let generated = parse_documents(&read(&workspace_root().join(GENERATED)))
+        .unwrap_or_else(|e| panic!("{GENERATED}: {e}"));
+    assert_eq!(generated.len(), 1, "{GENERATED} holds one CRD");
+    let rendered = default_render();
+    let crds: Vec<_> = rendered.of_kind("CustomResourceDefinition").collect();
+    assert_eq!(crds.len(), 1, "the chart renders one CRD");
+    let crd = crds[0];
+    assert_eq!(crd.name, generated[0].name);
+    let found = check_crd_matches(
+        &crd.id(),
+        &crd.value,
+        &generated[0].value,
+        &[KEEP_ANNOTATION.0],
+    );
+    assert!(
+        found.is_empty(),
+        "{}",
+        found
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let keep = crd
+        .value
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(KEEP_ANNOTATION.0));
+    assert_eq!(keep.and_then(|v| v.as_str()), Some(KEEP_ANNOTATION.1));
+}
+
+#[test]
+fn crds_can_be_left_out_or_not_kept() {
+    let without = render(
+        "no-crds",
+        &Render {
+            set: &["crds.install=false"],
+            ..Default::default()
+        },
+    );
+    assert_eq!(without.of_kind("CustomResourceDefinition").count(), 0);
+    let not_kept = render(
+        "not-kept",
+        &Render {
+            set: &["crds.keep=false"],
+            ..Default::default()
+        },
+    );
+    let crd = not_kept
+        .of_kind("CustomResourceDefinition")
+        .next()
+        .unwrap_or_else(|| panic!("no CRD rendered"));
+    assert!(
+        crd.value
+            .pointer("/metadata/annotations/helm.sh~1resource-policy")
+            .is_none()
+    );
+}

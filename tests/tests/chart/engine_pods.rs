@@ -1,0 +1,94 @@
+//! The pods the operator creates pass the same checks as the chart's: for every
+//! `examples/*.yaml` ModelDeployment, `engine_deployment` (the reconciler's pure builder)
+//! gives a Deployment that is a valid typed object, passes kubernetes-validate --strict and
+//! carries the full pod security context with requests and limits.
+
+use serde_json::Value;
+use tokenscale_e2e::chart::declared_min_kube_version;
+use tokenscale_e2e::k8s_checks::security::check_pod_security;
+use tokenscale_e2e::k8s_checks::{Object, Typed};
+use tokenscale_e2e::tools::{python_with, run, workspace_root};
+use tokenscale_operator::children::engine_deployment;
+use tokenscale_operator::crd::ModelDeployment;
+
+use crate::{NEWEST_KUBE_VERSION, scratch_dir};
+
+/// Every ModelDeployment in examples/*.yaml, as the API server would return it (namespace
+/// and uid filled in when the file has none): (file, object).
+fn examples() -> Vec<(String, ModelDeployment)> {
+    let dir = workspace_root().join("examples");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.retain(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"));
+    files.sort();
+    let mut out = Vec::new();
+    for file in files {
+        let text =
+            std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
+            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        for mut doc in docs.into_iter().filter(|d| d["kind"] == "ModelDeployment") {
+            let metadata = doc["metadata"]
+                .as_object_mut()
+                .unwrap_or_else(|| panic!("{}: no metadata", file.display()));
+            metadata
+                .entry("namespace")
+                .or_insert_with(|| "default".into());
+            metadata
+                .entry("uid")
+                .or_insert_with(|| "00000000-0000-0000-0000-000000000001".into());
+            let md: ModelDeployment =
+                serde_json::from_value(doc).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            out.push((file.display().to_string(), md));
+        }
+    }
+    out
+}
+
+#[test]
+fn engine_pods_of_every_example_pass_the_pod_security_checks() {
+    let examples = examples();
+    assert!(
+        !examples.is_empty(),
+        "no ModelDeployment in examples/*.yaml (the operator issue adds them)"
+    );
+    let dir = scratch_dir("engine-deployments");
+    let mut validate = python_with("kubernetes_validate").unwrap_or_else(|e| panic!("{e}"));
+    let declared = declared_min_kube_version().unwrap_or_else(|e| panic!("{e}"));
+    validate.args([
+        "-m",
+        "kubernetes_validate",
+        "--strict",
+        "--quiet",
+        "-k",
+        &declared,
+        "-k",
+        NEWEST_KUBE_VERSION,
+    ]);
+    let mut problems = Vec::new();
+    for (i, (file, md)) in examples.iter().enumerate() {
+        let deployment =
+            engine_deployment(md, 2).unwrap_or_else(|e| panic!("{file}: engine_deployment: {e}"));
+        let value = serde_json::to_value(&deployment).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let object = Object::from_value(0, value.clone()).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let typed = Typed::parse(&object).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let pod = typed
+            .pod_spec()
+            .unwrap_or_else(|| panic!("{file}: the Deployment has no pod spec"));
+        problems.extend(
+            check_pod_security(&format!("{file}: {}", object.id()), pod)
+                .iter()
+                .map(ToString::to_string),
+        );
+        let path = dir.join(format!("example-{i}.json"));
+        std::fs::write(&path, value.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        validate.arg(path);
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let output = run(validate).unwrap_or_else(|e| panic!("kubernetes-validate --strict: {e}"));
+    assert!(output.trim().is_empty(), "kubernetes-validate:\n{output}");
+}

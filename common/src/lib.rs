@@ -4,3 +4,5 @@
 
 pub mod headers;
 pub mod metrics;
+pub mod openai;
+pub mod perf_model;

@@ -41,3 +41,90 @@ pub mod engine {
     /// Info gauge with labels `backend`, `simulated` (`true` for the `sim` backend).
     pub const BACKEND_INFO: &str = "tokenscale_engine_backend_info";
 }
+
+/// Gateway metrics: latency as clients see it (queueing included), demand and per-replica
+/// load. The operator's autoscaler reads these: demand is `rate(GENERATION_TOKENS_TOTAL)` plus
+/// `QUEUED_TOKENS`, p95 TTFT/TPOT come from the histograms' bucket deltas (bucket bounds below),
+/// per-replica load from `REPLICA_IN_FLIGHT_*`. Every per-model metric carries the
+/// [`LABEL_MODEL_NAME`](super::LABEL_MODEL_NAME) label.
+pub mod gateway {
+    /// Label: replica base URL (`http://10.0.0.7:8000`) on per-replica metrics.
+    pub const LABEL_REPLICA: &str = "replica";
+    /// Label: HTTP status code the client got (`200`, `429`, `503`, ...).
+    pub const LABEL_STATUS: &str = "status";
+    /// Label: tenant name on rate-limit metrics.
+    pub const LABEL_TENANT: &str = "tenant";
+    /// Label: which limit refused a request: `requests`, `input_tokens` or `output_tokens`.
+    pub const LABEL_LIMIT: &str = "limit";
+    /// Label: kind of upstream failure: `connect`, `status`, `stream`, `timeout`.
+    pub const LABEL_KIND: &str = "kind";
+    /// Label: replica state: `ready`, `draining`, `ejected`.
+    pub const LABEL_STATE: &str = "state";
+
+    /// Counter (requests), labels `model_name`, `status`: finished requests by client status.
+    pub const REQUESTS_TOTAL: &str = "tokenscale_gateway_requests_total";
+    /// Histogram (seconds), label `model_name`: arrival at the gateway to the first content
+    /// byte sent to the client (streaming), or to the whole response (non-streaming);
+    /// admission-queue wait included. Buckets: [`TTFT_BUCKETS_S`].
+    pub const TIME_TO_FIRST_TOKEN_SECONDS: &str = "tokenscale_gateway_time_to_first_token_seconds";
+    /// Histogram (seconds), label `model_name`: (end − first token) / (completion tokens − 1),
+    /// one observation per request with ≥ 2 completion tokens. Buckets: [`TPOT_BUCKETS_S`].
+    pub const TIME_PER_OUTPUT_TOKEN_SECONDS: &str =
+        "tokenscale_gateway_time_per_output_token_seconds";
+    /// Histogram (seconds), label `model_name`: arrival to last byte sent to the client.
+    /// Buckets: [`E2E_BUCKETS_S`].
+    pub const E2E_REQUEST_LATENCY_SECONDS: &str = "tokenscale_gateway_e2e_request_latency_seconds";
+    /// Histogram (seconds), label `model_name`: time spent in the admission queue (0 when a
+    /// replica had room at once). Buckets: [`E2E_BUCKETS_S`].
+    pub const QUEUE_TIME_SECONDS: &str = "tokenscale_gateway_queue_time_seconds";
+    /// Counter (tokens), label `model_name`: prompt tokens, from the engines' `usage`.
+    pub const PROMPT_TOKENS_TOTAL: &str = "tokenscale_gateway_prompt_tokens_total";
+    /// Counter (tokens), label `model_name`: prompt tokens served from the prefix cache
+    /// (`usage.prompt_tokens_details.cached_tokens`); a subset of `PROMPT_TOKENS_TOTAL`.
+    pub const CACHED_PROMPT_TOKENS_TOTAL: &str = "tokenscale_gateway_cached_prompt_tokens_total";
+    /// Counter (tokens), label `model_name`: completion tokens, from the engines' `usage`.
+    /// `rate()` of this is the served output demand in tokens/s.
+    pub const GENERATION_TOKENS_TOTAL: &str = "tokenscale_gateway_generation_tokens_total";
+    /// Gauge (requests), label `model_name`: requests waiting in the admission queue (all
+    /// replicas at their concurrency target, or zero ready replicas: scale from zero).
+    pub const QUEUE_DEPTH: &str = "tokenscale_gateway_queue_depth";
+    /// Gauge (tokens), label `model_name`: estimated prompt tokens plus `max_tokens` of the
+    /// requests waiting in the admission queue (queued demand).
+    pub const QUEUED_TOKENS: &str = "tokenscale_gateway_queued_tokens";
+    /// Gauge (requests), label `model_name`: requests admitted and not yet finished.
+    pub const IN_FLIGHT_REQUESTS: &str = "tokenscale_gateway_in_flight_requests";
+    /// Gauge (requests), labels `model_name`, `replica`: requests in flight on a replica.
+    pub const REPLICA_IN_FLIGHT_REQUESTS: &str = "tokenscale_gateway_replica_in_flight_requests";
+    /// Gauge (tokens), labels `model_name`, `replica`: estimated prompt + `max_tokens` of the
+    /// requests in flight on a replica.
+    pub const REPLICA_IN_FLIGHT_TOKENS: &str = "tokenscale_gateway_replica_in_flight_tokens";
+    /// Gauge (requests), labels `model_name`, `replica`: the replica's last scraped
+    /// `vllm:num_requests_waiting`.
+    pub const REPLICA_REQUESTS_WAITING: &str = "tokenscale_gateway_replica_requests_waiting";
+    /// Gauge (fraction 0–1), labels `model_name`, `replica`: the replica's last scraped
+    /// `vllm:kv_cache_usage_perc`.
+    pub const REPLICA_KV_CACHE_USAGE: &str = "tokenscale_gateway_replica_kv_cache_usage_perc";
+    /// Gauge (replicas), labels `model_name`, `state`: replicas known to the gateway by state.
+    pub const REPLICAS: &str = "tokenscale_gateway_replicas";
+    /// Counter (requests), labels `tenant`, `model_name`, `limit`: requests refused with 429.
+    pub const RATE_LIMITED_TOTAL: &str = "tokenscale_gateway_rate_limited_total";
+    /// Counter (events), labels `model_name`, `replica`, `kind`: upstream failures.
+    pub const UPSTREAM_ERRORS_TOTAL: &str = "tokenscale_gateway_upstream_errors_total";
+    /// Counter (attempts), label `model_name`: requests re-sent to another replica.
+    pub const RETRIES_TOTAL: &str = "tokenscale_gateway_retries_total";
+
+    /// Upper bounds (seconds) of the TTFT histogram buckets (`+Inf` implied).
+    pub const TTFT_BUCKETS_S: &[f64] = &[
+        0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0,
+        7.5, 10.0, 20.0, 40.0, 80.0,
+    ];
+    /// Upper bounds (seconds) of the time-per-output-token histogram buckets.
+    pub const TPOT_BUCKETS_S: &[f64] = &[
+        0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
+        0.5, 0.75, 1.0, 2.5,
+    ];
+    /// Upper bounds (seconds) of the end-to-end and queue-time histogram buckets.
+    pub const E2E_BUCKETS_S: &[f64] = &[
+        0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 60.0, 120.0, 300.0,
+    ];
+}

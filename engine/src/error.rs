@@ -10,6 +10,22 @@ pub enum Error {
     /// The model's metadata or tensors do not describe a model this engine can run.
     #[error("model: {0}")]
     Model(String),
+    /// A tensor's bytes could not be turned into weights (unsupported type, wrong size).
+    #[error("tensor {tensor}: {source}")]
+    Tensor {
+        tensor: String,
+        #[source]
+        source: crate::quant::Error,
+    },
+    /// The tokenizer or chat template could not be built or used.
+    #[error(transparent)]
+    Tokenizer(#[from] crate::tokenizer::Error),
+    /// Sampling parameters out of range, or logits that cannot be sampled.
+    #[error(transparent)]
+    Sampling(#[from] crate::sampling::SamplingError),
+    /// The model could not be found or fetched.
+    #[error(transparent)]
+    Fetch(#[from] crate::fetch::Error),
     /// A compute backend failed (unavailable device, kernel failure, out of memory).
     #[error("backend {backend}: {message}")]
     Backend { backend: &'static str, message: String },

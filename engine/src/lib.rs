@@ -8,6 +8,8 @@
 //! - `backend`: the trait every compute backend implements, and the backends.
 //! - `kv`: KV block pool, block tables, prefix cache (pure bookkeeping, no tensors).
 //! - `sched`: the iteration-level scheduler (pure).
+//! - `runtime`: the engine loop (owns scheduler, KV manager and backend; channels in and out).
+//! - `server`: the OpenAI-compatible HTTP server (`serve`), metrics, graceful drain.
 //! - `tokenizer`: tokenizer and chat template from GGUF metadata, incremental detokenisation.
 //! - `sampling`: logits → next token (greedy, temperature, top-k/p, min-p, penalties).
 //! - `fetch`: model aliases and the cached download of the default model.
@@ -21,8 +23,10 @@ pub mod gguf;
 pub mod kv;
 pub mod model;
 pub mod quant;
+pub mod runtime;
 pub mod sampling;
 pub mod sched;
+pub mod server;
 pub mod tokenizer;
 
 pub use error::{Error, Result};

@@ -6,6 +6,7 @@
 //! token slots, per layer, for keys and values) and never allocates blocks itself.
 
 pub mod cpu;
+pub mod cuda;
 
 use crate::Result;
 use crate::model::ModelConfig;

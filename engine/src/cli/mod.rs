@@ -2,6 +2,11 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod bench;
+pub mod cuda_check;
+pub mod pull;
+pub mod serve;
+
 /// tokenscale-engine: one tokenscale serving replica.
 #[derive(Debug, Parser)]
 #[command(name = "tokenscale-engine", version, about)]
@@ -12,9 +17,23 @@ pub struct Cli {
 
 /// What to do.
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Measure prefill and batched-decode throughput on the CPU backend.
+    Bench(bench::BenchArgs),
+    /// Compile the CUDA kernels (`--compile-only`), or check them and the model on a GPU.
+    CudaCheck(cuda_check::CudaCheckArgs),
+    /// Fetch a model alias into the cache (verifying it) and print its path.
+    Pull(pull::PullArgs),
+    /// Serve the OpenAI-compatible API (continuous batching over a paged KV cache).
+    Serve(serve::ServeArgs),
+}
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {}
+    match cli.command {
+        Command::Bench(args) => bench::run(args),
+        Command::CudaCheck(args) => cuda_check::run(args),
+        Command::Pull(args) => pull::run(args),
+        Command::Serve(args) => serve::run(args),
+    }
 }

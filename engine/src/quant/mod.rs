@@ -1,1 +1,52 @@
-//! quant (being written).
+//! Quantised block formats: dequantisation of GGUF tensors, the in-memory weight layout, and
+//! the dot products the forward pass runs on (f32 reference and integer fast path).
+//!
+//! Weights are repacked at load into blocks with `f32` scales ([`BlockQ4_1`], [`BlockQ4_0`],
+//! [`BlockQ8_0`]) so kernels never convert halves; activations for the fast path are quantised
+//! per token into [`BlockQ8`] (32 `i8` and an `f32` scale, plus the block's scaled sum so the
+//! weight minimum of Q4_1 folds into one multiply — llama.cpp's Q8_1 trick).
+
+mod blocks;
+mod dequant;
+mod kernels;
+mod matrix;
+mod q8;
+
+pub use blocks::{BlockQ4_0, BlockQ4_1, BlockQ8, BlockQ8_0, QK};
+pub use dequant::dequantize;
+pub use matrix::{Acts, QMatrix, TILE_ROWS};
+pub use q8::quantize_q8;
+
+use crate::gguf::GgmlType;
+
+/// Errors turning tensor bytes into numbers.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("tensor type {0} is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)")]
+    Unsupported(GgmlType),
+    #[error("{ty} data of {bytes} bytes does not hold {elements} elements")]
+    SizeMismatch { ty: GgmlType, bytes: usize, elements: usize },
+}
+
+/// Which SIMD kernels this CPU runs (detected once at run time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Simd {
+    /// Portable Rust, any CPU.
+    Scalar,
+    /// x86-64 AVX2 + FMA.
+    Avx2,
+}
+
+impl Simd {
+    /// The best kernels this CPU supports.
+    pub fn detect() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            return Self::Avx2;
+        }
+        Self::Scalar
+    }
+}
+
+#[cfg(test)]
+mod tests;

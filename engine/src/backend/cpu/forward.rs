@@ -1,0 +1,144 @@
+//! The Llama-family forward pass over a flattened batch (every sequence's new tokens in one
+//! `[tokens, hidden]` matrix), reading and writing the paged KV cache.
+
+use rayon::prelude::*;
+
+use super::attention::{Heads, TokenPlace, attention};
+use super::kv_store::KvStore;
+use super::linear::linear;
+use super::ops::{add_in_place, rms_norm, rope, rope_tables, swiglu};
+use super::Precision;
+use crate::backend::{SeqStep, StepOutput};
+use crate::model::{Layer, Model};
+use crate::quant::{Acts, BlockQ8, QK, QMatrix, quantize_q8};
+
+/// Settings of one forward call.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Run {
+    pub precision: Precision,
+    pub threads: usize,
+}
+
+impl Run {
+    /// `out = x · wᵀ` for `x` `[m, w.cols()]`, quantising `x` first on the fast path.
+    fn linear(&self, w: &QMatrix, x: &[f32], m: usize, xq: &mut Vec<BlockQ8>, out: &mut [f32]) {
+        let q8 = if self.precision == Precision::Fast && w.is_quantized() {
+            xq.resize(m * w.cols() / QK, BlockQ8::default());
+            quantize_q8(x, xq);
+            Some(xq.as_slice())
+        } else {
+            None
+        };
+        linear(w, Acts { f32: x, q8 }, m, out, self.threads);
+    }
+}
+
+/// Runs the batch; the caller has validated token ids, positions and block tables.
+pub(super) fn forward(model: &Model, kv: &mut KvStore, batch: &[SeqStep<'_>], run: Run) -> StepOutput {
+    let c = &model.config;
+    let (hidden, ffn, head_dim) = (c.hidden_size, c.ffn_size, c.head_dim);
+    let (q_dim, kv_dim) = (c.num_heads * head_dim, c.kv_dim());
+    let qkv_dim = q_dim + 2 * kv_dim;
+
+    // Flatten the batch: one entry per new token.
+    let tokens: Vec<u32> = batch.iter().flat_map(|s| s.tokens.iter().copied()).collect();
+    let places: Vec<TokenPlace<'_>> = batch
+        .iter()
+        .flat_map(|s| (0..s.tokens.len()).map(|i| TokenPlace { pos: s.start_pos + i, block_table: s.block_table }))
+        .collect();
+    let t = tokens.len();
+    let positions: Vec<usize> = places.iter().map(|p| p.pos).collect();
+    let (cos, sin) = rope_tables(&positions, head_dim, c.rope_base); // [t, head_dim / 2] each
+    let heads = Heads { num_heads: c.num_heads, num_kv_heads: c.num_kv_heads, head_dim };
+
+    let mut x = vec![0f32; t * hidden]; // [t, hidden] residual stream
+    for (row, &tok) in x.chunks_exact_mut(hidden).zip(&tokens) {
+        model.token_embd.row_f32(tok as usize, row);
+    }
+    let mut xn = vec![0f32; t * hidden]; // [t, hidden] normalised
+    let mut xq = Vec::new(); // [t, width / 32] quantised activations (fast path)
+    let mut qkv = vec![0f32; t * qkv_dim]; // [t, q_dim + 2 kv_dim]
+    let mut attn = vec![0f32; t * q_dim]; // [t, q_dim]
+    let mut proj = vec![0f32; t * hidden]; // [t, hidden]
+    let mut gate_up = vec![0f32; t * 2 * ffn]; // [t, 2 ffn]
+    let mut act = vec![0f32; t * ffn]; // [t, ffn]
+
+    for (l, layer) in model.layers.iter().enumerate() {
+        rms_norm(&x, &layer.attn_norm, c.rms_norm_eps, &mut xn);
+        run.linear(&layer.wqkv, &xn, t, &mut xq, &mut qkv);
+        position_qkv(layer, &mut qkv, qkv_dim, q_dim, head_dim, &cos, &sin, c.rope_layout);
+        write_kv(kv, l, &qkv, &places, q_dim);
+        attention(&qkv, kv, l, &places, heads, &mut attn);
+        run.linear(&layer.wo, &attn, t, &mut xq, &mut proj);
+        add_in_place(&mut x, &proj);
+
+        rms_norm(&x, &layer.ffn_norm, c.rms_norm_eps, &mut xn);
+        run.linear(&layer.w_gate_up, &xn, t, &mut xq, &mut gate_up);
+        par_rows(&gate_up, 2 * ffn, &mut act, ffn, |gu, a| swiglu(gu, ffn, a));
+        run.linear(&layer.w_down, &act, t, &mut xq, &mut proj);
+        add_in_place(&mut x, &proj);
+    }
+
+    // Logits for the last token of each sequence that asked.
+    let mut rows = Vec::new();
+    let mut last = 0;
+    for (i, s) in batch.iter().enumerate() {
+        last += s.tokens.len();
+        if s.want_logits {
+            rows.push((i, last - 1));
+        }
+    }
+    let r = rows.len();
+    let mut xl = vec![0f32; r * hidden]; // [r, hidden]
+    for (dst, &(_, tok)) in xl.chunks_exact_mut(hidden).zip(&rows) {
+        rms_norm(&x[tok * hidden..(tok + 1) * hidden], &model.output_norm, c.rms_norm_eps, dst);
+    }
+    let mut logits = vec![0f32; r * c.vocab_size]; // [r, vocab]
+    run.linear(model.head(), &xl, r, &mut xq, &mut logits);
+    StepOutput { logits, rows: rows.iter().map(|&(i, _)| i).collect() }
+}
+
+/// Adds the QKV bias (if any) and rotates Q and K of every token by its position.
+#[allow(clippy::too_many_arguments)]
+fn position_qkv(
+    layer: &Layer,
+    qkv: &mut [f32],
+    qkv_dim: usize,
+    q_dim: usize,
+    head_dim: usize,
+    cos: &[f32],
+    sin: &[f32],
+    layout: crate::model::RopeLayout,
+) {
+    let half = head_dim / 2;
+    qkv.par_chunks_mut(qkv_dim).enumerate().for_each(|(t, row)| {
+        if let Some(bias) = &layer.bqkv {
+            add_in_place(row, bias);
+        }
+        let (cos_t, sin_t) = (&cos[t * half..(t + 1) * half], &sin[t * half..(t + 1) * half]);
+        let kv_dim = (qkv_dim - q_dim) / 2;
+        rope(&mut row[..q_dim + kv_dim], head_dim, cos_t, sin_t, layout);
+    });
+}
+
+/// Stores each token's K and V (`qkv[t, q_dim ..]`) in its cache slot.
+fn write_kv(kv: &mut KvStore, layer: usize, qkv: &[f32], places: &[TokenPlace<'_>], q_dim: usize) {
+    let kv_dim = kv.kv_dim;
+    let qkv_dim = q_dim + 2 * kv_dim;
+    for (t, place) in places.iter().enumerate() {
+        let off = kv.slot_offset(place.block_table, place.pos);
+        let row = &qkv[t * qkv_dim..(t + 1) * qkv_dim];
+        kv.keys[layer][off..off + kv_dim].copy_from_slice(&row[q_dim..q_dim + kv_dim]);
+        kv.values[layer][off..off + kv_dim].copy_from_slice(&row[q_dim + kv_dim..]);
+    }
+}
+
+/// Applies `f` to matching row blocks of `input` (`[t, in_w]`) and `output` (`[t, out_w]`),
+/// in parallel for large batches.
+fn par_rows(input: &[f32], in_w: usize, output: &mut [f32], out_w: usize, f: impl Fn(&[f32], &mut [f32]) + Sync) {
+    const ROWS: usize = 8;
+    output
+        .par_chunks_mut(ROWS * out_w)
+        .zip(input.par_chunks(ROWS * in_w))
+        .for_each(|(o, i)| f(i, o));
+}

@@ -1,0 +1,394 @@
+//! `CudaBackend`: the [`Backend`] on one GPU. Plans each step on the host, runs decode steps
+//! through CUDA graphs captured per (batch bucket, context bucket), and sizes the KV cache
+//! from the memory left after weights and activations.
+
+use std::collections::HashMap;
+
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaGraph, CudaSlice, LaunchConfig, PushKernelArg};
+
+use super::buckets::{GraphKey, batch_buckets, context_buckets, graph_key};
+use super::device::Gpu;
+use super::forward::{self, AttentionKind, BufferSizes, Buffers, LayerCache, Model, StepShape};
+use super::geometry::{check_attention_shape, decode_split, max_split_rows, prefill_tiles};
+use super::options::{CudaOptions, DeviceSampling};
+use super::plan::{PlanLimits, StepPlan, pad_decode, plan_step};
+use super::weights::DeviceWeights;
+use super::{Error, Result, gemm, memory};
+use crate::backend::{Backend, SeqStep, StepOutput};
+use crate::gguf::GgufFile;
+use crate::model::ModelConfig;
+
+/// Memory kept free beyond the utilisation budget for graphs and cuBLAS internals.
+const RESERVE_BYTES: usize = 256 << 20;
+
+/// Where each wanted logits row of a step sits in the device logits buffer.
+struct StepRows {
+    /// `(row in the logits buffer, batch index)`, in batch order.
+    rows: Vec<(usize, usize)>,
+    /// Rows the output head computed.
+    computed: usize,
+}
+
+/// A captured decode graph.
+struct DecodeGraph(CudaGraph);
+
+// SAFETY: a CUDA graph and its executable are plain driver handles that any thread may launch
+// while the context is current; the backend launches them only through `&mut self`, so never
+// from two threads at once, and cudarc binds the context on each call.
+unsafe impl Send for DecodeGraph {}
+
+/// The CUDA backend. Field order is drop order: graphs and cuBLAS go before the memory they use.
+pub struct CudaBackend {
+    graphs: HashMap<GraphKey, DecodeGraph>,
+    blas: CudaBlas,
+    _workspace: CudaSlice<u8>,
+    bufs: Buffers,
+    cache: Vec<LayerCache>,
+    weights: DeviceWeights,
+    cfg: ModelConfig,
+    opts: CudaOptions,
+    limits: PlanLimits,
+    buckets: Vec<usize>,
+    max_model_len: usize,
+    /// Capacity of the decode partial-result buffers, in (sequence × split) rows.
+    split_rows: usize,
+    gpu: Gpu,
+}
+
+impl CudaBackend {
+    /// Opens the GPU, loads `gguf`'s weights (dequantised to bf16), and sizes the KV cache.
+    pub fn new(gguf: &GgufFile, cfg: ModelConfig, opts: CudaOptions) -> Result<Self> {
+        check_attention_shape(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim)
+            .map_err(Error::Model)?;
+        let gpu = Gpu::open(opts.device)?;
+        let weights = DeviceWeights::load(&gpu, gguf, &cfg)?;
+        Self::assemble(gpu, weights, cfg, opts)
+    }
+
+    /// Like [`CudaBackend::new`] with random weights of `cfg`'s shape (speed measurements).
+    pub fn new_random(cfg: ModelConfig, opts: CudaOptions, seed: u64) -> Result<Self> {
+        check_attention_shape(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim)
+            .map_err(Error::Model)?;
+        let gpu = Gpu::open(opts.device)?;
+        let weights = DeviceWeights::random(&gpu, &cfg, seed)?;
+        Self::assemble(gpu, weights, cfg, opts)
+    }
+
+    fn assemble(
+        gpu: Gpu,
+        weights: DeviceWeights,
+        cfg: ModelConfig,
+        opts: CudaOptions,
+    ) -> Result<Self> {
+        if opts.block_size == 0 || opts.max_num_seqs == 0 {
+            return Err(Error::Model(
+                "block size and max sequences must be positive".into(),
+            ));
+        }
+        let max_model_len = opts
+            .max_model_len
+            .unwrap_or(cfg.context_length)
+            .clamp(1, cfg.context_length.max(1));
+        let max_blocks_per_seq = max_model_len.div_ceil(opts.block_size);
+        let buckets = batch_buckets(opts.max_num_seqs);
+        let sm = gpu.info.sm_count;
+        let max_split_rows = max_split_rows(
+            &buckets,
+            &context_buckets(max_model_len),
+            cfg.num_kv_heads,
+            sm,
+        );
+        let sizes = BufferSizes {
+            max_tokens: opts.max_batch_tokens.max(opts.max_num_seqs),
+            max_seqs: opts.max_num_seqs,
+            max_blocks_per_seq,
+            max_split_rows,
+        };
+        let bufs = Buffers::new(&gpu, &cfg, sizes)?;
+        let blas = CudaBlas::new(gpu.stream.clone())?;
+        let mut workspace = gpu.stream.alloc_zeros::<u8>(gemm::WORKSPACE_BYTES)?;
+        gemm::set_workspace(&blas, &gpu.stream, &mut workspace)?;
+        gpu.stream.synchronize()?;
+        let (free, total) = gpu.memory()?;
+        let block_bytes = memory::kv_block_bytes(
+            cfg.num_layers,
+            cfg.num_kv_heads,
+            cfg.head_dim,
+            opts.block_size,
+        );
+        let mut num_blocks = memory::kv_blocks(
+            free,
+            total,
+            opts.gpu_memory_utilization,
+            RESERVE_BYTES,
+            block_bytes,
+            max_blocks_per_seq,
+        )
+        .map_err(Error::Model)?;
+        if let Some(cap) = opts.max_kv_blocks {
+            num_blocks = num_blocks.min(cap.max(1));
+        }
+        let per_layer = num_blocks * cfg.num_kv_heads * opts.block_size * cfg.head_dim;
+        let cache = (0..cfg.num_layers)
+            .map(|_| {
+                Ok(LayerCache {
+                    k: gpu.stream.alloc_zeros(per_layer)?,
+                    v: gpu.stream.alloc_zeros(per_layer)?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let limits = PlanLimits {
+            block_size: opts.block_size,
+            num_blocks,
+            vocab_size: cfg.vocab_size,
+            max_blocks_per_seq,
+            max_tokens: sizes.max_tokens,
+            max_seqs: opts.max_num_seqs,
+        };
+        tracing::info!(gpu = %gpu.info.name, weights_mib = weights.bytes >> 20, num_blocks, max_model_len, "cuda backend ready");
+        Ok(Self {
+            graphs: HashMap::new(),
+            blas,
+            _workspace: workspace,
+            bufs,
+            cache,
+            weights,
+            cfg,
+            opts,
+            limits,
+            buckets,
+            max_model_len,
+            split_rows: max_split_rows,
+            gpu,
+        })
+    }
+
+    /// The opened device.
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    /// Bytes of the weights on the device.
+    pub fn weight_bytes(&self) -> usize {
+        self.weights.bytes
+    }
+
+    /// Runs a step and samples the next token of every sequence that wants logits on the
+    /// device (`sampling[i]` for the `i`-th such sequence). Returns `(batch index, token)`.
+    pub fn forward_sample(
+        &mut self,
+        batch: &[SeqStep<'_>],
+        sampling: &[DeviceSampling],
+    ) -> Result<Vec<(usize, u32)>> {
+        let rows = self.run_step(batch)?;
+        if sampling.len() != rows.rows.len() {
+            return Err(Error::Step(format!(
+                "{} sampling rows for {} wanted logits",
+                sampling.len(),
+                rows.rows.len()
+            )));
+        }
+        if rows.rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = rows.computed;
+        let mut temperature = vec![0.0f32; n];
+        let (mut top_k, mut top_p, mut uniforms) =
+            (vec![0i32; n], vec![1.0f32; n], vec![0.0f32; n]);
+        for (&(row, _), s) in rows.rows.iter().zip(sampling) {
+            temperature[row] = s.temperature;
+            top_k[row] = s.top_k.min(i32::MAX as u32) as i32;
+            top_p[row] = s.top_p;
+            uniforms[row] = s.uniform.clamp(0.0, 1.0 - f32::EPSILON);
+        }
+        let st = self.gpu.stream.clone();
+        let b = &mut self.bufs;
+        st.memcpy_htod(&temperature, &mut b.temperature)?;
+        st.memcpy_htod(&top_k, &mut b.top_k)?;
+        st.memcpy_htod(&top_p, &mut b.top_p)?;
+        st.memcpy_htod(&uniforms, &mut b.uniforms)?;
+        let vocab = self.cfg.vocab_size as i32;
+        let f = self.gpu.function("sample_top_k_top_p")?;
+        let cfg = LaunchConfig {
+            grid_dim: (n as u32, 1, 1),
+            block_dim: (1024, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: arguments match `sample_top_k_top_p`; every buffer holds `max_seqs >= n` rows.
+        unsafe {
+            st.launch_builder(f)
+                .arg(&b.logits)
+                .arg(&b.temperature)
+                .arg(&b.top_k)
+                .arg(&b.top_p)
+                .arg(&b.uniforms)
+                .arg(&mut b.sampled)
+                .arg(&vocab)
+                .launch(cfg)
+        }?;
+        let sampled = st.clone_dtoh(&b.sampled.slice(0..n))?;
+        Ok(rows
+            .rows
+            .iter()
+            .map(|&(row, seq)| (seq, sampled[row].max(0) as u32))
+            .collect())
+    }
+
+    /// Plans, uploads and runs one step; the logits stay on the device.
+    fn run_step(&mut self, batch: &[SeqStep<'_>]) -> Result<StepRows> {
+        let mut plan = plan_step(batch, &self.limits).map_err(Error::Step)?;
+        let key = graph_key(
+            plan.num_seqs(),
+            plan.max_context,
+            &self.buckets,
+            self.max_model_len,
+        );
+        match key.filter(|_| plan.decode_only) {
+            Some(key) => self.run_decode(&mut plan, key),
+            None => self.run_prefill(&plan),
+        }
+    }
+
+    fn run_decode(&mut self, plan: &mut StepPlan, key: GraphKey) -> Result<StepRows> {
+        let rows = plan.logit_seqs.iter().map(|&s| (s, s)).collect();
+        pad_decode(plan, key.batch, self.limits.max_blocks_per_seq);
+        self.bufs.upload(&self.gpu, plan, &[])?;
+        let split = decode_split(
+            key.batch,
+            self.cfg.num_kv_heads,
+            key.context,
+            self.gpu.info.sm_count,
+        );
+        if key.batch * split.splits > self.split_rows {
+            return Err(Error::Step(format!(
+                "decode split {split:?} of {} rows exceeds the buffers",
+                key.batch
+            )));
+        }
+        let shape = self.shape(
+            key.batch,
+            key.batch,
+            AttentionKind::Decode(split),
+            key.batch,
+        );
+        if let Some(graph) = self.graphs.get(&key) {
+            graph.0.launch()?;
+        } else {
+            // The first step of a shape runs eagerly (its output is this step's), which also
+            // loads every kernel and cuBLAS algorithm before the capture records the launches.
+            self.encode(&shape)?;
+            if self.opts.cuda_graphs {
+                let graph = DecodeGraph(self.capture(&shape)?);
+                self.graphs.insert(key, graph);
+            }
+        }
+        Ok(StepRows {
+            rows,
+            computed: key.batch,
+        })
+    }
+
+    fn run_prefill(&mut self, plan: &StepPlan) -> Result<StepRows> {
+        let tiles = prefill_tiles(&plan.seq_rows, forward::tile_tokens(&self.cfg));
+        self.bufs.upload(&self.gpu, plan, &tiles)?;
+        let attention = AttentionKind::Prefill { tiles: tiles.len() };
+        let shape = self.shape(
+            plan.num_tokens(),
+            plan.num_seqs(),
+            attention,
+            plan.logit_rows.len(),
+        );
+        self.encode(&shape)?;
+        let rows = plan
+            .logit_seqs
+            .iter()
+            .enumerate()
+            .map(|(row, &s)| (row, s))
+            .collect();
+        Ok(StepRows {
+            rows,
+            computed: plan.logit_rows.len(),
+        })
+    }
+
+    fn shape(
+        &self,
+        tokens: usize,
+        seqs: usize,
+        attention: AttentionKind,
+        logit_rows: usize,
+    ) -> StepShape {
+        StepShape {
+            tokens,
+            seqs,
+            attention,
+            logit_rows,
+            max_blocks_per_seq: self.limits.max_blocks_per_seq,
+            block_size: self.opts.block_size,
+        }
+    }
+
+    fn encode(&mut self, shape: &StepShape) -> Result<()> {
+        let model = Model {
+            gpu: &self.gpu,
+            blas: &self.blas,
+            cfg: &self.cfg,
+            weights: &self.weights,
+            cache: &self.cache,
+        };
+        forward::encode(&model, &mut self.bufs, shape)
+    }
+
+    /// Captures one decode step of `shape` into a graph (the capture is always ended, also
+    /// when enqueueing failed, so the stream never stays in capture mode).
+    fn capture(&mut self, shape: &StepShape) -> Result<CudaGraph> {
+        let stream = self.gpu.stream.clone();
+        stream.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+        let encoded = self.encode(shape);
+        let graph = stream.end_capture(CUgraphInstantiate_flags(0));
+        encoded?;
+        graph?.ok_or_else(|| Error::Driver("graph capture produced no graph".into()))
+    }
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn model_config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    fn block_size(&self) -> usize {
+        self.opts.block_size
+    }
+
+    fn num_kv_blocks(&self) -> usize {
+        self.limits.num_blocks
+    }
+
+    fn forward(&mut self, batch: &[SeqStep<'_>]) -> crate::Result<StepOutput> {
+        let rows = self.run_step(batch)?;
+        let vocab = self.cfg.vocab_size;
+        let mut out = StepOutput {
+            logits: Vec::with_capacity(rows.rows.len() * vocab),
+            rows: Vec::new(),
+        };
+        if let Some(last) = rows.rows.iter().map(|r| r.0).max() {
+            let host = self
+                .gpu
+                .stream
+                .clone_dtoh(&self.bufs.logits.slice(0..(last + 1) * vocab))
+                .map_err(Error::from)?;
+            for &(row, seq) in &rows.rows {
+                out.logits
+                    .extend_from_slice(&host[row * vocab..(row + 1) * vocab]);
+                out.rows.push(seq);
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,251 @@
+//! Whole-model parity on the GPU: golden greedy tokens (teacher-forced, all cases decoding
+//! together as one batch, so through the decode graphs) and logits against the CPU reference.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+
+use crate::backend::cpu::{CpuBackend, CpuOptions, Precision};
+use crate::backend::cuda::{CudaBackend, CudaOptions};
+use crate::backend::{Backend, SeqStep};
+use crate::gguf::GgufFile;
+use crate::model::ModelConfig;
+
+/// Tokens of the 24 that must match per case.
+pub const MIN_MATCHED: usize = 20;
+/// KV blocks each case may use (16 slots each: 512 tokens).
+const BLOCKS_PER_CASE: u32 = 32;
+
+/// One golden case's outcome.
+#[derive(Debug, Clone)]
+pub struct GoldenCase {
+    pub prompt: String,
+    pub matched: usize,
+    pub total: usize,
+    /// Largest |logit − golden logit| over the golden top-5 of every step.
+    pub max_top5_err: f64,
+    /// ‖Δ‖/‖ref‖ of the prompt's last-token logits against the CPU reference backend.
+    pub cpu_rel_err: f64,
+    pub pass: bool,
+}
+
+struct Case {
+    prompt: String,
+    prompt_ids: Vec<u32>,
+    greedy: Vec<u32>,
+    /// Per step: (token id, golden logit) of the top 5.
+    top5: Vec<Vec<(u32, f64)>>,
+}
+
+fn parse(golden: &Path) -> anyhow::Result<Vec<Case>> {
+    let text =
+        std::fs::read_to_string(golden).with_context(|| format!("reading {}", golden.display()))?;
+    let json: serde_json::Value = serde_json::from_str(&text).context("golden file is not JSON")?;
+    let ids = |v: &serde_json::Value| -> Vec<u32> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_u64().map(|x| x as u32))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let cases = json["cases"]
+        .as_array()
+        .context("golden file has no \"cases\" array")?;
+    Ok(cases
+        .iter()
+        .map(|c| Case {
+            prompt: c["prompt"]
+                .as_str()
+                .unwrap_or("?")
+                .chars()
+                .take(40)
+                .collect(),
+            prompt_ids: ids(&c["prompt_ids"]),
+            greedy: ids(&c["greedy_ids"]),
+            top5: c["steps"]
+                .as_array()
+                .map(|steps| {
+                    steps
+                        .iter()
+                        .map(|s| {
+                            ids(&s["top5"])
+                                .into_iter()
+                                .zip(
+                                    s["top5_logits"]
+                                        .as_array()
+                                        .into_iter()
+                                        .flatten()
+                                        .filter_map(|x| x.as_f64()),
+                                )
+                                .collect()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+        .collect())
+}
+
+fn argmax(row: &[f32]) -> u32 {
+    row.iter()
+        .enumerate()
+        .fold(0, |best, (i, &x)| if x > row[best] { i } else { best }) as u32
+}
+
+fn table_of(case: usize) -> Vec<u32> {
+    (case as u32 * BLOCKS_PER_CASE..(case as u32 + 1) * BLOCKS_PER_CASE).collect()
+}
+
+/// Runs every golden case of `golden` on `model`.
+pub fn run(model: &Path, golden: &Path) -> anyhow::Result<Vec<GoldenCase>> {
+    let cases = parse(golden)?;
+    if cases.is_empty()
+        || cases
+            .iter()
+            .any(|c| c.prompt_ids.is_empty() || c.greedy.len() != c.top5.len())
+    {
+        bail!(
+            "golden file {} has an empty or inconsistent case",
+            golden.display()
+        );
+    }
+    let gguf = GgufFile::open(model)?;
+    let cfg = ModelConfig::from_gguf(&gguf)?;
+    let opts = CudaOptions {
+        max_model_len: Some(512),
+        max_num_seqs: 8,
+        max_batch_tokens: 512,
+        max_kv_blocks: Some(cases.len() * BLOCKS_PER_CASE as usize),
+        ..CudaOptions::default()
+    };
+    let mut gpu = CudaBackend::new(&gguf, cfg.clone(), opts)?;
+    let vocab = cfg.vocab_size;
+    let tables: Vec<Vec<u32>> = (0..cases.len()).map(table_of).collect();
+    let mut logits_per_case: Vec<Vec<Vec<f32>>> = vec![Vec::new(); cases.len()];
+    for (i, case) in cases.iter().enumerate() {
+        let step = SeqStep {
+            tokens: &case.prompt_ids,
+            start_pos: 0,
+            block_table: &tables[i],
+            want_logits: true,
+        };
+        let out = gpu.forward(&[step])?;
+        logits_per_case[i].push(
+            out.logits_of(0, vocab)
+                .context("prefill returned no logits")?
+                .to_vec(),
+        );
+    }
+    // Teacher forcing: step k feeds golden token k−1 of every case, all cases in one batch.
+    let steps = cases.iter().map(|c| c.greedy.len()).min().unwrap_or(0);
+    for k in 1..steps {
+        let batch: Vec<SeqStep<'_>> = cases
+            .iter()
+            .enumerate()
+            .map(|(i, c)| SeqStep {
+                tokens: &c.greedy[k - 1..k],
+                start_pos: c.prompt_ids.len() + k - 1,
+                block_table: &tables[i],
+                want_logits: true,
+            })
+            .collect();
+        let out = gpu.forward(&batch)?;
+        for (i, per_case) in logits_per_case.iter_mut().enumerate() {
+            per_case.push(
+                out.logits_of(i, vocab)
+                    .context("decode returned no logits")?
+                    .to_vec(),
+            );
+        }
+    }
+    let cpu_errs = cpu_reference_errors(model, &cases, &logits_per_case)?;
+    Ok(cases
+        .iter()
+        .zip(&logits_per_case)
+        .zip(cpu_errs)
+        .map(|((case, logits), cpu_rel_err)| {
+            let matched = logits
+                .iter()
+                .zip(&case.greedy)
+                .filter(|(l, g)| argmax(l) == **g)
+                .count();
+            let max_top5_err = logits
+                .iter()
+                .zip(&case.top5)
+                .flat_map(|(l, top)| {
+                    top.iter()
+                        .map(move |&(id, want)| (l[id as usize] as f64 - want).abs())
+                })
+                .fold(0.0, f64::max);
+            GoldenCase {
+                prompt: case.prompt.clone(),
+                matched,
+                total: steps,
+                max_top5_err,
+                cpu_rel_err,
+                pass: matched >= MIN_MATCHED.min(steps) && cpu_rel_err <= 1e-2,
+            }
+        })
+        .collect())
+}
+
+/// ‖Δ‖/‖ref‖ of each case's prompt logits against the CPU backend in reference precision.
+fn cpu_reference_errors(
+    model: &Path,
+    cases: &[Case],
+    gpu_logits: &[Vec<Vec<f32>>],
+) -> anyhow::Result<Vec<f64>> {
+    let (_, cpu_model) = crate::model::load(model)?;
+    let blocks = cases.len() * BLOCKS_PER_CASE as usize;
+    let mut cpu = CpuBackend::new(
+        Arc::new(cpu_model),
+        blocks,
+        16,
+        CpuOptions {
+            precision: Precision::Reference,
+            threads: 0,
+        },
+    )?;
+    let vocab = cpu.model_config().vocab_size;
+    let mut errs = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let table = table_of(i);
+        let out = cpu.forward(&[SeqStep {
+            tokens: &case.prompt_ids,
+            start_pos: 0,
+            block_table: &table,
+            want_logits: true,
+        }])?;
+        let want: Vec<f64> = out
+            .logits_of(0, vocab)
+            .context("CPU returned no logits")?
+            .iter()
+            .map(|&x| x as f64)
+            .collect();
+        errs.push(super::reference::rel_err(&gpu_logits[i][0], &want));
+    }
+    Ok(errs)
+}
+
+/// Formats the results as a table.
+pub fn table(cases: &[GoldenCase]) -> String {
+    let mut s = format!(
+        "{:<42} {:>9} {:>12} {:>12} {:>6}\n",
+        "golden case", "greedy", "top5 |Δ|max", "vs cpu", "pass"
+    );
+    for c in cases {
+        s += &format!(
+            "{:<42} {:>6}/{:<2} {:>12.4} {:>12.3e} {:>6}\n",
+            format!("{:?}", c.prompt),
+            c.matched,
+            c.total,
+            c.max_top5_err,
+            c.cpu_rel_err,
+            if c.pass { "yes" } else { "NO" }
+        );
+    }
+    s
+}

@@ -1,0 +1,79 @@
+// prelude.cuh: prepended to every kernel file before NVRTC compiles it (NVRTC has no
+// project include path). bf16 storage, fp32 arithmetic; warp/block reductions.
+#include <cuda_bf16.h>
+
+typedef __nv_bfloat16 bf16;
+typedef unsigned int u32;
+
+#define WARP_SIZE 32
+#ifndef INFINITY  // NVRTC has no <math.h>
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+
+__device__ __forceinline__ float bf2f(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ bf16 f2bf(float x) { return __float2bfloat16_rn(x); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Sum over the whole block; every thread gets the result. `scratch` holds >= 32 floats.
+__device__ float block_sum(float v, float* scratch) {
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const int warps = (blockDim.x + WARP_SIZE - 1) / WARP_SIZE;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = (threadIdx.x < warps) ? scratch[threadIdx.x] : 0.0f;
+    if (warp == 0) v = warp_sum(v);
+    if (threadIdx.x == 0) scratch[0] = v;
+    __syncthreads();
+    return scratch[0];
+}
+
+// Max over the whole block; every thread gets the result. `scratch` holds >= 32 floats.
+__device__ float block_max(float v, float* scratch) {
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const int warps = (blockDim.x + WARP_SIZE - 1) / WARP_SIZE;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = (threadIdx.x < warps) ? scratch[threadIdx.x] : -INFINITY;
+    if (warp == 0) v = warp_max(v);
+    if (threadIdx.x == 0) scratch[0] = v;
+    __syncthreads();
+    return scratch[0];
+}
+
+// Loads keys and values of positions [t0, t0 + tile) (zeros past `end`) of kv head `h` from
+// the paged cache ([blocks, kv_heads, block_size, head_dim]) into shared memory: K rows padded
+// by one bf16 pair (stride head_dim + 2) so lanes reading different rows hit different banks,
+// V rows dense. Global reads are 16 bytes (8 values); head_dim is a multiple of 8.
+__device__ void load_kv_tile(bf16* k_s, bf16* v_s, const bf16* k_cache, const bf16* v_cache,
+                             const int* table, int t0, int tile, int end, int h,
+                             int num_kv_heads, int block_size, int head_dim)
+{
+    const int vecs = head_dim / 8;
+    for (int idx = threadIdx.x; idx < tile * vecs; idx += blockDim.x) {
+        const int j = idx / vecs, c = idx % vecs, pos = t0 + j;
+        uint4 k8 = make_uint4(0, 0, 0, 0), v8 = k8;
+        if (pos < end) {
+            const int block = table[pos / block_size];
+            const size_t base =
+                (((size_t)block * num_kv_heads + h) * block_size + pos % block_size) * head_dim;
+            k8 = reinterpret_cast<const uint4*>(k_cache + base)[c];
+            v8 = reinterpret_cast<const uint4*>(v_cache + base)[c];
+        }
+        unsigned int* kw = reinterpret_cast<unsigned int*>(k_s + j * (head_dim + 2)) + 4 * c;
+        kw[0] = k8.x; kw[1] = k8.y; kw[2] = k8.z; kw[3] = k8.w;
+        reinterpret_cast<uint4*>(v_s + j * head_dim)[c] = v8;
+    }
+}

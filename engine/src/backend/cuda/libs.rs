@@ -1,0 +1,202 @@
+//! Finding the CUDA libraries (driver, NVRTC, cuBLAS) and proving they load, so that cudarc —
+//! which panics when a library is missing — is only ever called once they are present.
+//!
+//! cudarc (built with `cuda-13000`) dlopens names such as `libnvrtc.so`, `libnvrtc.so.13` and
+//! `libnvrtc.so.12` from the loader's default path. Libraries elsewhere (a CUDA toolkit outside
+//! the loader path, PyPI wheels) are found here in [`search_dirs`] and loaded by absolute path
+//! first: the dynamic loader then answers cudarc's later `dlopen("libnvrtc.so.13")` with the
+//! already-loaded object, because it matches loaded libraries by their SONAME.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Colon-separated folders searched first for `libnvrtc`/`libcublas` (CUDA 12 or 13).
+pub const LIB_DIRS_ENV: &str = "TOKENSCALE_CUDA_LIB_DIRS";
+
+/// CUDA major versions whose libraries this binary accepts, newest first.
+const MAJORS: [u32; 2] = [13, 12];
+
+/// Library groups loaded together from one folder, dependencies first.
+const GROUPS: [&[&str]; 2] = [&["nvrtc-builtins", "nvrtc"], &["cublasLt", "cublas"]];
+
+/// Folders searched for CUDA libraries, in order: [`LIB_DIRS_ENV`], then the usual toolkit
+/// locations under `$CUDA_HOME`, `$CUDA_PATH` and `/usr/local/cuda`.
+pub fn search_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os(LIB_DIRS_ENV)
+        .map(|v| {
+            std::env::split_paths(&v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let roots = ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(std::env::var_os)
+        .map(PathBuf::from)
+        .chain(std::iter::once(PathBuf::from("/usr/local/cuda")));
+    for root in roots {
+        dirs.push(root.join("lib64"));
+        dirs.push(root.join("targets/x86_64-linux/lib"));
+        dirs.push(root.join("targets/sbsa-linux/lib"));
+    }
+    dirs
+}
+
+/// The file to load for library `lib` among a folder's file names: `lib{lib}.so.{major}` or
+/// `lib{lib}.so.{major}.{minor…}` for a supported major (newest first; the shortest name, i.e.
+/// the SONAME, among equals). Variants such as `libnvrtc.alt.so.12` never match.
+pub fn pick_library<'a>(lib: &str, names: &'a [String]) -> Option<&'a str> {
+    let prefix = format!("lib{lib}.so.");
+    let major_of = |name: &str| -> Option<u32> {
+        let version = name.strip_prefix(&prefix)?;
+        let major = version.split('.').next()?.parse().ok()?;
+        version
+            .split('.')
+            .all(|part| part.parse::<u32>().is_ok())
+            .then_some(major)
+    };
+    MAJORS.iter().find_map(|&want| {
+        names
+            .iter()
+            .filter(|n| major_of(n) == Some(want))
+            .min_by_key(|n| n.len())
+            .map(String::as_str)
+    })
+}
+
+/// Loads (and keeps loaded for the life of the process) the libraries of each group from the
+/// first search folder that holds the whole group. Returns the paths loaded; runs once.
+pub fn preload() -> &'static [PathBuf] {
+    static LOADED: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    LOADED.get_or_init(|| {
+        let mut loaded = Vec::new();
+        let dirs = search_dirs();
+        for group in GROUPS {
+            if let Some(paths) = dirs.iter().find_map(|dir| group_in(dir, group)) {
+                for path in paths {
+                    // SAFETY: loading a CUDA library runs its initialisers, which only set up
+                    // the library's own state. The handle is leaked on purpose: the library
+                    // must stay mapped for cudarc, which looks it up again by name.
+                    if let Ok(lib) = unsafe { libloading::Library::new(&path) } {
+                        std::mem::forget(lib);
+                        loaded.push(path);
+                    }
+                }
+            }
+        }
+        loaded
+    })
+}
+
+/// The paths of all of `group`'s libraries in `dir`, or `None` unless every one is there.
+fn group_in(dir: &Path, group: &[&str]) -> Option<Vec<PathBuf>> {
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    group
+        .iter()
+        .map(|lib| pick_library(lib, &names).map(|n| dir.join(n)))
+        .collect()
+}
+
+/// Why the CUDA backend cannot start on this machine, or `Ok` when the driver, NVRTC and
+/// cuBLAS libraries all load. Never panics.
+pub fn probe_libraries() -> Result<(), String> {
+    probe_driver()?;
+    probe_nvrtc()?;
+    preload();
+    // SAFETY: `is_culib_present` only tries to dlopen the library under its known names.
+    if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+        return Err(format!(
+            "cuBLAS library not found (libcublas.so.13 or .so.12); set {LIB_DIRS_ENV} or \
+             LD_LIBRARY_PATH to the folder holding it"
+        ));
+    }
+    Ok(())
+}
+
+/// `Ok` when the NVIDIA driver library (`libcuda.so.1`) loads.
+pub fn probe_driver() -> Result<(), String> {
+    // SAFETY: as above, a dlopen attempt only.
+    if unsafe { cudarc::driver::sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err("no CUDA driver: libcuda.so.1 not found (no NVIDIA GPU driver on this machine)".into())
+    }
+}
+
+/// `Ok` when NVRTC (`libnvrtc.so.13` or `.so.12`) loads; enough to compile kernels.
+pub fn probe_nvrtc() -> Result<(), String> {
+    preload();
+    // SAFETY: as above, a dlopen attempt only.
+    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err(format!(
+            "NVRTC library not found (libnvrtc.so.13 or .so.12); set {LIB_DIRS_ENV} or \
+             LD_LIBRARY_PATH to the folder holding it (e.g. the nvidia-cuda-nvrtc-cu12 wheel's \
+             nvidia/cuda_nvrtc/lib)"
+        ))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn picks_the_soname_of_the_newest_supported_major() {
+        let dir = names(&[
+            "libnvrtc.so.12",
+            "libnvrtc.so.13",
+            "libnvrtc.so.13.0.48",
+            "libnvrtc.so",
+        ]);
+        assert_eq!(pick_library("nvrtc", &dir), Some("libnvrtc.so.13"));
+        let wheel = names(&[
+            "libnvrtc.alt.so.12",
+            "libnvrtc-builtins.so.12.9",
+            "libnvrtc-builtins.alt.so.12.9",
+            "libnvrtc.so.12",
+        ]);
+        assert_eq!(pick_library("nvrtc", &wheel), Some("libnvrtc.so.12"));
+        assert_eq!(
+            pick_library("nvrtc-builtins", &wheel),
+            Some("libnvrtc-builtins.so.12.9")
+        );
+    }
+
+    #[test]
+    fn rejects_other_majors_and_lookalikes() {
+        let dir = names(&[
+            "libnvrtc.so.11.2",
+            "libnvrtc.so.12x",
+            "libcublasLt.so.13",
+            "libnvrtc.so",
+        ]);
+        assert_eq!(pick_library("nvrtc", &dir), None);
+        assert_eq!(pick_library("cublas", &dir), None);
+        assert_eq!(pick_library("cublasLt", &dir), Some("libcublasLt.so.13"));
+    }
+
+    #[test]
+    fn a_group_is_taken_only_when_complete() {
+        let dir = std::env::temp_dir().join(format!("ts-cuda-libs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("libcublas.so.12"), b"").unwrap();
+        assert!(group_in(&dir, &["cublasLt", "cublas"]).is_none());
+        std::fs::write(dir.join("libcublasLt.so.12"), b"").unwrap();
+        let found = group_in(&dir, &["cublasLt", "cublas"]).unwrap();
+        assert_eq!(
+            found,
+            vec![dir.join("libcublasLt.so.12"), dir.join("libcublas.so.12")]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,233 @@
+//! A forward step's host-side plan (pure): the flat per-token and per-sequence arrays the
+//! kernels read, validated against the cache and model limits, and padding to a graph bucket.
+
+use crate::backend::SeqStep;
+
+/// Limits a step is checked against.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanLimits {
+    pub block_size: usize,
+    pub num_blocks: usize,
+    pub vocab_size: usize,
+    /// Width of the block-table matrix: `ceil(max_model_len / block_size)`.
+    pub max_blocks_per_seq: usize,
+    /// Most tokens in one step (activation buffers are sized for this).
+    pub max_tokens: usize,
+    /// Most sequences in one step.
+    pub max_seqs: usize,
+}
+
+/// What the kernels of one step read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepPlan {
+    /// `[tokens]`: the new tokens of every sequence, sequence after sequence.
+    pub token_ids: Vec<u32>,
+    /// `[tokens]`: absolute position of each token.
+    pub positions: Vec<i32>,
+    /// `[tokens]`: cache slot (`block * block_size + offset`) of each token; −1 for padding.
+    pub slots: Vec<i32>,
+    /// `[seqs, max_blocks_per_seq]`: block tables, zero-padded.
+    pub block_tables: Vec<i32>,
+    /// `[seqs]`: tokens in cache after this step (0 for padding).
+    pub context_lens: Vec<i32>,
+    /// Per sequence: (first token row, start position, new tokens).
+    pub seq_rows: Vec<(usize, usize, usize)>,
+    /// Token row of each sequence's last token whose logits are wanted.
+    pub logit_rows: Vec<i32>,
+    /// Batch index of each of those rows.
+    pub logit_seqs: Vec<usize>,
+    /// Every sequence runs exactly one token (the decode kernel and graphs apply).
+    pub decode_only: bool,
+    /// Longest context in the step.
+    pub max_context: usize,
+}
+
+impl StepPlan {
+    /// Tokens in the step (padding included).
+    pub fn num_tokens(&self) -> usize {
+        self.token_ids.len()
+    }
+
+    /// Sequences in the step (padding included).
+    pub fn num_seqs(&self) -> usize {
+        self.context_lens.len()
+    }
+}
+
+/// Builds and validates the plan of `batch`.
+pub fn plan_step(batch: &[SeqStep<'_>], limits: &PlanLimits) -> Result<StepPlan, String> {
+    if batch.is_empty() {
+        return Err("empty batch".into());
+    }
+    if batch.len() > limits.max_seqs {
+        return Err(format!(
+            "{} sequences exceed the step limit of {}",
+            batch.len(),
+            limits.max_seqs
+        ));
+    }
+    let total: usize = batch.iter().map(|s| s.tokens.len()).sum();
+    if total > limits.max_tokens {
+        return Err(format!(
+            "{total} tokens exceed the step limit of {}",
+            limits.max_tokens
+        ));
+    }
+    let mut plan = StepPlan {
+        decode_only: true,
+        ..StepPlan::default()
+    };
+    plan.block_tables = vec![0; batch.len() * limits.max_blocks_per_seq];
+    for (i, seq) in batch.iter().enumerate() {
+        let n = seq.tokens.len();
+        if n == 0 {
+            return Err(format!("sequence {i} has no tokens"));
+        }
+        let context = seq.start_pos + n;
+        let needed = context.div_ceil(limits.block_size);
+        if seq.block_table.len() < needed {
+            return Err(format!(
+                "sequence {i}: {} blocks cannot hold {context} tokens",
+                seq.block_table.len()
+            ));
+        }
+        if needed > limits.max_blocks_per_seq {
+            return Err(format!(
+                "sequence {i}: {context} tokens exceed the model length"
+            ));
+        }
+        if let Some(&b) = seq.block_table[..needed]
+            .iter()
+            .find(|&&b| b as usize >= limits.num_blocks)
+        {
+            return Err(format!(
+                "sequence {i}: block {b} is outside the cache of {}",
+                limits.num_blocks
+            ));
+        }
+        if let Some(&t) = seq
+            .tokens
+            .iter()
+            .find(|&&t| t as usize >= limits.vocab_size)
+        {
+            return Err(format!(
+                "sequence {i}: token {t} is outside the vocabulary of {}",
+                limits.vocab_size
+            ));
+        }
+        let row0 = plan.token_ids.len();
+        for (k, &token) in seq.tokens.iter().enumerate() {
+            let pos = seq.start_pos + k;
+            let block = seq.block_table[pos / limits.block_size] as usize;
+            plan.token_ids.push(token);
+            plan.positions.push(pos as i32);
+            plan.slots
+                .push((block * limits.block_size + pos % limits.block_size) as i32);
+        }
+        let table = &mut plan.block_tables[i * limits.max_blocks_per_seq..][..needed];
+        for (dst, &b) in table.iter_mut().zip(seq.block_table) {
+            *dst = b as i32;
+        }
+        plan.context_lens.push(context as i32);
+        plan.seq_rows.push((row0, seq.start_pos, n));
+        if seq.want_logits {
+            plan.logit_rows.push((row0 + n - 1) as i32);
+            plan.logit_seqs.push(i);
+        }
+        plan.decode_only &= n == 1;
+        plan.max_context = plan.max_context.max(context);
+    }
+    Ok(plan)
+}
+
+/// Pads a decode-only plan to `bucket` sequences for a captured graph: padding rows run token
+/// 0 at position 0, write no KV (slot −1) and attend to nothing (context 0). Every row's
+/// logits are computed in a graph, so `logit_rows` becomes `0..bucket`.
+pub fn pad_decode(plan: &mut StepPlan, bucket: usize, max_blocks_per_seq: usize) {
+    let real = plan.num_seqs();
+    for _ in real..bucket {
+        plan.token_ids.push(0);
+        plan.positions.push(0);
+        plan.slots.push(-1);
+        plan.context_lens.push(0);
+    }
+    plan.block_tables.resize(bucket * max_blocks_per_seq, 0);
+    plan.logit_rows = (0..bucket as i32).collect();
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const LIMITS: PlanLimits = PlanLimits {
+        block_size: 4,
+        num_blocks: 10,
+        vocab_size: 100,
+        max_blocks_per_seq: 3,
+        max_tokens: 16,
+        max_seqs: 4,
+    };
+
+    fn step<'a>(tokens: &'a [u32], start_pos: usize, table: &'a [u32], want: bool) -> SeqStep<'a> {
+        SeqStep {
+            tokens,
+            start_pos,
+            block_table: table,
+            want_logits: want,
+        }
+    }
+
+    #[test]
+    fn a_mixed_batch_maps_every_token_to_its_slot() {
+        let batch = [
+            step(&[5, 6, 7], 3, &[7, 2], false),
+            step(&[9], 8, &[1, 4, 3], true),
+        ];
+        let plan = plan_step(&batch, &LIMITS).unwrap();
+        assert_eq!(plan.token_ids, [5, 6, 7, 9]);
+        assert_eq!(plan.positions, [3, 4, 5, 8]);
+        // pos 3 → block 7 slot 3; pos 4, 5 → block 2 slots 0, 1; pos 8 → block 3 slot 0.
+        assert_eq!(plan.slots, [31, 8, 9, 12]);
+        assert_eq!(plan.block_tables, [7, 2, 0, 1, 4, 3]);
+        assert_eq!(plan.context_lens, [6, 9]);
+        assert_eq!(plan.seq_rows, [(0, 3, 3), (3, 8, 1)]);
+        assert_eq!(
+            (plan.logit_rows.as_slice(), plan.logit_seqs.as_slice()),
+            (&[3][..], &[1][..])
+        );
+        assert!(!plan.decode_only);
+        assert_eq!(plan.max_context, 9);
+    }
+
+    #[test]
+    fn decode_plans_pad_to_their_bucket() {
+        let batch = [step(&[1], 0, &[0], true), step(&[2], 5, &[3, 4], true)];
+        let mut plan = plan_step(&batch, &LIMITS).unwrap();
+        assert!(plan.decode_only);
+        pad_decode(&mut plan, 4, LIMITS.max_blocks_per_seq);
+        assert_eq!(plan.num_seqs(), 4);
+        assert_eq!(plan.slots, [0, 17, -1, -1]);
+        assert_eq!(plan.context_lens, [1, 6, 0, 0]);
+        assert_eq!(plan.block_tables.len(), 12);
+        assert_eq!(plan.logit_rows, [0, 1, 2, 3]);
+        assert_eq!(plan.logit_seqs, [0, 1]);
+    }
+
+    #[test]
+    fn inconsistent_steps_are_named_errors() {
+        let cases: [(&[SeqStep<'_>], &str); 7] = [
+            (&[], "empty"),
+            (&[step(&[], 0, &[0], true)], "no tokens"),
+            (&[step(&[1, 2], 3, &[0], true)], "cannot hold"),
+            (&[step(&[1], 0, &[10], true)], "outside the cache"),
+            (&[step(&[100], 0, &[0], true)], "vocabulary"),
+            (&[step(&[1], 12, &[0, 1, 2, 3], true)], "model length"),
+            (&[step(&[1; 17], 0, &[0, 1, 2, 3, 4], true)], "step limit"),
+        ];
+        for (batch, want) in cases {
+            let err = plan_step(batch, &LIMITS).unwrap_err();
+            assert!(err.contains(want), "{err} lacks {want}");
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! `tokenscale-engine serve`: runs the OpenAI-compatible server until SIGTERM or Ctrl-C, then
+//! drains (health 503, new requests 503, running ones finish within `--drain-timeout`).
+
+use anyhow::Context;
+
+use crate::server::{self, ServeConfig};
+
+/// Arguments of `serve`.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Model alias (e.g. smollm2-135m, fetched on first use) or path to a .gguf file.
+    #[arg(long, default_value = "smollm2-135m")]
+    pub model: String,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (0 picks a free one).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// KV-cache capacity in tokens.
+    #[arg(long, default_value_t = ServeConfig::default().kv_cache_tokens)]
+    pub kv_cache_tokens: usize,
+    /// Token slots per KV block.
+    #[arg(long, default_value_t = ServeConfig::default().block_size)]
+    pub block_size: usize,
+    /// Tokens (prefill plus decode) per engine step.
+    #[arg(long, default_value_t = ServeConfig::default().max_batch_tokens)]
+    pub max_batch_tokens: usize,
+    /// Sequences per engine step.
+    #[arg(long, default_value_t = ServeConfig::default().max_num_seqs)]
+    pub max_num_seqs: usize,
+    /// Seconds running requests may take to finish after SIGTERM.
+    #[arg(long, default_value_t = ServeConfig::default().drain_timeout_s)]
+    pub drain_timeout: f64,
+    /// Name clients use in `model` (default: the alias or the file's stem).
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// Cap on prompt plus completion tokens (default: the model's context).
+    #[arg(long)]
+    pub max_model_len: Option<usize>,
+    /// Largest accepted request body, in bytes.
+    #[arg(long, default_value_t = ServeConfig::default().max_body_bytes)]
+    pub max_body_bytes: usize,
+    /// Turn the prefix cache off.
+    #[arg(long)]
+    pub no_prefix_caching: bool,
+}
+
+impl ServeArgs {
+    /// The server configuration these flags describe.
+    pub fn config(&self) -> anyhow::Result<ServeConfig> {
+        anyhow::ensure!(self.block_size > 0, "--block-size must be at least 1");
+        anyhow::ensure!(self.kv_cache_tokens >= self.block_size, "--kv-cache-tokens must hold at least one block");
+        anyhow::ensure!(self.drain_timeout.is_finite() && self.drain_timeout >= 0.0, "--drain-timeout must be ≥ 0 seconds");
+        Ok(ServeConfig {
+            model: self.model.clone(),
+            host: self.host.clone(),
+            port: self.port,
+            kv_cache_tokens: self.kv_cache_tokens,
+            block_size: self.block_size,
+            max_batch_tokens: self.max_batch_tokens,
+            max_num_seqs: self.max_num_seqs,
+            drain_timeout_s: self.drain_timeout,
+            served_model_name: self.served_model_name.clone(),
+            max_body_bytes: self.max_body_bytes,
+            enable_prefix_caching: !self.no_prefix_caching,
+            max_model_len: self.max_model_len,
+        })
+    }
+}
+
+/// Runs `serve`.
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let config = args.config()?;
+    let _ = tracing_subscriber::fmt().with_env_filter(
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+    ).with_writer(std::io::stderr).try_init();
+    // Two workers: the HTTP side is light; the engine loop has its own thread.
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting tokio")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind((config.host.as_str(), config.port))
+            .await
+            .with_context(|| format!("cannot listen on {}:{}", config.host, config.port))?;
+        // Printed so a parent process that passed --port 0 learns the port.
+        eprintln!("listening on http://{}", listener.local_addr()?);
+        let loader_config = config.clone();
+        server::serve_on(listener, config, move || server::load_model(&loader_config), shutdown_signal()).await?;
+        anyhow::Ok(())
+    })
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}

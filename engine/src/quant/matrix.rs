@@ -1,0 +1,202 @@
+//! A weight matrix in its in-memory block layout, and the tile kernel dispatch.
+
+use std::ops::Range;
+
+use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8, BlockQ8_0, QK};
+use super::dequant::{dequantize, repack_q4_0, repack_q4_1, repack_q8_0};
+use super::kernels::{QBlock, scalar};
+use super::{Error, Simd};
+use crate::gguf::GgmlType;
+
+/// Activation rows handled by one kernel call (each weight block is unpacked once per tile).
+pub const TILE_ROWS: usize = 4;
+
+/// Weights, row-major: row `n` is blocks `n * blocks_per_row ..`.
+#[derive(Debug, Clone)]
+enum Weights {
+    Q4_1(Vec<BlockQ4_1>),
+    Q4_0(Vec<BlockQ4_0>),
+    Q8_0(Vec<BlockQ8_0>),
+    /// F32, F16 and BF16 files: kept as f32.
+    F32(Vec<f32>),
+}
+
+/// A `[rows, cols]` weight matrix (a linear layer maps `cols` inputs to `rows` outputs).
+#[derive(Debug, Clone)]
+pub struct QMatrix {
+    rows: usize,
+    cols: usize,
+    weights: Weights,
+    simd: Simd,
+}
+
+/// A batch of activation rows: `f32` is `[m, cols]`; `q8`, when given, is the same rows
+/// quantised, `[m, cols / 32]` blocks, and selects the integer kernels for quantised weights.
+#[derive(Debug, Clone, Copy)]
+pub struct Acts<'a> {
+    pub f32: &'a [f32],
+    pub q8: Option<&'a [BlockQ8]>,
+}
+
+impl QMatrix {
+    /// Builds a `[rows, cols]` matrix from a GGUF tensor's bytes.
+    pub fn from_ggml(ty: GgmlType, bytes: &[u8], rows: usize, cols: usize) -> Result<Self, Error> {
+        let elements = rows * cols;
+        let weights = match ty {
+            GgmlType::Q4_1 => Weights::Q4_1(repack_q4_1(bytes, elements)?),
+            GgmlType::Q4_0 => Weights::Q4_0(repack_q4_0(bytes, elements)?),
+            GgmlType::Q8_0 => Weights::Q8_0(repack_q8_0(bytes, elements)?),
+            _ => {
+                let mut out = vec![0f32; elements];
+                dequantize(ty, bytes, &mut out)?;
+                Weights::F32(out)
+            }
+        };
+        Ok(Self { rows, cols, weights, simd: Simd::detect() })
+    }
+
+    /// Stacks matrices with the same width and block type along rows (`None` otherwise).
+    pub fn stack(parts: &[QMatrix]) -> Option<QMatrix> {
+        let first = parts.first()?;
+        let same = parts.iter().all(|p| p.cols == first.cols);
+        let weights = match &first.weights {
+            Weights::Q4_1(_) => Weights::Q4_1(concat(parts, |w| match w {
+                Weights::Q4_1(v) => Some(v),
+                _ => None,
+            })?),
+            Weights::Q4_0(_) => Weights::Q4_0(concat(parts, |w| match w {
+                Weights::Q4_0(v) => Some(v),
+                _ => None,
+            })?),
+            Weights::Q8_0(_) => Weights::Q8_0(concat(parts, |w| match w {
+                Weights::Q8_0(v) => Some(v),
+                _ => None,
+            })?),
+            Weights::F32(_) => Weights::F32(concat(parts, |w| match w {
+                Weights::F32(v) => Some(v),
+                _ => None,
+            })?),
+        };
+        let rows = parts.iter().map(|p| p.rows).sum();
+        same.then_some(QMatrix { rows, cols: first.cols, weights, simd: first.simd })
+    }
+
+    /// Output features.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Input features.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Forces the portable kernels (tests compare them with the SIMD ones).
+    pub fn with_simd(mut self, simd: Simd) -> Self {
+        self.simd = simd;
+        self
+    }
+
+    /// Whether the integer (quantised-activation) kernels apply to this matrix.
+    pub fn is_quantized(&self) -> bool {
+        !matches!(self.weights, Weights::F32(_))
+    }
+
+    /// Dequantises row `row` into `out` (`[cols]`): embedding lookups.
+    pub fn row_f32(&self, row: usize, out: &mut [f32]) {
+        let bpr = self.cols / QK;
+        let mut block = [0f32; QK];
+        let mut blocks = |deq: &dyn Fn(usize, &mut [f32; QK])| {
+            for (k, o) in out.chunks_exact_mut(QK).enumerate() {
+                deq(row * bpr + k, &mut block);
+                o.copy_from_slice(&block);
+            }
+        };
+        match &self.weights {
+            Weights::Q4_1(w) => blocks(&|i, b| w[i].dequantize(b)),
+            Weights::Q4_0(w) => blocks(&|i, b| w[i].dequantize(b)),
+            Weights::Q8_0(w) => blocks(&|i, b| w[i].dequantize(b)),
+            Weights::F32(w) => out.copy_from_slice(&w[row * self.cols..(row + 1) * self.cols]),
+        }
+    }
+
+    /// `out[r * rows.len() + i] = dot(weight row rows.start + i, activation row m0 + r)` for
+    /// `r < tile` (`1 ≤ tile ≤ TILE_ROWS`).
+    pub fn gemv_tile(&self, acts: Acts<'_>, m0: usize, tile: usize, rows: Range<usize>, out: &mut [f32]) {
+        match tile {
+            1 => self.tile::<1>(acts, m0, rows, out),
+            2 => self.tile::<2>(acts, m0, rows, out),
+            3 => self.tile::<3>(acts, m0, rows, out),
+            _ => self.tile::<4>(acts, m0, rows, out),
+        }
+    }
+
+    fn tile<const R: usize>(&self, acts: Acts<'_>, m0: usize, rows: Range<usize>, out: &mut [f32]) {
+        let (cols, bpr) = (self.cols, self.cols / QK);
+        let f32_rows: [&[f32]; R] =
+            std::array::from_fn(|r| &acts.f32[(m0 + r) * cols..(m0 + r + 1) * cols]);
+        let q8_rows: Option<[&[BlockQ8]; R]> =
+            acts.q8.map(|q| std::array::from_fn(|r| &q[(m0 + r) * bpr..(m0 + r + 1) * bpr]));
+        match &self.weights {
+            Weights::Q4_1(w) => self.run(w, rows, f32_rows, q8_rows, out),
+            Weights::Q4_0(w) => self.run(w, rows, f32_rows, q8_rows, out),
+            Weights::Q8_0(w) => self.run(w, rows, f32_rows, q8_rows, out),
+            Weights::F32(w) => {
+                let n = rows.len();
+                for (i, row) in rows.enumerate() {
+                    let wrow = &w[row * cols..(row + 1) * cols];
+                    for (r, x) in f32_rows.iter().enumerate() {
+                        out[r * n + i] = wrow.iter().zip(x.iter()).map(|(a, b)| a * b).sum();
+                    }
+                }
+            }
+        }
+    }
+
+    #[allow(unused_variables)]
+    fn run<B: QBlock + KernelBlock, const R: usize>(
+        &self,
+        w: &[B],
+        rows: Range<usize>,
+        f32_rows: [&[f32]; R],
+        q8_rows: Option<[&[BlockQ8]; R]>,
+        out: &mut [f32],
+    ) {
+        let bpr = self.cols / QK;
+        #[cfg(target_arch = "x86_64")]
+        if self.simd == Simd::Avx2 {
+            use super::kernels::avx2;
+            // SAFETY: `Simd::Avx2` is only ever the result of `Simd::detect` finding AVX2 and
+            // FMA on this CPU (or a test that detected it first).
+            unsafe {
+                match q8_rows {
+                    Some(q) => avx2::gemv_q8::<B, R>(w, bpr, rows, q, out),
+                    None => avx2::gemv_f32::<B, R>(w, bpr, rows, f32_rows, out),
+                }
+            }
+            return;
+        }
+        match q8_rows {
+            Some(q) => scalar::gemv_q8::<B, R>(w, bpr, rows, q, out),
+            None => scalar::gemv_f32::<B, R>(w, bpr, rows, f32_rows, out),
+        }
+    }
+}
+
+fn concat<T: Clone>(parts: &[QMatrix], get: impl Fn(&Weights) -> Option<&Vec<T>>) -> Option<Vec<T>> {
+    let mut out = Vec::new();
+    for p in parts {
+        out.extend_from_slice(get(&p.weights)?);
+    }
+    Some(out)
+}
+
+/// The block types with kernels on every target.
+#[cfg(target_arch = "x86_64")]
+trait KernelBlock: super::kernels::avx2::Avx2Block {}
+#[cfg(target_arch = "x86_64")]
+impl<B: super::kernels::avx2::Avx2Block> KernelBlock for B {}
+#[cfg(not(target_arch = "x86_64"))]
+trait KernelBlock {}
+#[cfg(not(target_arch = "x86_64"))]
+impl<B> KernelBlock for B {}

@@ -1,0 +1,157 @@
+//! Dequantisation against hand-made blocks, and SIMD kernels against the portable ones.
+
+use half::{bf16, f16};
+
+use super::*;
+use crate::gguf::GgmlType;
+
+fn f16_bytes(x: f32) -> [u8; 2] {
+    f16::from_f32(x).to_le_bytes()
+}
+
+#[test]
+fn q4_1_hand_made_block() {
+    // d = 0.5, m = -1; nibble byte j = (hi = 15 - j%16, lo = j%16).
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(&f16_bytes(0.5));
+    bytes.extend_from_slice(&f16_bytes(-1.0));
+    bytes.extend((0..16u8).map(|j| ((15 - j) << 4) | j));
+    let mut out = [0f32; 32];
+    dequantize(GgmlType::Q4_1, &bytes, &mut out).unwrap();
+    for j in 0..16 {
+        assert_eq!(out[j], 0.5 * j as f32 - 1.0);
+        assert_eq!(out[j + 16], 0.5 * (15 - j) as f32 - 1.0);
+    }
+}
+
+#[test]
+fn q4_0_hand_made_block() {
+    let mut bytes = f16_bytes(2.0).to_vec();
+    bytes.extend((0..16u8).map(|j| (j << 4) | (15 - j)));
+    let mut out = [0f32; 32];
+    dequantize(GgmlType::Q4_0, &bytes, &mut out).unwrap();
+    for j in 0..16 {
+        assert_eq!(out[j], 2.0 * (15.0 - j as f32 - 8.0));
+        assert_eq!(out[j + 16], 2.0 * (j as f32 - 8.0));
+    }
+}
+
+#[test]
+fn q8_0_hand_made_block() {
+    let mut bytes = f16_bytes(0.25).to_vec();
+    bytes.extend((0..32i8).map(|j| (j * 4 - 64) as u8));
+    let mut out = [0f32; 32];
+    dequantize(GgmlType::Q8_0, &bytes, &mut out).unwrap();
+    for (j, v) in out.iter().enumerate() {
+        assert_eq!(*v, 0.25 * (j as f32 * 4.0 - 64.0));
+    }
+}
+
+#[test]
+fn float_formats() {
+    let vals = [1.5f32, -2.25, 0.0, 65504.0];
+    let f32_bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let f16b: Vec<u8> = vals.iter().flat_map(|v| f16::from_f32(*v).to_le_bytes()).collect();
+    let bf16b: Vec<u8> = vals.iter().flat_map(|v| bf16::from_f32(*v).to_le_bytes()).collect();
+    let mut out = [0f32; 4];
+    dequantize(GgmlType::F32, &f32_bytes, &mut out).unwrap();
+    assert_eq!(out, vals);
+    dequantize(GgmlType::F16, &f16b, &mut out).unwrap();
+    assert_eq!(out, vals);
+    dequantize(GgmlType::BF16, &bf16b, &mut out).unwrap();
+    assert_eq!(&out[..3], &vals[..3]);
+    assert_eq!(out[3], 65536.0); // bf16 keeps 8 mantissa bits
+}
+
+#[test]
+fn wrong_sizes_and_types_are_errors() {
+    let mut out = [0f32; 32];
+    assert!(matches!(dequantize(GgmlType::Q4_1, &[0; 19], &mut out), Err(Error::SizeMismatch { .. })));
+    assert!(matches!(dequantize(GgmlType::Q6K, &[0; 210], &mut out), Err(Error::Unsupported(_))));
+}
+
+/// A deterministic pseudo-random stream (no dependency needed for test data).
+fn lcg(seed: &mut u64) -> f32 {
+    *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    ((*seed >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0
+}
+
+fn random_matrix(ty: GgmlType, rows: usize, cols: usize, seed: &mut u64) -> Vec<u8> {
+    let blocks = rows * cols / 32;
+    let mut bytes = Vec::new();
+    for _ in 0..blocks {
+        match ty {
+            GgmlType::Q4_1 => {
+                bytes.extend_from_slice(&f16_bytes(lcg(seed).abs() * 0.1));
+                bytes.extend_from_slice(&f16_bytes(lcg(seed) * 0.5));
+            }
+            _ => bytes.extend_from_slice(&f16_bytes(lcg(seed) * 0.05)),
+        }
+        let n = if ty == GgmlType::Q8_0 { 32 } else { 16 };
+        bytes.extend((0..n).map(|_| (lcg(seed) * 127.0) as i8 as u8));
+    }
+    bytes
+}
+
+#[test]
+fn kernels_agree_with_dequantised_reference() {
+    let (rows, cols, m) = (13, 96, 6);
+    let mut seed = 7;
+    let x: Vec<f32> = (0..m * cols).map(|_| lcg(&mut seed)).collect();
+    let mut xq = vec![BlockQ8::default(); m * cols / 32];
+    quantize_q8(&x, &mut xq);
+    for ty in [GgmlType::Q4_1, GgmlType::Q4_0, GgmlType::Q8_0] {
+        let bytes = random_matrix(ty, rows, cols, &mut seed);
+        let mut dense = vec![0f32; rows * cols];
+        dequantize(ty, &bytes, &mut dense).unwrap();
+        let fast = QMatrix::from_ggml(ty, &bytes, rows, cols).unwrap();
+        let portable = fast.clone().with_simd(Simd::Scalar);
+        for q8 in [None, Some(xq.as_slice())] {
+            let acts = Acts { f32: &x, q8 };
+            for tile in 1..=TILE_ROWS {
+                for m0 in 0..=(m - tile) {
+                    let (mut a, mut b) = (vec![0f32; tile * rows], vec![0f32; tile * rows]);
+                    fast.gemv_tile(acts, m0, tile, 0..rows, &mut a);
+                    portable.gemv_tile(acts, m0, tile, 0..rows, &mut b);
+                    for r in 0..tile {
+                        for n in 0..rows {
+                            let xr = &x[(m0 + r) * cols..(m0 + r + 1) * cols];
+                            let exact: f32 =
+                                dense[n * cols..(n + 1) * cols].iter().zip(xr).map(|(w, v)| w * v).sum();
+                            let (fa, pb) = (a[r * rows + n], b[r * rows + n]);
+                            assert!((fa - pb).abs() < 1e-4, "{ty} simd {fa} vs scalar {pb}");
+                            // Quantised activations are off by at most half a step per
+                            // element: |Σ w·(x − x̂)| ≤ Σ_blocks Σ|w| · d / 2.
+                            let wrow = &dense[n * cols..(n + 1) * cols];
+                            let bound: f32 = wrow
+                                .chunks(32)
+                                .zip(&xq[(m0 + r) * cols / 32..])
+                                .map(|(w, b)| w.iter().map(|v| v.abs()).sum::<f32>() * b.d * 0.5)
+                                .sum();
+                            let tol = if q8.is_some() { bound + 1e-4 } else { 1e-4 };
+                            assert!((fa - exact).abs() < tol, "{ty} {fa} vs exact {exact}");
+                        }
+                    }
+                }
+            }
+        }
+        let mut row = vec![0f32; cols];
+        fast.row_f32(5, &mut row);
+        assert_eq!(row, &dense[5 * cols..6 * cols]);
+    }
+}
+
+#[test]
+fn q8_quantisation_round_trips_within_half_a_step() {
+    let mut seed = 3;
+    let x: Vec<f32> = (0..64).map(|_| lcg(&mut seed) * 4.0).collect();
+    let mut q = [BlockQ8::default(); 2];
+    quantize_q8(&x, &mut q);
+    for (b, xs) in q.iter().zip(x.chunks(32)) {
+        let sum: i32 = b.qs.iter().map(|&v| i32::from(v)).sum();
+        assert!((b.s - b.d * sum as f32).abs() < 1e-5);
+        for (&v, &qv) in xs.iter().zip(&b.qs) {
+            assert!((v - b.d * f32::from(qv)).abs() <= b.d * 0.5 + 1e-6);
+        }
+    }
+}

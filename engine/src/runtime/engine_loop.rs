@@ -1,0 +1,238 @@
+//! The engine loop itself: drain commands, schedule a step, run the forward, sample, send
+//! tokens, repeat. It runs on a dedicated OS thread because the forward is CPU-bound (or waits
+//! on a device) and must never block an async reactor.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::{Command, EngineConfig, EngineMetrics, GenerateRequest, RequestUsage, TokenEvent};
+use crate::backend::{Backend, SeqStep, StepOutput};
+use crate::kv::{KvCacheManager, RequestId};
+use crate::sampling::{FinishReason, Sampler, finish_on_token};
+use crate::sched::{SchedRequest, Scheduler, SchedulerConfig, SchedulerOutput};
+
+/// A request the loop is serving: its sampler, its event channel and its timings.
+struct Active {
+    sampler: Sampler,
+    events: UnboundedSender<TokenEvent>,
+    arrival: Instant,
+    last_token_at: Option<Instant>,
+    num_generated: u32,
+}
+
+/// Everything the loop owns.
+pub(super) struct EngineLoop {
+    backend: Box<dyn Backend>,
+    config: EngineConfig,
+    metrics: Arc<EngineMetrics>,
+    inbox: Receiver<Command>,
+    scheduler: Scheduler,
+    kv: KvCacheManager,
+    active: HashMap<RequestId, Active>,
+    vocab_size: usize,
+}
+
+impl EngineLoop {
+    pub(super) fn new(
+        backend: Box<dyn Backend>,
+        config: EngineConfig,
+        metrics: Arc<EngineMetrics>,
+        inbox: Receiver<Command>,
+    ) -> Self {
+        let kv = KvCacheManager::new(backend.num_kv_blocks(), backend.block_size(), config.enable_prefix_caching);
+        let scheduler = Scheduler::new(SchedulerConfig {
+            max_batch_tokens: config.max_batch_tokens,
+            max_num_seqs: config.max_num_seqs,
+        });
+        let vocab_size = backend.model_config().vocab_size;
+        Self { backend, config, metrics, inbox, scheduler, kv, active: HashMap::new(), vocab_size }
+    }
+
+    /// Runs until every handle is dropped and no request is left.
+    pub(super) fn run(mut self) {
+        loop {
+            if !self.drain_commands() {
+                return;
+            }
+            let out = self.scheduler.schedule(&mut self.kv);
+            self.record_schedule(&out);
+            // Blocks are taken at scheduling time: show them before any token of this step leaves.
+            self.publish_gauges();
+            if out.seqs.is_empty() {
+                // Nothing fits right now (a preemption this step): wait briefly for news.
+                self.wait_for_command(Duration::from_millis(2));
+            } else {
+                self.step(&out);
+            }
+            self.publish_gauges();
+        }
+    }
+
+    /// Applies queued commands; blocks while idle. False when the loop should exit.
+    fn drain_commands(&mut self) -> bool {
+        loop {
+            let command = if self.scheduler.is_idle() {
+                match self.inbox.recv() {
+                    Ok(command) => command,
+                    Err(_) => return false,
+                }
+            } else {
+                match self.inbox.try_recv() {
+                    Ok(command) => command,
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => return true,
+                }
+            };
+            self.apply(command);
+        }
+    }
+
+    fn wait_for_command(&mut self, timeout: Duration) {
+        match self.inbox.recv_timeout(timeout) {
+            Ok(command) => self.apply(command),
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {}
+        }
+    }
+
+    fn apply(&mut self, command: Command) {
+        match command {
+            Command::Add { id, request, events } => self.add(id, request, events),
+            Command::Abort { id, completed } => {
+                if let Some(active) = self.active.remove(&id) {
+                    if completed {
+                        self.metrics.e2e_request_latency_s.observe(active.arrival.elapsed().as_secs_f64());
+                    }
+                }
+                self.scheduler.remove(id, &mut self.kv);
+            }
+        }
+        // The loop may go back to sleep right after this: the gauges must show it now.
+        self.publish_gauges();
+    }
+
+    fn add(&mut self, id: RequestId, request: GenerateRequest, events: UnboundedSender<TokenEvent>) {
+        let GenerateRequest { prompt_tokens, params, priority, cache_salt, arrival } = request;
+        let max_len = self.config.max_model_len.min(self.kv.pool().num_blocks() * self.kv.block_size());
+        let wanted = prompt_tokens.len() + params.max_tokens.unwrap_or(1) as usize;
+        if prompt_tokens.is_empty() || wanted > max_len {
+            // The server checks this first; the loop must still never admit a request that
+            // could not fit even alone (it would wait forever).
+            let message = format!("prompt plus max_tokens is {wanted} tokens; this engine holds at most {max_len}");
+            let _ = events.send(TokenEvent::Failed(message));
+            return;
+        }
+        let sampler = Sampler::new(&params, &prompt_tokens);
+        self.scheduler.add(SchedRequest::new(id, prompt_tokens, priority, cache_salt));
+        self.active.insert(id, Active { sampler, events, arrival, last_token_at: None, num_generated: 0 });
+    }
+
+    /// One forward step over `out.seqs`, then sampling and delivery.
+    fn step(&mut self, out: &SchedulerOutput) {
+        let started = Instant::now();
+        let result = {
+            let mut batch = Vec::with_capacity(out.seqs.len());
+            for seq in &out.seqs {
+                let Some(request) = self.scheduler.request(seq.id) else { continue };
+                batch.push(SeqStep {
+                    tokens: &request.tokens[seq.start_pos..seq.start_pos + seq.num_tokens],
+                    start_pos: seq.start_pos,
+                    block_table: self.kv.block_table(seq.id),
+                    want_logits: seq.want_logits,
+                });
+            }
+            self.backend.forward(&batch)
+        };
+        match result {
+            Ok(output) => {
+                self.scheduler.on_step_computed(out, &mut self.kv);
+                self.sample_and_send(out, &output);
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "forward step failed; failing its requests");
+                for seq in &out.seqs {
+                    self.finish(seq.id, TokenEvent::Failed(format!("engine step failed: {err}")));
+                }
+            }
+        }
+        self.metrics.step_duration_s.observe(started.elapsed().as_secs_f64());
+        self.metrics.batch_size.observe(out.seqs.len() as f64);
+    }
+
+    fn sample_and_send(&mut self, out: &SchedulerOutput, output: &StepOutput) {
+        let now = Instant::now();
+        for (index, seq) in out.seqs.iter().enumerate().filter(|(_, s)| s.want_logits) {
+            let Some(logits) = output.logits_of(index, self.vocab_size) else {
+                self.finish(seq.id, TokenEvent::Failed("the backend returned no logits".into()));
+                continue;
+            };
+            let Some(active) = self.active.get_mut(&seq.id) else { continue };
+            let token = match active.sampler.sample(logits) {
+                Ok(token) => token,
+                Err(err) => {
+                    self.finish(seq.id, TokenEvent::Failed(err.to_string()));
+                    continue;
+                }
+            };
+            active.num_generated += 1;
+            match active.last_token_at {
+                None => self.metrics.time_to_first_token_s.observe((now - active.arrival).as_secs_f64()),
+                Some(last) => self.metrics.inter_token_latency_s.observe((now - last).as_secs_f64()),
+            }
+            active.last_token_at = Some(now);
+            self.metrics.generation_tokens.add(1);
+            let token_id = token.token_id;
+            let finish = finish_on_token(active.sampler.params(), token_id, active.num_generated, &self.config.eos_token_ids);
+            self.scheduler.append_token(seq.id, token_id);
+            let Some(request) = self.scheduler.request(seq.id) else { continue };
+            let cached = request.num_cached_tokens.unwrap_or(0);
+            let finish = finish.or_else(|| (request.tokens.len() >= self.config.max_model_len).then_some(FinishReason::Length));
+            // EOS and stop tokens end the request without joining the output.
+            let is_output = !matches!(finish, Some(FinishReason::Eos | FinishReason::StopToken(_)));
+            if is_output && active.events.send(TokenEvent::Token { token, num_cached_tokens: cached }).is_err() {
+                // The receiver is gone: the client disconnected.
+                self.scheduler.remove(seq.id, &mut self.kv);
+                self.active.remove(&seq.id);
+                continue;
+            }
+            if let Some(reason) = finish {
+                let usage = RequestUsage {
+                    prompt_tokens: request.num_prompt_tokens,
+                    completion_tokens: active.num_generated as usize - usize::from(!is_output),
+                    cached_tokens: cached,
+                };
+                self.metrics.e2e_request_latency_s.observe((now - active.arrival).as_secs_f64());
+                self.finish(seq.id, TokenEvent::Finished { reason, usage });
+            }
+        }
+    }
+
+    /// Sends the last event of a request and forgets it.
+    fn finish(&mut self, id: RequestId, event: TokenEvent) {
+        if let Some(active) = self.active.remove(&id) {
+            let _ = active.events.send(event);
+        }
+        self.scheduler.remove(id, &mut self.kv);
+    }
+
+    fn record_schedule(&mut self, out: &SchedulerOutput) {
+        let m = &self.metrics;
+        m.num_preemptions.add(out.preempted.len() as u64);
+        m.prefix_cache_queries.add(out.prefix_query_tokens);
+        m.prefix_cache_hits.add(out.prefix_hit_tokens);
+        for id in &out.first_scheduled {
+            if let (Some(active), Some(request)) = (self.active.get(id), self.scheduler.request(*id)) {
+                m.request_queue_time_s.observe(active.arrival.elapsed().as_secs_f64());
+                m.prompt_tokens.add(request.num_prompt_tokens as u64);
+            }
+        }
+    }
+
+    fn publish_gauges(&self) {
+        self.metrics.num_requests_running.set(self.scheduler.num_running() as f64);
+        self.metrics.num_requests_waiting.set(self.scheduler.num_waiting() as f64);
+        self.metrics.kv_cache_usage_perc.set(self.kv.usage());
+    }
+}

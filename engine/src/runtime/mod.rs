@@ -1,0 +1,164 @@
+//! The engine loop's shell: one thread owns the scheduler, the KV manager and the backend;
+//! requests arrive and tokens leave through channels. Tokenisation, detokenisation and stop
+//! strings stay outside, in the request handlers.
+
+mod engine_loop;
+pub mod metrics;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use tokio::sync::mpsc as tokio_mpsc;
+
+use crate::backend::Backend;
+use crate::kv::RequestId;
+use crate::sampling::{FinishReason, SampledToken, SamplingParams};
+use crate::sched::Priority;
+pub use metrics::EngineMetrics;
+
+/// How the loop batches.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Tokens (prefill plus decode) per forward step.
+    pub max_batch_tokens: usize,
+    /// Sequences per forward step.
+    pub max_num_seqs: usize,
+    /// Reuse cached KV blocks of shared prompt prefixes.
+    pub enable_prefix_caching: bool,
+    /// Longest prompt plus completion, in tokens (the model's context, at most).
+    pub max_model_len: usize,
+    /// Tokens that end generation unless `ignore_eos`.
+    pub eos_token_ids: Vec<u32>,
+}
+
+/// One generation request, already tokenised.
+#[derive(Debug, Clone)]
+pub struct GenerateRequest {
+    pub prompt_tokens: Vec<u32>,
+    /// Sampling and token-level stopping; `max_tokens` should be set.
+    pub params: SamplingParams,
+    pub priority: Priority,
+    pub cache_salt: Option<String>,
+    /// When the request reached the server (latency metrics start here).
+    pub arrival: Instant,
+}
+
+/// What the loop sends back for one request.
+#[derive(Debug, Clone)]
+pub enum TokenEvent {
+    /// A generated token. `num_cached_tokens`: prompt tokens the prefix cache supplied.
+    Token { token: SampledToken, num_cached_tokens: usize },
+    /// Generation ended (the token that ended it, if any, was sent before unless it is EOS or
+    /// a stop token, which are not part of the output).
+    Finished { reason: FinishReason, usage: RequestUsage },
+    /// The engine could not run the request.
+    Failed(String),
+}
+
+/// Token counts of a finished request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestUsage {
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+    pub cached_tokens: usize,
+}
+
+/// Messages into the loop.
+#[derive(Debug)]
+enum Command {
+    Add { id: RequestId, request: GenerateRequest, events: tokio_mpsc::UnboundedSender<TokenEvent> },
+    /// Stop a request: `completed` when its handler finished it (a stop string), false when
+    /// the client went away.
+    Abort { id: RequestId, completed: bool },
+}
+
+/// The engine loop is gone (it failed or shut down).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the engine loop is not running")]
+pub struct EngineStopped;
+
+/// A cloneable handle to a running engine loop.
+#[derive(Debug, Clone)]
+pub struct EngineHandle {
+    commands: mpsc::Sender<Command>,
+    next_id: Arc<AtomicU64>,
+    metrics: Arc<EngineMetrics>,
+}
+
+impl EngineHandle {
+    /// Starts the loop on its own thread, owning `backend`.
+    pub fn spawn(backend: Box<dyn Backend>, config: EngineConfig, metrics: Arc<EngineMetrics>) -> std::io::Result<Self> {
+        let (commands, inbox) = mpsc::channel();
+        let state = engine_loop::EngineLoop::new(backend, config, metrics.clone(), inbox);
+        std::thread::Builder::new().name("engine-loop".into()).spawn(move || state.run())?;
+        Ok(Self { commands, next_id: Arc::new(AtomicU64::new(1)), metrics })
+    }
+
+    /// Queues a request; its tokens arrive on the returned stream. Dropping the stream before
+    /// it finished cancels the request (its blocks are freed at the next step).
+    pub fn submit(&self, request: GenerateRequest) -> Result<RequestStream, EngineStopped> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (events, rx) = tokio_mpsc::unbounded_channel();
+        self.commands.send(Command::Add { id, request, events }).map_err(|_| EngineStopped)?;
+        Ok(RequestStream { id, rx, commands: self.commands.clone(), done: AtomicBool::new(false) })
+    }
+
+    /// The metrics the loop keeps.
+    pub fn metrics(&self) -> &Arc<EngineMetrics> {
+        &self.metrics
+    }
+}
+
+/// The events of one request. Dropping it early cancels the request.
+#[derive(Debug)]
+pub struct RequestStream {
+    id: RequestId,
+    rx: tokio_mpsc::UnboundedReceiver<TokenEvent>,
+    commands: mpsc::Sender<Command>,
+    done: AtomicBool,
+}
+
+impl RequestStream {
+    /// The engine's id of this request.
+    pub fn id(&self) -> RequestId {
+        self.id
+    }
+
+    /// The next event; `None` once the request finished or the loop is gone.
+    pub async fn next(&mut self) -> Option<TokenEvent> {
+        let event = self.rx.recv().await;
+        self.note(&event);
+        event
+    }
+
+    /// Blocking variant of [`next`](Self::next), for threads outside any async runtime.
+    pub fn blocking_next(&mut self) -> Option<TokenEvent> {
+        let event = self.rx.blocking_recv();
+        self.note(&event);
+        event
+    }
+
+    /// Ends the request early because its handler decided it is complete (a stop string
+    /// matched): it counts as finished, not cancelled.
+    pub fn complete(self) {
+        if !self.done.swap(true, Ordering::Relaxed) {
+            let _ = self.commands.send(Command::Abort { id: self.id, completed: true });
+        }
+    }
+
+    fn note(&self, event: &Option<TokenEvent>) {
+        if matches!(event, None | Some(TokenEvent::Finished { .. } | TokenEvent::Failed(_))) {
+            self.done.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for RequestStream {
+    fn drop(&mut self) {
+        if !self.done.load(Ordering::Relaxed) {
+            let _ = self.commands.send(Command::Abort { id: self.id, completed: false });
+        }
+    }
+}

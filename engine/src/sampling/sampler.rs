@@ -1,0 +1,232 @@
+//! The sampler: one per request, owning its seeded generator and the token counts its penalties
+//! need. Order of operations (as in vLLM): penalties → temperature → min-p → top-k → top-p → draw.
+
+use std::collections::{HashMap, HashSet};
+
+use super::candidates::{Candidate, apply_top_p, top_k_of};
+use super::logprobs::{TokenLogprob, log_sum_exp, top_logprobs};
+use super::params::{SamplingError, SamplingParams};
+use super::rng::{Rng, random_seed};
+use super::weights;
+
+/// One sampled token, with logprobs when the request asked for them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampledToken {
+    /// The chosen token.
+    pub token_id: u32,
+    /// Log-probability of the chosen token under the model's raw distribution (before penalties
+    /// and temperature, as vLLM reports it); `None` unless `logprobs` was requested.
+    pub logprob: Option<f32>,
+    /// The `n` most likely tokens under the raw distribution, most likely first.
+    pub top_logprobs: Vec<TokenLogprob>,
+}
+
+/// Draws tokens for one request from the logits the model produces at each step.
+#[derive(Debug, Clone)]
+pub struct Sampler {
+    params: SamplingParams,
+    seed: u64,
+    rng: Rng,
+    /// Distinct prompt tokens (the repetition penalty covers the prompt too).
+    prompt_tokens: HashSet<u32>,
+    /// How often each token appears in the output so far.
+    output_counts: HashMap<u32, u32>,
+    /// Reused per step: [vocab] penalised logits, and the draw's buffers.
+    scratch: Vec<f32>,
+    buffers: Buffers,
+}
+
+impl Sampler {
+    /// A sampler for a request with `prompt_ids`; `params` should have passed `validate`.
+    pub fn new(params: &SamplingParams, prompt_ids: &[u32]) -> Self {
+        let seed = params.seed.unwrap_or_else(random_seed);
+        let wants_prompt = params.repetition_penalty != 1.0;
+        Self {
+            params: params.clone(),
+            seed,
+            rng: Rng::seeded(seed),
+            prompt_tokens: if wants_prompt {
+                prompt_ids.iter().copied().collect()
+            } else {
+                HashSet::new()
+            },
+            output_counts: HashMap::new(),
+            scratch: Vec::new(),
+            buffers: Buffers::default(),
+        }
+    }
+
+    /// The seed in use (the request's, or the one drawn for it), so a run can be replayed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The parameters this sampler was built with.
+    pub fn params(&self) -> &SamplingParams {
+        &self.params
+    }
+
+    /// Picks the next token from `logits` (`[vocab]`) and records it as part of the output.
+    pub fn sample(&mut self, logits: &[f32]) -> Result<SampledToken, SamplingError> {
+        if logits.is_empty() {
+            return Err(SamplingError::InvalidLogits("the logits are empty"));
+        }
+        let penalised = self.has_penalties();
+        if penalised {
+            self.scratch.clear();
+            self.scratch.extend_from_slice(logits);
+            self.apply_penalties();
+        }
+        let view: &[f32] = if penalised { &self.scratch } else { logits };
+        let token_id = if self.params.is_greedy() {
+            argmax(view)?
+        } else {
+            draw(&self.params, view, &mut self.buffers, &mut self.rng)?
+        };
+        *self.output_counts.entry(token_id).or_insert(0) += 1;
+        let (logprob, top) = match self.params.logprobs {
+            None => (None, Vec::new()),
+            Some(n) => {
+                let lse = log_sum_exp(logits);
+                (
+                    Some(logits[token_id as usize] - lse),
+                    top_logprobs(logits, n as usize, lse),
+                )
+            }
+        };
+        Ok(SampledToken {
+            token_id,
+            logprob,
+            top_logprobs: top,
+        })
+    }
+
+    /// Whether any penalty changes the logits at this step.
+    fn has_penalties(&self) -> bool {
+        let p = &self.params;
+        let output = !self.output_counts.is_empty()
+            && (p.presence_penalty != 0.0 || p.frequency_penalty != 0.0);
+        output || p.repetition_penalty != 1.0
+    }
+
+    /// Repetition (prompt and output), presence and frequency (output only) penalties.
+    fn apply_penalties(&mut self) {
+        let p = &self.params;
+        let vocab = self.scratch.len();
+        let repetition = |l: f32| {
+            if l > 0.0 {
+                l / p.repetition_penalty
+            } else {
+                l * p.repetition_penalty
+            }
+        };
+        if p.repetition_penalty != 1.0 {
+            for &id in self
+                .prompt_tokens
+                .iter()
+                .filter(|id| !self.output_counts.contains_key(id))
+            {
+                if let Some(l) = self.scratch.get_mut(id as usize) {
+                    *l = repetition(*l);
+                }
+            }
+        }
+        for (&id, &count) in &self.output_counts {
+            if (id as usize) >= vocab {
+                continue;
+            }
+            let l = &mut self.scratch[id as usize];
+            if p.repetition_penalty != 1.0 {
+                *l = repetition(*l);
+            }
+            *l -= p.presence_penalty + p.frequency_penalty * count as f32;
+        }
+    }
+}
+
+/// Reused buffers of the draw.
+#[derive(Debug, Clone, Default)]
+struct Buffers {
+    /// [vocab] unnormalised probabilities.
+    weights: Vec<f32>,
+    /// [vocab / BLOCK] sums of `weights`.
+    block_sums: Vec<f64>,
+    /// Tokens left after top-k / top-p.
+    candidates: Vec<Candidate>,
+}
+
+/// Temperature and min-p as weights over the whole vocabulary, then top-k and top-p on the
+/// surviving candidates, then one draw.
+fn draw(
+    p: &SamplingParams,
+    logits: &[f32],
+    buf: &mut Buffers,
+    rng: &mut Rng,
+) -> Result<u32, SamplingError> {
+    let max = weights::max_logit(logits);
+    if !max.is_finite() {
+        return Err(SamplingError::InvalidLogits("no finite logit"));
+    }
+    // min-p: p_i >= min_p * p_max  <=>  weight_i >= min_p, since weights are relative to the max.
+    let min_weight = p.min_p.max(f32::MIN_POSITIVE);
+    let total = weights::fill(
+        logits,
+        max,
+        1.0 / p.temperature,
+        min_weight,
+        &mut buf.weights,
+        &mut buf.block_sums,
+    );
+    let no_candidate = SamplingError::InvalidLogits("no candidate left");
+    if p.top_k == 0 && p.top_p >= 1.0 {
+        return weights::pick(&buf.weights, &buf.block_sums, rng.next_f64() * total)
+            .ok_or(no_candidate);
+    }
+    // A token lighter than (1 - top_p) · total / vocab can never be in the nucleus: all tokens
+    // at most that light together weigh less than the mass top-p leaves out.
+    let vocab = buf.weights.len() as f64;
+    let floor = if p.top_k == 0 {
+        ((1.0 - f64::from(p.top_p)) * total / vocab) as f32
+    } else {
+        0.0
+    };
+    if p.top_k > 0 {
+        top_k_of(&buf.weights, p.top_k as usize, &mut buf.candidates);
+    } else {
+        buf.candidates.clear();
+        let kept = buf
+            .weights
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| **w > 0.0 && **w >= floor);
+        buf.candidates.extend(kept.map(|(id, &weight)| Candidate {
+            id: id as u32,
+            weight,
+        }));
+    }
+    if p.top_p < 1.0 {
+        apply_top_p(&mut buf.candidates, p.top_p);
+    }
+    let total: f64 = buf.candidates.iter().map(|c| f64::from(c.weight)).sum();
+    let mut target = rng.next_f64() * total;
+    for c in &buf.candidates {
+        target -= f64::from(c.weight);
+        if target < 0.0 {
+            return Ok(c.id);
+        }
+    }
+    // Rounding can leave `target` a hair above zero after the last candidate.
+    buf.candidates.last().map(|c| c.id).ok_or(no_candidate)
+}
+
+/// Index of the largest logit; the lowest index wins a tie, so greedy is deterministic. NaN
+/// never compares greater, so it is never chosen.
+fn argmax(logits: &[f32]) -> Result<u32, SamplingError> {
+    let (mut best_id, mut best) = (None, f32::NEG_INFINITY);
+    for (id, &l) in logits.iter().enumerate() {
+        if l > best {
+            (best_id, best) = (Some(id as u32), l);
+        }
+    }
+    best_id.ok_or(SamplingError::InvalidLogits("no finite logit"))
+}

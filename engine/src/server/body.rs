@@ -1,0 +1,62 @@
+//! Reading a JSON request body: bounded size (413 past the limit), then typed parsing where
+//! every failure (malformed JSON, wrong types, invalid UTF-8) is a 400 naming what was wrong.
+
+use axum::body::Body;
+use axum::http::header::CONTENT_LENGTH;
+use axum::http::{HeaderMap, Request};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use serde::de::DeserializeOwned;
+
+use super::ApiError;
+
+/// Reads at most `limit_bytes` of `request`'s body and parses it as `T`.
+pub async fn read_json<T: DeserializeOwned>(request: Request<Body>, limit_bytes: usize) -> Result<(HeaderMap, T), ApiError> {
+    let (parts, body) = request.into_parts();
+    let declared = parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit_bytes as u64) {
+        return Err(ApiError::too_large(limit_bytes));
+    }
+    let bytes = match Limited::new(body, limit_bytes).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(err) if err.is::<LengthLimitError>() => return Err(ApiError::too_large(limit_bytes)),
+        Err(err) => return Err(ApiError::bad_request(format!("could not read the request body: {err}"))),
+    };
+    Ok((parts.headers, parse_json(&bytes)?))
+}
+
+/// Parses a request body; the message says what is wrong and where.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request("the request body is empty; expected a JSON object"));
+    }
+    if let Err(err) = std::str::from_utf8(bytes) {
+        return Err(ApiError::bad_request(format!("the request body is not valid UTF-8 (at byte {})", err.valid_up_to())));
+    }
+    serde_json::from_slice(bytes).map_err(|err| {
+        let what = if err.is_data() { "invalid request" } else { "malformed JSON" };
+        ApiError::bad_request(format!("{what}: {err}"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokenscale_common::openai::CompletionRequest;
+
+    fn error_of(bytes: &[u8]) -> String {
+        match parse_json::<CompletionRequest>(bytes) {
+            Ok(_) => String::new(),
+            Err(err) => err.message,
+        }
+    }
+
+    #[test]
+    fn each_kind_of_bad_body_is_named() {
+        assert!(error_of(b"").contains("empty"));
+        assert!(error_of(b"{\"prompt\": ").contains("malformed JSON"));
+        assert!(error_of(b"{\"prompt\": \"a\xff\"}").contains("UTF-8"));
+        assert!(error_of(b"{\"prompt\": \"a\", \"max_tokens\": \"ten\"}").contains("invalid request"));
+        assert!(error_of(b"{\"max_tokens\": 3}").contains("prompt"));
+        assert_eq!(error_of(b"{\"prompt\": \"a\"}"), "");
+    }
+}

@@ -1,0 +1,130 @@
+//! `POST /v1/completions`: a prompt (text or token ids, one or several) in, completions out,
+//! whole or streamed.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::Request;
+use axum::response::{IntoResponse, Response};
+use tokenscale_common::openai::{
+    CompletionChoice, CompletionLogprobs, CompletionRequest, CompletionResponse, OBJECT_TEXT_COMPLETION, Prompt, Usage,
+};
+
+use super::body::read_json;
+use super::choice::{ChoiceDelta, TokenLogprobs};
+use super::generate::{self, ChunkFormat, UsageSum};
+use super::params::{DEFAULT_COMPLETION_MAX_TOKENS, resolve};
+use super::state::{AppState, LoadedModel};
+use super::{ApiError, check_model};
+
+/// The handler.
+pub async fn completions(State(state): State<AppState>, request: Request<Body>) -> Response {
+    handle(state, request).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn handle(state: AppState, request: Request<Body>) -> Result<Response, ApiError> {
+    let arrival = Instant::now();
+    let (model, in_flight) = state.admit()?;
+    let (headers, body): (_, CompletionRequest) = read_json(request, state.max_body_bytes()).await?;
+    check_model(body.model.as_deref(), state.served_model_name())?;
+    if body.echo == Some(true) {
+        return Err(ApiError::invalid_param("echo", "echo is not supported"));
+    }
+    let logprobs = match body.logprobs {
+        None => None,
+        Some(n) => Some(u32::try_from(n).map_err(|_| ApiError::invalid_param("logprobs", format!("logprobs must be 0 to 20, got {n}")))?),
+    };
+    let resolved = resolve(&body.sampling, body.sampling.max_tokens, logprobs, &headers, model.vocab_size)?;
+    let prompts = tokenize(&body.prompt, model)?;
+    let runners = generate::start(model, &prompts, &resolved, Some(DEFAULT_COMPLETION_MAX_TOKENS), arrival)?;
+    let format = Format { id: generate::response_id("cmpl"), created: generate::unix_now_s(), model: state.served_model_name().to_string() };
+    if resolved.stream {
+        return Ok(generate::sse(runners, format, resolved.n, resolved.include_usage, in_flight));
+    }
+    let collected = generate::collect(runners).await?;
+    let mut usage = UsageSum::new(resolved.n);
+    let choices = collected
+        .into_iter()
+        .map(|c| {
+            usage.add(c.index, &c.finish);
+            let logprobs = logprobs.map(|_| legacy_logprobs(&c.logprobs, 0));
+            CompletionChoice { index: c.index, text: c.text, logprobs, finish_reason: Some(c.finish.reason.to_string()) }
+        })
+        .collect();
+    Ok(Json(format.response(choices, Some(usage.usage()))).into_response())
+}
+
+/// Token ids of each prompt (text is encoded with BOS when the model wants one).
+fn tokenize(prompt: &Prompt, model: &LoadedModel) -> Result<Vec<Vec<u32>>, ApiError> {
+    let encode = |text: &str| model.tokenizer.encode(text, true).map_err(|e| ApiError::invalid_param("prompt", e.to_string()));
+    let prompts = match prompt {
+        Prompt::Text(text) => vec![encode(text)?],
+        Prompt::Texts(texts) => texts.iter().map(|t| encode(t)).collect::<Result<_, _>>()?,
+        Prompt::Tokens(ids) => vec![ids.clone()],
+        Prompt::TokenLists(lists) => lists.clone(),
+    };
+    if prompts.is_empty() || prompts.iter().any(Vec::is_empty) {
+        return Err(ApiError::invalid_param("prompt", "the prompt is empty"));
+    }
+    let vocab = model.vocab_size;
+    if let Some(&id) = prompts.iter().flatten().find(|&&id| id as usize >= vocab) {
+        return Err(ApiError::invalid_param("prompt", format!("token id {id} is outside the vocabulary of {vocab} tokens")));
+    }
+    Ok(prompts)
+}
+
+/// The legacy completions logprobs shape; `offset` is where the text of these tokens starts.
+fn legacy_logprobs(tokens: &[TokenLogprobs], offset: usize) -> CompletionLogprobs {
+    let mut out = CompletionLogprobs::default();
+    let mut at = offset;
+    for t in tokens {
+        out.tokens.push(t.token.clone());
+        out.token_logprobs.push(Some(t.logprob));
+        out.top_logprobs.push(Some(t.top.iter().map(|(text, _, lp)| (text.clone(), *lp)).collect::<BTreeMap<_, _>>()));
+        out.text_offset.push(at as u32);
+        at += t.token.len();
+    }
+    out
+}
+
+struct Format {
+    id: String,
+    created: u64,
+    model: String,
+}
+
+impl Format {
+    fn response(&self, choices: Vec<CompletionChoice>, usage: Option<Usage>) -> CompletionResponse {
+        CompletionResponse {
+            id: self.id.clone(),
+            object: OBJECT_TEXT_COMPLETION.to_string(),
+            created: self.created,
+            model: self.model.clone(),
+            choices,
+            usage,
+        }
+    }
+}
+
+impl ChunkFormat for Format {
+    fn start(&self, _index: u32) -> Option<String> {
+        None
+    }
+
+    fn delta(&self, index: u32, delta: &ChoiceDelta) -> Option<String> {
+        if delta.text.is_empty() && delta.logprobs.is_empty() && delta.finish.is_none() {
+            return None;
+        }
+        let logprobs = (!delta.logprobs.is_empty()).then(|| legacy_logprobs(&delta.logprobs, 0));
+        let finish_reason = delta.finish.map(|f| f.reason.to_string());
+        let choice = CompletionChoice { index, text: delta.text.clone(), logprobs, finish_reason };
+        serde_json::to_string(&self.response(vec![choice], None)).ok()
+    }
+
+    fn usage(&self, usage: Usage) -> String {
+        serde_json::to_string(&self.response(Vec::new(), Some(usage))).unwrap_or_default()
+    }
+}

@@ -1,0 +1,71 @@
+//! Loading the model a server runs: resolve the path, read the GGUF file, build the tokenizer
+//! and the backend, and start the engine loop.
+
+use std::sync::Arc;
+
+use super::config::ServeConfig;
+use super::state::LoadedModel;
+use crate::backend::Backend;
+use crate::runtime::{EngineConfig, EngineHandle, EngineMetrics};
+use crate::tokenizer::Tokenizer;
+
+/// Why the model could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("model {model:?}: {message}")]
+    Model { model: String, message: String },
+    #[error("tokenizer: {0}")]
+    Tokenizer(#[from] crate::tokenizer::Error),
+    #[error(transparent)]
+    Engine(#[from] crate::Error),
+    #[error("starting the engine loop: {0}")]
+    Spawn(#[from] std::io::Error),
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+/// Loads `config.model` on the CPU backend and starts its engine loop.
+pub fn load_model(config: &ServeConfig) -> Result<LoadedModel, LoadError> {
+    let path = resolve_model_path(&config.model)?;
+    let file = crate::gguf::GgufFile::open(&path).map_err(crate::Error::from)?;
+    let tokenizer = Tokenizer::from_gguf(&file)?;
+    let backend = build_backend(&file, config)?;
+    start_engine(backend, tokenizer, config)
+}
+
+/// Starts the engine loop over `backend` (any backend: tests pass their own).
+pub fn start_engine(backend: Box<dyn Backend>, tokenizer: Tokenizer, config: &ServeConfig) -> Result<LoadedModel, LoadError> {
+    if config.max_batch_tokens == 0 || config.max_num_seqs == 0 {
+        return Err(LoadError::Config("--max-batch-tokens and --max-num-seqs must be at least 1".into()));
+    }
+    let model_config = backend.model_config().clone();
+    let pool_tokens = backend.num_kv_blocks() * backend.block_size();
+    let max_model_len = config.max_model_len.unwrap_or(model_config.context_length).min(model_config.context_length).min(pool_tokens);
+    if max_model_len < 2 {
+        return Err(LoadError::Config(format!("the KV cache holds {pool_tokens} tokens: too small to serve anything")));
+    }
+    let name = config.served_model_name();
+    let metrics = Arc::new(EngineMetrics::new(&name, backend.name(), backend.name() == "sim", backend.block_size(), backend.num_kv_blocks()));
+    let engine_config = EngineConfig {
+        max_batch_tokens: config.max_batch_tokens,
+        max_num_seqs: config.max_num_seqs,
+        enable_prefix_caching: config.enable_prefix_caching,
+        max_model_len,
+        eos_token_ids: tokenizer.eos_token_ids().to_vec(),
+    };
+    let engine = EngineHandle::spawn(backend, engine_config, metrics)?;
+    Ok(LoadedModel { engine, vocab_size: model_config.vocab_size.min(tokenizer.vocab_size()), tokenizer: Arc::new(tokenizer), max_model_len })
+}
+
+/// A `.gguf` path as given; an alias through the fetch module (downloaded on first use).
+fn resolve_model_path(model: &str) -> Result<std::path::PathBuf, LoadError> {
+    crate::fetch::ensure_model(model).map_err(|e| LoadError::Model { model: model.to_string(), message: e.to_string() })
+}
+
+/// The CPU backend (its fast path) with the configured KV pool.
+fn build_backend(file: &crate::gguf::GgufFile, config: &ServeConfig) -> Result<Box<dyn Backend>, LoadError> {
+    let model = crate::model::Model::from_gguf(file)?;
+    let options = crate::backend::cpu::CpuOptions::default();
+    let backend = crate::backend::cpu::CpuBackend::new(Arc::new(model), config.num_kv_blocks(), config.block_size, options)?;
+    Ok(Box::new(backend))
+}

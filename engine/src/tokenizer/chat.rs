@@ -1,0 +1,129 @@
+//! Chat templates: the model's `tokenizer.chat_template` (Jinja) rendered with minijinja, set up
+//! like Hugging Face's `apply_chat_template` (trim_blocks, lstrip_blocks, Python string methods,
+//! `raise_exception`, `strftime_now`). Models without a template get ChatML.
+
+use minijinja::{Environment, ErrorKind};
+use serde::{Deserialize, Serialize};
+
+use super::Error;
+
+/// ChatML, used when the model file has no `tokenizer.chat_template`.
+pub const FALLBACK_CHATML: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] \
+    + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}\
+    {{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+const TEMPLATE_NAME: &str = "chat_template";
+
+/// One chat message; the server may pass richer serialisable messages to
+/// [`ChatTemplate::render`] (tool calls, names), this is the common shape.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// `system`, `user`, `assistant`, ...
+    pub role: String,
+    /// The message text.
+    pub content: String,
+}
+
+impl ChatMessage {
+    /// A message with `role` and `content`.
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        Self {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// A compiled chat template with the model's BOS and EOS text.
+#[derive(Debug)]
+pub struct ChatTemplate {
+    /// The compiled template, or why it did not compile (reported when a chat is rendered, so
+    /// a model with a broken template still serves plain completions).
+    env: Result<Environment<'static>, String>,
+    is_fallback: bool,
+    bos_token: String,
+    eos_token: String,
+}
+
+#[derive(Serialize)]
+struct Context<'a, M> {
+    messages: &'a [M],
+    add_generation_prompt: bool,
+    bos_token: &'a str,
+    eos_token: &'a str,
+}
+
+impl ChatTemplate {
+    /// Compiles `source` (or [`FALLBACK_CHATML`] when `None`).
+    pub fn new(source: Option<&str>, bos_token: &str, eos_token: &str) -> Self {
+        let is_fallback = source.is_none();
+        let source = source.unwrap_or(FALLBACK_CHATML).to_string();
+        let mut env = Environment::new();
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function("strftime_now", super::strftime::strftime_now);
+        env.add_function(
+            "raise_exception",
+            |message: String| -> Result<String, minijinja::Error> {
+                Err(minijinja::Error::new(ErrorKind::InvalidOperation, message))
+            },
+        );
+        let env = env
+            .add_template_owned(TEMPLATE_NAME, source)
+            .map(|()| env)
+            .map_err(|e| describe(&e));
+        Self {
+            env,
+            is_fallback,
+            bos_token: bos_token.to_string(),
+            eos_token: eos_token.to_string(),
+        }
+    }
+
+    /// Whether the model had no template and ChatML is used.
+    pub fn is_fallback(&self) -> bool {
+        self.is_fallback
+    }
+
+    /// Why the template does not compile, if it does not.
+    pub fn compile_error(&self) -> Option<&str> {
+        self.env.as_ref().err().map(String::as_str)
+    }
+
+    /// Renders `messages`; `add_generation_prompt` appends the assistant turn's opening.
+    pub fn render<M: Serialize>(
+        &self,
+        messages: &[M],
+        add_generation_prompt: bool,
+    ) -> Result<String, Error> {
+        let env = self
+            .env
+            .as_ref()
+            .map_err(|e| Error::ChatTemplate(e.clone()))?;
+        let template = env
+            .get_template(TEMPLATE_NAME)
+            .map_err(|e| Error::ChatTemplate(describe(&e)))?;
+        let context = Context {
+            messages,
+            add_generation_prompt,
+            bos_token: &self.bos_token,
+            eos_token: &self.eos_token,
+        };
+        template
+            .render(context)
+            .map_err(|e| Error::ChatTemplate(describe(&e)))
+    }
+}
+
+/// The error with its causes and the template line, on one line.
+fn describe(err: &minijinja::Error) -> String {
+    let mut text = match err.detail() {
+        Some(detail) => format!("{}: {detail}", err.kind()),
+        None => err.to_string(),
+    };
+    if let Some(line) = err.line() {
+        text.push_str(&format!(" (template line {line})"));
+    }
+    text
+}

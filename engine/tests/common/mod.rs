@@ -1,0 +1,136 @@
+//! Shared set-up of the model tests: the real SmolLM2 model (fetched when missing — a missing
+//! model fails the tests, never skips them) and a small driver that runs sequences through a
+//! backend with hand-made block tables.
+
+#![allow(dead_code)]
+
+use std::sync::{Arc, OnceLock};
+
+use tokenscale_engine::backend::cpu::{CpuBackend, CpuOptions, Precision};
+use tokenscale_engine::backend::{Backend, SeqStep};
+use tokenscale_engine::model::Model;
+
+pub const FIXTURE: &str = include_str!("../fixtures/smollm2-135m-instruct-q4_1.json");
+
+/// The model, loaded once per test binary.
+pub fn model() -> Arc<Model> {
+    static MODEL: OnceLock<Arc<Model>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let path = tokenscale_engine::fetch::ensure_model("smollm2-135m")
+                .expect("the test model is cached or can be fetched");
+            let (_, model) = tokenscale_engine::model::load(&path).expect("the test model loads");
+            Arc::new(model)
+        })
+        .clone()
+}
+
+/// A backend with `num_blocks` blocks of `block_size` slots.
+pub fn backend(precision: Precision, num_blocks: usize, block_size: usize) -> CpuBackend {
+    CpuBackend::new(model(), num_blocks, block_size, CpuOptions { precision, threads: 0 })
+        .expect("backend starts")
+}
+
+/// One golden case of the fixture.
+pub struct Case {
+    pub prompt_ids: Vec<u32>,
+    pub greedy_ids: Vec<u32>,
+    /// Per step: the reference's top-5 `(id, logit)`.
+    pub top5: Vec<Vec<(u32, f64)>>,
+}
+
+/// The fixture's cases.
+pub fn cases() -> Vec<Case> {
+    let fixture: serde_json::Value = serde_json::from_str(FIXTURE).expect("fixture is JSON");
+    let ids = |v: &serde_json::Value| -> Vec<u32> {
+        v.as_array().expect("ids").iter().map(|x| x.as_u64().expect("id") as u32).collect()
+    };
+    fixture["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .map(|c| Case {
+            prompt_ids: ids(&c["prompt_ids"]),
+            greedy_ids: ids(&c["greedy_ids"]),
+            top5: c["steps"]
+                .as_array()
+                .expect("steps")
+                .iter()
+                .map(|s| {
+                    let logits = s["top5_logits"].as_array().expect("logits");
+                    ids(&s["top5"]).into_iter().zip(logits.iter().map(|l| l.as_f64().expect("logit"))).collect()
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Index of the largest logit (lowest id on ties).
+pub fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in logits.iter().enumerate() {
+        if v > logits[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// A sequence being decoded: its tokens so far and its block table.
+pub struct Seq {
+    pub tokens: Vec<u32>,
+    pub computed: usize,
+    pub block_table: Vec<u32>,
+}
+
+impl Seq {
+    pub fn new(prompt: &[u32], block_table: Vec<u32>) -> Self {
+        Self { tokens: prompt.to_vec(), computed: 0, block_table }
+    }
+
+    /// The next step of this sequence: up to `chunk` uncomputed tokens.
+    pub fn step(&self, chunk: usize) -> SeqStep<'_> {
+        let end = (self.computed + chunk).min(self.tokens.len());
+        SeqStep {
+            tokens: &self.tokens[self.computed..end],
+            start_pos: self.computed,
+            block_table: &self.block_table,
+            want_logits: end == self.tokens.len(),
+        }
+    }
+}
+
+/// Runs `seqs` together (prompts in chunks of `chunk` tokens) until each has `new_tokens`
+/// greedy tokens; returns every sequence's generated ids and last-step logits per generated
+/// token.
+pub fn run_greedy(backend: &mut CpuBackend, seqs: &mut [Seq], chunk: usize, new_tokens: usize) -> Vec<Vec<u32>> {
+    let vocab = backend.model_config().vocab_size;
+    let prompt_lens: Vec<usize> = seqs.iter().map(|s| s.tokens.len()).collect();
+    loop {
+        let active: Vec<usize> =
+            (0..seqs.len()).filter(|&i| seqs[i].tokens.len() - prompt_lens[i] < new_tokens).collect();
+        if active.is_empty() {
+            break;
+        }
+        let steps: Vec<SeqStep<'_>> = active.iter().map(|&i| seqs[i].step(chunk)).collect();
+        let lens: Vec<usize> = steps.iter().map(|s| s.tokens.len()).collect();
+        let out = backend.forward(&steps).expect("forward runs");
+        let mut next = Vec::new();
+        for (b, &i) in active.iter().enumerate() {
+            next.push((i, lens[b], out.logits_of(b, vocab).map(argmax)));
+        }
+        for (i, len, token) in next {
+            seqs[i].computed += len;
+            if let Some(token) = token {
+                seqs[i].tokens.push(token);
+            }
+        }
+    }
+    seqs.iter().zip(&prompt_lens).map(|(s, &p)| s.tokens[p..].to_vec()).collect()
+}
+
+/// A block table of `n` blocks taken from `first` with stride `stride` (interleaving several
+/// sequences' blocks across the pool, as a real block pool would).
+pub fn strided_table(first: u32, stride: u32, n: usize) -> Vec<u32> {
+    (0..n as u32).map(|i| first + i * stride).collect()
+}

@@ -1,0 +1,97 @@
+//! The engine against the golden vectors of a float64 reference forward of SmolLM2-135M:
+//! the reference path must reproduce every greedy token and keep the top-5 logits within
+//! 2e-2; the fast path may pick another token only where the reference's top-1/top-2 margin
+//! is below the fast path's measured logit error.
+
+mod common;
+
+use common::{Case, argmax, backend, cases};
+use tokenscale_engine::backend::cpu::{CpuBackend, Precision};
+use tokenscale_engine::backend::{Backend, SeqStep};
+
+const BLOCK_SIZE: usize = 16;
+
+/// Teacher-forced run of one case: the prompt in one call, then the fixture's greedy tokens
+/// one at a time; returns the logits of every step (`[24][vocab]`).
+fn forced_logits(backend: &mut CpuBackend, case: &Case) -> Vec<Vec<f32>> {
+    let vocab = backend.model_config().vocab_size;
+    let total = case.prompt_ids.len() + case.greedy_ids.len();
+    let table: Vec<u32> = (0..total.div_ceil(BLOCK_SIZE) as u32).collect();
+    let mut tokens = case.prompt_ids.clone();
+    let mut computed = 0;
+    let mut out = Vec::new();
+    for step in 0..case.greedy_ids.len() {
+        let seq = SeqStep { tokens: &tokens[computed..], start_pos: computed, block_table: &table, want_logits: true };
+        let result = backend.forward(&[seq]).expect("forward runs");
+        out.push(result.logits_of(0, vocab).expect("logits").to_vec());
+        computed = tokens.len();
+        tokens.push(case.greedy_ids[step]);
+    }
+    out
+}
+
+#[test]
+fn reference_path_matches_golden_tokens_and_logits() {
+    let mut backend = backend(Precision::Reference, 8, BLOCK_SIZE);
+    let mut worst = 0f64;
+    for (c, case) in cases().iter().enumerate() {
+        let logits = forced_logits(&mut backend, case);
+        for (step, (row, top5)) in logits.iter().zip(&case.top5).enumerate() {
+            assert_eq!(argmax(row), case.greedy_ids[step], "case {c} step {step}: greedy token");
+            for &(id, want) in top5 {
+                let err = (f64::from(row[id as usize]) - want).abs();
+                worst = worst.max(err);
+                assert!(err < 2e-2, "case {c} step {step} token {id}: logit {} vs {want}", row[id as usize]);
+            }
+        }
+    }
+    println!("reference path: max top-5 logit error vs float64 = {worst:.5}");
+}
+
+#[test]
+fn fast_path_differs_only_within_its_measured_error() {
+    let mut reference = backend(Precision::Reference, 8, BLOCK_SIZE);
+    let mut fast = backend(Precision::Fast, 8, BLOCK_SIZE);
+    let cases = cases();
+    let runs: Vec<(Vec<Vec<f32>>, Vec<Vec<f32>>)> =
+        cases.iter().map(|c| (forced_logits(&mut reference, c), forced_logits(&mut fast, c))).collect();
+
+    // The fast path's error: the largest change of any logit against the reference path.
+    let mut max_err = 0f32;
+    for (r, f) in &runs {
+        for (rr, fr) in r.iter().zip(f) {
+            for (a, b) in rr.iter().zip(fr) {
+                max_err = max_err.max((a - b).abs());
+            }
+        }
+    }
+    // And on the logits that matter: the reference's top 5 of each step.
+    let mut top5_err = 0f32;
+    for (case, (r, f)) in cases.iter().zip(&runs) {
+        for ((rr, fr), top5) in r.iter().zip(f).zip(&case.top5) {
+            for &(id, _) in top5 {
+                top5_err = top5_err.max((rr[id as usize] - fr[id as usize]).abs());
+            }
+        }
+    }
+    let mut flips = 0;
+    for (case, (_, f)) in cases.iter().zip(&runs) {
+        for (step, (row, top5)) in f.iter().zip(&case.top5).enumerate() {
+            if argmax(row) != case.greedy_ids[step] {
+                flips += 1;
+                let margin = top5[0].1 - top5[1].1;
+                assert!(
+                    margin < f64::from(max_err),
+                    "fast path picked {} over {} at a margin of {margin} > its error {max_err}",
+                    argmax(row),
+                    case.greedy_ids[step]
+                );
+            }
+        }
+    }
+    println!(
+        "fast path: max logit error vs reference = {max_err:.4} (top-5 logits: {top5_err:.4}); \
+         tokens differing from the reference: {flips}"
+    );
+    assert!(max_err.is_finite());
+}

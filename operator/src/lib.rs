@@ -1,1 +1,16 @@
-//! tokenscale-operator.
+//! tokenscale-operator: reconciles `ModelDeployment` resources into engine Deployments,
+//! Services and PodDisruptionBudgets, and scales them on output tokens/s per GPU against a
+//! p95 latency SLO.
+
+pub mod autoscaler;
+pub mod budget;
+pub mod children;
+pub mod controller;
+pub mod crd;
+pub mod error;
+pub mod leader;
+pub mod metrics_source;
+pub mod scale;
+pub mod telemetry;
+
+pub use error::{Error, Result};

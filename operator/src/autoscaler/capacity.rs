@@ -1,0 +1,71 @@
+//! Online learning of one replica's capacity within the SLO (the knee of its latency curve):
+//! when the SLO holds at a per-replica throughput x, capacity ≥ x; when it breaks under real
+//! load, capacity ≈ x. With lots of latency headroom the estimate creeps up, so a hint that was
+//! too low does not over-provision forever.
+
+use super::observations::{Demand, Observations};
+use super::spec::PolicySpec;
+use super::state::PolicyState;
+
+/// Fewer completions than this in the stable window make the p95s too noisy to learn from.
+const MIN_COMPLETED_REQUESTS: u64 = 20;
+/// When the SLO breaks, move this share of the way from the estimate down to the observation.
+const LEARN_DOWN_GAIN: f64 = 0.5;
+/// Probe upward only while both p95s are below this share of their targets.
+const PROBE_HEADROOM: f64 = 0.6;
+/// Upward probe per period (relative).
+const PROBE_STEP: f64 = 0.01;
+
+/// How far the latencies are from the SLO: the larger of p95/target for TTFT and TPOT;
+/// `None` when neither p95 is known.
+pub fn slo_ratio(spec: &PolicySpec, obs: &Observations) -> Option<f64> {
+    let ttft = obs.ttft_p95_s.map(|v| v / spec.slo.ttft_p95_s);
+    let tpot = obs.tpot_p95_s.map(|v| v / spec.slo.tpot_p95_s);
+    match (ttft, tpot) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Updates `state.capacity_tokens_per_s_per_replica` from this period's observations.
+pub(crate) fn learn(
+    spec: &PolicySpec,
+    obs: &Observations,
+    demand: &Demand,
+    state: &mut PolicyState,
+    now_s: f64,
+) {
+    let ready = obs.ready_replicas;
+    let settled = now_s - state.ready_since_s >= spec.stable_window.as_secs_f64();
+    if ready == 0 || !settled || demand.completed_requests < MIN_COMPLETED_REQUESTS {
+        return;
+    }
+    let Some(ratio) = slo_ratio(spec, obs) else {
+        return;
+    };
+    // Per-replica throughput over the same window the p95s cover.
+    let x = demand.output_tokens_per_s.stable / f64::from(ready);
+    if !(x.is_finite() && x > 0.0) {
+        return;
+    }
+    let saturated = demand.queued_requests > u64::from(ready);
+    let next = match state.capacity_tokens_per_s_per_replica {
+        None if ratio > 1.0 => x,
+        None => x / spec.target_utilization,
+        Some(c) if ratio > 1.0 => {
+            // A break under light load is not about capacity (long prompts, a slow replica).
+            let real_load = saturated || x >= 0.3 * c;
+            if real_load && x < c {
+                c - LEARN_DOWN_GAIN * (c - x)
+            } else {
+                c
+            }
+        }
+        Some(c) if x > c => x,
+        Some(c) if ratio < PROBE_HEADROOM && x >= 0.8 * c * spec.target_utilization => {
+            c * (1.0 + PROBE_STEP)
+        }
+        Some(c) => c,
+    };
+    state.capacity_tokens_per_s_per_replica = Some(next);
+}

@@ -1,0 +1,370 @@
+//! `decide`: one scaling decision from the spec, this period's observations and the policy's
+//! memory. Pure: no I/O, no clock (the caller passes `now_s`), deterministic.
+
+use super::capacity::{learn, slo_ratio};
+use super::decision::{Decision, DecisionReason};
+use super::observations::{Demand, Observations};
+use super::spec::PolicySpec;
+use super::state::PolicyState;
+
+/// Scale-down needs both p95s below this share of their targets (Dynamo's 0.8 × SLO).
+const SCALE_DOWN_HEADROOM: f64 = 0.8;
+
+/// Demand in output tokens/s over both windows, and what it asks of the fleet.
+struct Need {
+    stable_tokens_per_s: f64,
+    panic_tokens_per_s: f64,
+    stable_replicas: u32,
+    panic_replicas: u32,
+}
+
+/// Decides the replica count for one model. `now_s` is any monotonic clock in seconds (the
+/// same one across calls). See the module docs for the rules in words.
+pub fn decide(
+    spec: &PolicySpec,
+    obs: &Observations,
+    state: &mut PolicyState,
+    now_s: f64,
+) -> Decision {
+    state.note_ready(obs.ready_replicas, now_s);
+    let current = obs.current_replicas;
+    let Some(demand) = obs.demand.as_ref() else {
+        let replicas = clamp(spec, current);
+        let message = format!("metrics missing or stale: holding at {replicas} replicas");
+        return finish(
+            spec,
+            state,
+            replicas,
+            DecisionReason::HoldMissingMetrics,
+            message,
+            None,
+            now_s,
+            current,
+        );
+    };
+    if let Some(tokens) = demand
+        .mean_output_tokens_per_request
+        .filter(|t| t.is_finite() && *t > 0.0)
+    {
+        state.mean_output_tokens = Some(tokens);
+    }
+    learn(spec, obs, demand, state, now_s);
+    track_idle(state, demand, now_s);
+
+    if let Some(decision) = zero_edges(spec, obs, demand, state, now_s) {
+        return decision;
+    }
+    let Some(need) = need(spec, obs, demand, state) else {
+        return unknown_capacity(spec, obs, state, now_s);
+    };
+    let panicking = update_panic(spec, obs, &need, state, now_s);
+    let raw = if panicking {
+        need.stable_replicas.max(need.panic_replicas)
+    } else {
+        need.stable_replicas
+    };
+    let window_s = spec.scale_down_stabilization.as_secs_f64();
+    let stabilized = state.stabilized(now_s, window_s, raw);
+    let planned = Some(if panicking {
+        need.panic_tokens_per_s.max(need.stable_tokens_per_s)
+    } else {
+        need.stable_tokens_per_s
+    });
+    let capacity = state.capacity_tokens_per_s_per_replica.unwrap_or(0.0);
+    let numbers = format!(
+        "demand {:.0} tokens/s (burst {:.0}), capacity {:.0} tokens/s per replica at {:.0}% target",
+        need.stable_tokens_per_s,
+        need.panic_tokens_per_s,
+        capacity,
+        spec.target_utilization * 100.0
+    );
+
+    if raw > current {
+        let replicas = clamp(spec, raw.min(up_cap(spec, current)));
+        let reason = if panicking && need.panic_replicas > need.stable_replicas {
+            DecisionReason::PanicScaleUp
+        } else {
+            DecisionReason::ScaleUp
+        };
+        let message = format!("{numbers}: needs {raw} replicas, scaling {current} → {replicas}");
+        return finish(
+            spec, state, replicas, reason, message, planned, now_s, current,
+        );
+    }
+    if raw == current {
+        let message = format!("{numbers}: {current} replicas fit");
+        return finish(
+            spec,
+            state,
+            clamp(spec, current),
+            DecisionReason::Steady,
+            message,
+            planned,
+            now_s,
+            current,
+        );
+    }
+    let (replicas, reason, why) = scale_down(spec, obs, state, current, raw, stabilized, panicking);
+    let message = format!("{numbers}: {why}");
+    finish(
+        spec, state, replicas, reason, message, planned, now_s, current,
+    )
+}
+
+/// Scale-down rules: not while panicking, not while a p95 is near or over the SLO, not below
+/// the stabilised recommendation, at most one step per period.
+fn scale_down(
+    spec: &PolicySpec,
+    obs: &Observations,
+    state: &PolicyState,
+    current: u32,
+    raw: u32,
+    stabilized: u32,
+    panicking: bool,
+) -> (u32, DecisionReason, String) {
+    let hold = clamp(spec, current);
+    if panicking {
+        return (
+            hold,
+            DecisionReason::HoldPanic,
+            format!("{raw} would do, but a burst is still being absorbed"),
+        );
+    }
+    if let Some(ratio) = slo_ratio(spec, obs).filter(|r| *r > SCALE_DOWN_HEADROOM) {
+        let why = format!(
+            "{raw} would do, but p95 latency is at {:.0}% of the SLO",
+            ratio * 100.0
+        );
+        return (hold, DecisionReason::HoldSloNotMet, why);
+    }
+    if obs.pending_replicas > 0 && obs.ready_replicas < raw {
+        return (
+            hold,
+            DecisionReason::WaitingForPending,
+            format!("{raw} would do once starting replicas are ready"),
+        );
+    }
+    if stabilized >= current {
+        let window_s = spec.scale_down_stabilization.as_secs_f64();
+        let why = format!(
+            "{raw} would do, but demand needed {stabilized} within the last {window_s:.0} s"
+        );
+        return (hold, DecisionReason::Stabilizing, why);
+    }
+    let step = ((f64::from(current) * spec.scale_down_max_fraction).floor() as u32).max(1);
+    let replicas = clamp(spec, stabilized.max(current.saturating_sub(step)));
+    let _ = state;
+    (
+        replicas,
+        DecisionReason::ScaleDown,
+        format!(
+            "demand has needed at most {stabilized} for the stabilisation window, scaling {current} → {replicas}"
+        ),
+    )
+}
+
+/// Scale-up cap per decision: `max(current × factor, current + min_step)`.
+fn up_cap(spec: &PolicySpec, current: u32) -> u32 {
+    let by_factor = (f64::from(current) * spec.scale_up_max_factor).ceil() as u32;
+    by_factor.max(current.saturating_add(spec.scale_up_min_step))
+}
+
+fn clamp(spec: &PolicySpec, replicas: u32) -> u32 {
+    replicas.clamp(spec.min_replicas, spec.max_replicas.max(spec.min_replicas))
+}
+
+/// Offered demand over both windows, in tokens/s and in replicas at the target utilisation.
+/// `None` while the capacity is unknown.
+fn need(
+    spec: &PolicySpec,
+    obs: &Observations,
+    demand: &Demand,
+    state: &PolicyState,
+) -> Option<Need> {
+    let capacity = state
+        .capacity_tokens_per_s_per_replica
+        .filter(|c| *c > 0.0)?;
+    let tokens_per_request = state.mean_output_tokens.unwrap_or(0.0);
+    let offered = |arrivals: f64| arrivals * tokens_per_request;
+    // Work already queued is spread over the stable window, but only when nothing is starting:
+    // starting replicas will absorb it, and counting it again would cascade.
+    let backlog_tokens_per_s = if obs.pending_replicas == 0 {
+        demand.queued_requests as f64 * tokens_per_request / spec.stable_window.as_secs_f64()
+    } else {
+        0.0
+    };
+    let stable = demand
+        .output_tokens_per_s
+        .stable
+        .max(offered(demand.arrival_requests_per_s.stable))
+        + backlog_tokens_per_s;
+    let panic = demand
+        .output_tokens_per_s
+        .panic
+        .max(offered(demand.arrival_requests_per_s.panic))
+        + backlog_tokens_per_s;
+    let per_replica = capacity * spec.target_utilization;
+    let replicas =
+        |tokens_per_s: f64| (tokens_per_s / per_replica).ceil().min(f64::from(u32::MAX)) as u32;
+    Some(Need {
+        stable_tokens_per_s: stable,
+        panic_tokens_per_s: panic,
+        stable_replicas: replicas(stable),
+        panic_replicas: replicas(panic),
+    })
+}
+
+/// Knative's panic mode: on when the burst needs ≥ threshold × ready replicas, and held for a
+/// stable window after the last trigger.
+fn update_panic(
+    spec: &PolicySpec,
+    obs: &Observations,
+    need: &Need,
+    state: &mut PolicyState,
+    now_s: f64,
+) -> bool {
+    let ready = f64::from(obs.ready_replicas.max(1));
+    if f64::from(need.panic_replicas) >= spec.panic_threshold * ready {
+        state.panic_until_s = Some(now_s + spec.stable_window.as_secs_f64());
+    }
+    state.panic_until_s.is_some_and(|until| now_s < until)
+}
+
+fn track_idle(state: &mut PolicyState, demand: &Demand, now_s: f64) {
+    let busy = demand.queued_requests > 0
+        || demand.running_requests > 0
+        || demand.arrival_requests_per_s.stable > 0.0
+        || demand.output_tokens_per_s.stable > 0.0;
+    if busy {
+        state.idle_since_s = None;
+    } else if state.idle_since_s.is_none() {
+        state.idle_since_s = Some(now_s);
+    }
+}
+
+/// Scale from zero on any waiting or arriving request; scale to zero after the idle time.
+fn zero_edges(
+    spec: &PolicySpec,
+    obs: &Observations,
+    demand: &Demand,
+    state: &mut PolicyState,
+    now_s: f64,
+) -> Option<Decision> {
+    let current = obs.current_replicas;
+    let wanted = demand.queued_requests > 0
+        || demand.arrival_requests_per_s.panic > 0.0
+        || demand.arrival_requests_per_s.stable > 0.0;
+    if current == 0 && wanted {
+        let replicas = clamp(spec, 1);
+        let message = format!(
+            "{} requests waiting at zero replicas: starting {replicas}",
+            demand.queued_requests
+        );
+        return Some(finish(
+            spec,
+            state,
+            replicas,
+            DecisionReason::ScaleFromZero,
+            message,
+            None,
+            now_s,
+            current,
+        ));
+    }
+    let idle_for_s = state.idle_since_s.map(|since| now_s - since)?;
+    let after = spec.scale_to_zero_after?;
+    let slo_met = slo_ratio(spec, obs).is_none_or(|r| r <= 1.0);
+    if spec.min_replicas == 0 && current > 0 && slo_met && idle_for_s >= after.as_secs_f64() {
+        let message = format!("no demand for {idle_for_s:.0} s: scaling to zero");
+        return Some(finish(
+            spec,
+            state,
+            0,
+            DecisionReason::ScaleToZero,
+            message,
+            Some(0.0),
+            now_s,
+            current,
+        ));
+    }
+    None
+}
+
+/// Before any capacity is known: hold, but grow while the SLO is broken.
+fn unknown_capacity(
+    spec: &PolicySpec,
+    obs: &Observations,
+    state: &mut PolicyState,
+    now_s: f64,
+) -> Decision {
+    let current = obs.current_replicas;
+    match slo_ratio(spec, obs) {
+        Some(ratio) if ratio > 1.0 && obs.pending_replicas == 0 => {
+            let replicas = clamp(spec, up_cap(spec, current).min(current.saturating_add(1)));
+            let message = format!(
+                "capacity not learned yet and p95 at {:.0}% of the SLO: scaling {current} → {replicas}",
+                ratio * 100.0
+            );
+            finish(
+                spec,
+                state,
+                replicas,
+                DecisionReason::ScaleUp,
+                message,
+                None,
+                now_s,
+                current,
+            )
+        }
+        _ => {
+            let message = format!("capacity not learned yet: holding at {current} replicas");
+            finish(
+                spec,
+                state,
+                clamp(spec, current),
+                DecisionReason::Steady,
+                message,
+                None,
+                now_s,
+                current,
+            )
+        }
+    }
+}
+
+/// Applies the bounds, records the scale time and builds the decision.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    spec: &PolicySpec,
+    state: &mut PolicyState,
+    replicas: u32,
+    reason: DecisionReason,
+    message: String,
+    demand_tokens_per_s: Option<f64>,
+    now_s: f64,
+    current: u32,
+) -> Decision {
+    let bounded = clamp(spec, replicas);
+    let (reason, message) = if bounded != replicas {
+        (
+            DecisionReason::Bounded,
+            format!(
+                "{message}; bounded to {bounded} by min {} / max {}",
+                spec.min_replicas, spec.max_replicas
+            ),
+        )
+    } else {
+        (reason, message)
+    };
+    if bounded != current {
+        state.last_scale_s = Some(now_s);
+    }
+    Decision {
+        replicas: bounded,
+        reason,
+        message,
+        demand_tokens_per_s,
+        capacity_tokens_per_s_per_replica: state.capacity_tokens_per_s_per_replica,
+        panicking: state.panic_until_s.is_some_and(|until| now_s < until),
+    }
+}

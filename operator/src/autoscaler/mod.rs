@@ -1,0 +1,42 @@
+//! The autoscaling policy: a pure function from a model's spec, this period's observations
+//! and the policy's memory to a desired replica count and the reason, in words.
+//!
+//! The rules, in order:
+//! - **Capacity** `C` (output tokens/s one replica sustains within the SLO) starts from the
+//!   spec's hint and is learned at the knee: the SLO holding at per-replica throughput x means
+//!   C ≥ x; breaking under real load means C ≈ x; ample latency headroom lets C creep up.
+//! - **Demand** `D` = max(served tokens/s, arrivals × mean output tokens) over the stable
+//!   window, plus queued requests spread over that window (only when nothing is starting:
+//!   starting replicas will absorb the queue, counting it twice would cascade).
+//! - **Desired** = ceil(D / (C × targetUtilization)); the panic window (Knative: a burst that
+//!   needs ≥ 2× the ready replicas) turns on panic mode for a stable window, in which the burst
+//!   demand counts and nothing scales down.
+//! - **Up** fast: at once, capped at max(2× current, current + 4) per period. Starting
+//!   replicas are part of `current`, so a replica that never becomes ready is not replaced
+//!   again and again.
+//! - **Down** slowly: only to the highest recommendation of the stabilisation window, at most
+//!   a quarter of the replicas per period, never while panicking, never while a p95 is above
+//!   0.8 × its SLO (Dynamo's headroom check; the re-prediction at N/(N−1) is built in since the
+//!   target is computed from demand at the smaller count).
+//! - **Zero**: to zero after `scale_to_zero_after` without demand (if min is 0); from zero at
+//!   once when requests wait or arrive.
+//! - **Missing metrics**: hold; never scale down blind.
+//! - Always within `[min_replicas, max_replicas]`.
+
+mod capacity;
+mod decide;
+mod decision;
+mod observations;
+#[cfg(test)]
+mod props;
+mod spec;
+mod state;
+#[cfg(test)]
+mod tests;
+
+pub use capacity::slo_ratio;
+pub use decide::decide;
+pub use decision::{Decision, DecisionReason};
+pub use observations::{Demand, Observations, ReplicaLoad, WindowedRate};
+pub use spec::{PolicySpec, Slo, SpecError};
+pub use state::PolicyState;

@@ -1,0 +1,190 @@
+//! Tests of the engine Deployment builder.
+
+use super::*;
+use crate::children::test_support::{CUDA_SPEC, md};
+
+fn container(d: &Deployment) -> Container {
+    let pod = d.spec.template.spec.clone().expect("pod spec");
+    pod.containers.into_iter().next().expect("one container")
+}
+
+#[test]
+fn gpu_deployment_has_owner_gpus_probes_and_drain() {
+    let d = engine_deployment(&md(CUDA_SPEC), 3).expect("builds");
+    assert_eq!(d.metadata.name.as_deref(), Some("llama-engine"));
+    assert_eq!(d.metadata.namespace.as_deref(), Some("models"));
+    let owner = &d.metadata.owner_references.clone().unwrap_or_default()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+        ("ModelDeployment", "llama", "1234-5678")
+    );
+    assert_eq!(owner.controller, Some(true));
+    let spec = d.spec.clone();
+    assert_eq!(spec.replicas, Some(3));
+    let c = container(&d);
+    let limits = c
+        .resources
+        .clone()
+        .and_then(|r| r.limits)
+        .unwrap_or_default();
+    assert_eq!(limits[GPU_RESOURCE].0, "2");
+    let readiness = c
+        .readiness_probe
+        .clone()
+        .and_then(|p| p.http_get)
+        .expect("http readiness");
+    assert_eq!(readiness.path.as_deref(), Some("/health"));
+    let pre_stop = c
+        .lifecycle
+        .clone()
+        .and_then(|l| l.pre_stop)
+        .and_then(|p| p.sleep);
+    assert_eq!(pre_stop.map(|s| s.seconds), Some(PRE_STOP_SLEEP_S));
+    let pod = spec.template.spec.expect("pod");
+    // 120 s default drain + pre-stop + margin.
+    assert_eq!(pod.termination_grace_period_seconds, Some(135));
+    let tolerations = pod.tolerations.unwrap_or_default();
+    assert!(
+        tolerations
+            .iter()
+            .any(|t| t.key.as_deref() == Some(GPU_RESOURCE))
+    );
+}
+
+#[test]
+fn command_is_engine_serve_with_model_from_the_pvc() {
+    let c = container(&engine_deployment(&md(CUDA_SPEC), 1).expect("builds"));
+    assert_eq!(c.command, Some(vec!["tokenscale-engine".to_string()]));
+    let args = c.args.unwrap_or_default().join(" ");
+    assert_eq!(
+        args,
+        "serve --model /models/llama-8b.gguf --host 0.0.0.0 --port 8000 --backend cuda \
+         --served-model-name llama-3-8b --drain-timeout 120"
+    );
+    let mounts = c.volume_mounts.unwrap_or_default();
+    let model = mounts
+        .iter()
+        .find(|m| m.name == "model")
+        .expect("model mount");
+    assert_eq!(
+        (model.mount_path.as_str(), model.read_only),
+        (MODEL_MOUNT_PATH, Some(true))
+    );
+}
+
+#[test]
+fn every_container_is_hardened() {
+    let d = engine_deployment(&md(CUDA_SPEC), 1).expect("builds");
+    let pod = d.spec.template.spec.expect("pod");
+    let pod_ctx = pod.security_context.expect("pod security context");
+    assert_eq!(pod_ctx.run_as_non_root, Some(true));
+    assert_eq!(
+        pod_ctx.seccomp_profile.map(|s| s.type_).as_deref(),
+        Some("RuntimeDefault")
+    );
+    for c in pod
+        .containers
+        .iter()
+        .chain(pod.init_containers.iter().flatten())
+    {
+        let ctx = c
+            .security_context
+            .clone()
+            .expect("container security context");
+        assert_eq!(ctx.run_as_non_root, Some(true), "{}", c.name);
+        assert_eq!(ctx.read_only_root_filesystem, Some(true), "{}", c.name);
+        assert_eq!(ctx.allow_privilege_escalation, Some(false), "{}", c.name);
+        let drop = ctx.capabilities.and_then(|c| c.drop).unwrap_or_default();
+        assert_eq!(drop, ["ALL"], "{}", c.name);
+        let resources = c.resources.clone().expect("resources");
+        for key in ["cpu", "memory"] {
+            assert!(
+                resources
+                    .requests
+                    .as_ref()
+                    .is_some_and(|r| r.contains_key(key)),
+                "{key} request"
+            );
+            assert!(
+                resources
+                    .limits
+                    .as_ref()
+                    .is_some_and(|r| r.contains_key(key)),
+                "{key} limit"
+            );
+        }
+    }
+}
+
+#[test]
+fn cpu_alias_source_gets_no_gpu_and_a_writable_cache() {
+    let spec = "  model: {source: smollm2-135m-instruct}\n  engine: {backend: cpu}\n  \
+                replicas: {min: 1, max: 2}\n  slo: {ttftP95: 2s, tpotP95: 200ms}\n  \
+                scaling: {period: 5s}\n";
+    let d = engine_deployment(&md(spec), 1).expect("builds");
+    let c = container(&d);
+    let args = c.args.clone().unwrap_or_default();
+    assert_eq!(
+        args[1..3],
+        ["--model".to_string(), "smollm2-135m-instruct".to_string()]
+    );
+    let tail: Vec<&str> = args.iter().skip(7).map(String::as_str).collect();
+    // No servedName: the resource's name; no tuning, so no CUDA-only flag.
+    assert_eq!(
+        tail,
+        [
+            "--backend",
+            "cpu",
+            "--served-model-name",
+            "llama",
+            "--drain-timeout",
+            "120"
+        ]
+    );
+    let requests = c.resources.and_then(|r| r.requests).unwrap_or_default();
+    assert!(!requests.contains_key(GPU_RESOURCE));
+    let mounts = c.volume_mounts.unwrap_or_default();
+    assert!(
+        mounts
+            .iter()
+            .any(|m| m.mount_path == CACHE_MOUNT_PATH && m.read_only == Some(false))
+    );
+    let pod = d.spec.template.spec.expect("pod");
+    assert!(pod.tolerations.is_none());
+}
+
+#[test]
+fn tuning_flags_and_extra_args_follow_the_basic_ones() {
+    let spec = format!("{CUDA_SPEC}  scaling: {{}}\n").replace(
+        "gpusPerReplica: 2}",
+        "gpusPerReplica: 1, maxNumSeqs: 64, kvCacheFraction: 0.85, args: [\"--seed\", \"7\"]}",
+    );
+    let args = container(&engine_deployment(&md(&spec), 1).expect("builds"))
+        .args
+        .unwrap_or_default();
+    let tail: Vec<&str> = args.iter().skip(13).map(String::as_str).collect();
+    assert_eq!(
+        tail,
+        [
+            "--max-num-seqs",
+            "64",
+            "--gpu-memory-utilization",
+            "0.85",
+            "--seed",
+            "7"
+        ]
+    );
+}
+
+#[test]
+fn builder_is_pure_and_rejects_objects_without_uid() {
+    let a = engine_deployment(&md(CUDA_SPEC), 2).expect("builds");
+    let b = engine_deployment(&md(CUDA_SPEC), 2).expect("builds");
+    assert_eq!(a, b);
+    let mut no_uid = md(CUDA_SPEC);
+    no_uid.metadata.uid = None;
+    assert_eq!(
+        engine_deployment(&no_uid, 1),
+        Err(ChildError::MissingMetadata("uid"))
+    );
+}

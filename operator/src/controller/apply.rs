@@ -1,0 +1,280 @@
+//! One reconcile of a valid ModelDeployment: apply the children, observe, decide, scale,
+//! write status. Each step is a call into a pure function or a thin API call.
+
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::{Api, Resource, ResourceExt};
+use serde::Serialize;
+use serde_json::json;
+
+use super::scaling::{ModelMemory, policy_spec};
+use super::status::{StatusInput, build_status};
+use super::{Context, lock, model_key};
+use crate::autoscaler::{Decision, Observations, decide};
+use crate::budget::{GpuRequest, Grant};
+use crate::children::{
+    FIELD_MANAGER, child_name, engine_deployment, engine_pdb, engine_service, selector_string,
+    served_name,
+};
+use crate::crd::{ModelDeployment, ModelDeploymentStatus};
+use crate::error::{Error, Result};
+use crate::metrics_source::{MetricsView, ModelRef, Observed};
+use crate::scale::{KubernetesScaleTarget, ReplicaCounts, ScaleTarget};
+
+/// Server-side applies `object` (named `name`) with the operator's field manager.
+async fn apply<K>(api: &Api<K>, name: &str, object: &K) -> Result<()>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(name, &params, &Patch::Apply(object))
+        .await
+        .map_err(|e| Error::kube(format!("applying {} {name}", K::kind(&())), e))?;
+    Ok(())
+}
+
+/// Reconciles a ModelDeployment that is not being deleted.
+pub async fn reconcile_model(md: &ModelDeployment, ctx: &Context) -> Result<Action> {
+    let namespace = md.namespace().ok_or(Error::InvalidSpec(
+        "a ModelDeployment must be namespaced".into(),
+    ))?;
+    if let Err(message) = md.spec.validate() {
+        write_invalid_status(md, ctx, &namespace, &message).await?;
+        return Err(Error::InvalidSpec(message));
+    }
+    let client = ctx.client.clone();
+    let name = child_name(md);
+    let target = KubernetesScaleTarget::new(client.clone(), &namespace, &name);
+    let counts = target
+        .replicas()
+        .await
+        .map_err(|e| Error::Scale(e.to_string()))?;
+    // Keep the live replica count (owned by the scale subresource); a new Deployment starts
+    // at the minimum.
+    let current = counts.map_or_else(|| md.spec.replicas.min.max(0).unsigned_abs(), |c| c.desired);
+    let replicas = i32::try_from(current).unwrap_or(i32::MAX);
+    apply(
+        &Api::namespaced(client.clone(), &namespace),
+        &name,
+        &engine_deployment(md, replicas)?,
+    )
+    .await?;
+    apply(
+        &Api::namespaced(client.clone(), &namespace),
+        &name,
+        &engine_service(md)?,
+    )
+    .await?;
+    apply(
+        &Api::namespaced(client.clone(), &namespace),
+        &name,
+        &engine_pdb(md)?,
+    )
+    .await?;
+
+    // A reconcile triggered by our own status write, or by a child's change, only re-applies.
+    if let Some(wait) = ctx.not_due_for(md) {
+        return Ok(Action::requeue(wait));
+    }
+    let view = observe(md, ctx, &namespace, &name).await;
+    let counts_now = counts.unwrap_or(ReplicaCounts {
+        desired: current,
+        current: 0,
+        ready: 0,
+    });
+    let (decision, grant) = decide_for(md, ctx, counts_now, &view);
+    let desired = grant.as_ref().map_or(decision.replicas, |g| g.replicas);
+    if desired != current {
+        scale(md, ctx, &target, &view, current, desired, &decision).await?;
+    }
+    let status = build_status(&StatusInput {
+        md,
+        counts,
+        desired,
+        decision: &decision,
+        grant: grant.as_ref(),
+        view: &view,
+        selector: selector_string(md),
+        now: k8s_openapi::jiff::Timestamp::now(),
+    });
+    patch_status(md, ctx, &namespace, status).await?;
+    ctx.mark_decided(md);
+    Ok(Action::requeue(md.spec.scaling.period.get()))
+}
+
+/// Asks the metrics source and folds the answer into the model's memory.
+async fn observe(
+    md: &ModelDeployment,
+    ctx: &Context,
+    namespace: &str,
+    service: &str,
+) -> MetricsView {
+    let spec = &md.spec.scaling;
+    let (stable_s, panic_s) = (
+        spec.stable_window.as_secs_f64(),
+        spec.panic_window.as_secs_f64(),
+    );
+    let model = ModelRef {
+        namespace: namespace.into(),
+        service: service.into(),
+        served_name: served_name(md),
+        stable_s,
+        panic_s,
+    };
+    let observed = ctx.metrics_source.observe(&model).await;
+    let now_s = ctx.now_s();
+    let mut memory = lock(&ctx.memory);
+    let entry = memory
+        .entry(model_key(md))
+        .or_insert_with(|| ModelMemory::new(&policy_spec(&md.spec)));
+    match observed {
+        Observed::View(view) => view,
+        Observed::Round(round) => {
+            // Keep a little more than the stable window so its baseline is always there.
+            entry
+                .metrics
+                .record(now_s, &round, stable_s + 3.0 * spec.period.as_secs_f64());
+            // Metrics older than three periods are stale.
+            entry
+                .metrics
+                .view(now_s, stable_s, panic_s, 3.0 * spec.period.as_secs_f64())
+        }
+    }
+}
+
+/// Runs the policy, then the budget when one is set.
+fn decide_for(
+    md: &ModelDeployment,
+    ctx: &Context,
+    counts: ReplicaCounts,
+    view: &MetricsView,
+) -> (Decision, Option<Grant>) {
+    let spec = policy_spec(&md.spec);
+    let observations = Observations {
+        ready_replicas: counts.ready,
+        pending_replicas: counts.desired.saturating_sub(counts.ready),
+        current_replicas: counts.desired,
+        demand: view.demand.clone(),
+        ttft_p95_s: view.ttft_p95_s,
+        tpot_p95_s: view.tpot_p95_s,
+        replica_loads: view.replica_loads.clone(),
+    };
+    let now_s = ctx.now_s();
+    let decision = {
+        let mut memory = lock(&ctx.memory);
+        let entry = memory
+            .entry(model_key(md))
+            .or_insert_with(|| ModelMemory::new(&spec));
+        decide(&spec, &observations, &mut entry.policy, now_s)
+    };
+    let grant = ctx.settings.gpu_budget.map(|budget| {
+        let request = GpuRequest {
+            model: model_key(md),
+            priority: md.spec.priority,
+            desired_replicas: decision.replicas,
+            min_replicas: spec.min_replicas,
+            gpus_per_replica: md.spec.engine.gpus_per_replica(),
+            slo_ratio: crate::autoscaler::slo_ratio(&spec, &observations),
+        };
+        // A model not reconciled for ten periods no longer holds GPUs in the book.
+        let ttl_s = 10.0 * spec.period.as_secs_f64();
+        lock(&ctx.budget).grant(budget, request, now_s, ttl_s)
+    });
+    (decision, grant)
+}
+
+/// Changes the replica count, marking the least-loaded pod first on scale-in, and records
+/// an Event.
+async fn scale(
+    md: &ModelDeployment,
+    ctx: &Context,
+    target: &KubernetesScaleTarget,
+    view: &MetricsView,
+    current: u32,
+    desired: u32,
+    decision: &Decision,
+) -> Result<()> {
+    let mut removed = None;
+    if desired < current {
+        removed = target
+            .mark_for_removal(&view.replica_loads)
+            .await
+            .map_err(|e| Error::Scale(e.to_string()))?;
+    }
+    target
+        .set_replicas(desired)
+        .await
+        .map_err(|e| Error::Scale(e.to_string()))?;
+    let direction = if desired > current { "up" } else { "down" };
+    ctx.metrics.decision(direction, decision.reason.as_str());
+    let mut note = format!("{current} -> {desired} replicas: {}", decision.message);
+    if let Some(pod) = removed {
+        note.push_str(&format!(" (draining {pod} first)"));
+    }
+    let event = Event {
+        type_: EventType::Normal,
+        reason: decision.reason.as_str().into(),
+        note: Some(note.chars().take(1000).collect()),
+        action: if desired > current {
+            "ScaleUp".into()
+        } else {
+            "ScaleDown".into()
+        },
+        secondary: None,
+    };
+    ctx.recorder
+        .publish(&event, &md.object_ref(&()))
+        .await
+        .map_err(|e| Error::kube("publishing a scale Event", e))
+}
+
+async fn patch_status(
+    md: &ModelDeployment,
+    ctx: &Context,
+    namespace: &str,
+    status: ModelDeploymentStatus,
+) -> Result<()> {
+    let api: Api<ModelDeployment> = Api::namespaced(ctx.client.clone(), namespace);
+    let patch = Patch::Apply(json!({
+        "apiVersion": "tokenscale.dev/v1alpha1",
+        "kind": "ModelDeployment",
+        "status": status,
+    }));
+    api.patch_status(
+        &md.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &patch,
+    )
+    .await
+    .map_err(|e| Error::kube(format!("writing status of {}", model_key(md)), e))?;
+    Ok(())
+}
+
+/// Says in status why an invalid spec is not acted on.
+async fn write_invalid_status(
+    md: &ModelDeployment,
+    ctx: &Context,
+    namespace: &str,
+    message: &str,
+) -> Result<()> {
+    let mut status = md.status.clone().unwrap_or_default();
+    let previous = status.conditions.clone();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let generation = md.metadata.generation;
+    status.conditions = vec![super::status::condition(
+        &previous,
+        crate::crd::CONDITION_READY,
+        false,
+        "InvalidSpec",
+        message.to_string(),
+        generation,
+        now,
+    )];
+    status.observed_generation = generation;
+    patch_status(md, ctx, namespace, status).await
+}

@@ -1,0 +1,200 @@
+//! The `ModelDeployment` controller: `Context`, the `reconcile` and `error_policy` functions
+//! the kube-runtime `Controller` calls, and `run`, which wires them to the API server.
+
+pub mod apply;
+pub mod scaling;
+pub mod status;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Api, Client, ResourceExt};
+
+use crate::crd::ModelDeployment;
+use crate::error::{Error, Result};
+use crate::metrics_source::MetricsSource;
+use crate::telemetry::Metrics;
+use scaling::{BudgetBook, ModelMemory};
+
+/// Settings of the controller that come from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// GPUs all models together may use; `None`: no budget.
+    pub gpu_budget: Option<u64>,
+}
+
+/// Shared state of every reconcile.
+pub struct Context {
+    /// Kubernetes client.
+    pub client: Client,
+    /// Publishes Kubernetes Events.
+    pub recorder: Recorder,
+    /// The operator's own metrics.
+    pub metrics: Arc<Metrics>,
+    /// Where demand and latency come from.
+    pub metrics_source: Arc<dyn MetricsSource>,
+    /// Command-line settings.
+    pub settings: Settings,
+    /// Per-model memory (policy state, metrics history), keyed `namespace/name`.
+    pub memory: Mutex<HashMap<String, ModelMemory>>,
+    /// Latest GPU requests of all models.
+    pub budget: Mutex<BudgetBook>,
+    /// Consecutive failures per model, for the backoff.
+    pub failures: Mutex<HashMap<String, u32>>,
+    /// When each model last decided, and at which generation: the status write of a decision
+    /// triggers another reconcile, which must not decide again before the period is up.
+    pub decided: Mutex<HashMap<String, (f64, Option<i64>)>>,
+    /// Origin of the policy's clock.
+    pub started: Instant,
+}
+
+impl Context {
+    /// A context with fresh memory.
+    pub fn new(
+        client: Client,
+        metrics: Arc<Metrics>,
+        metrics_source: Arc<dyn MetricsSource>,
+        settings: Settings,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: "tokenscale-operator".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            metrics,
+            metrics_source,
+            settings,
+            memory: Mutex::default(),
+            budget: Mutex::default(),
+            failures: Mutex::default(),
+            decided: Mutex::default(),
+            started: Instant::now(),
+        }
+    }
+
+    /// Seconds since the context was made (the policy's clock).
+    pub fn now_s(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    /// Time left before `md` is due for its next decision; `None` when due now (first time,
+    /// a new generation, or a period has passed).
+    pub fn not_due_for(&self, md: &ModelDeployment) -> Option<Duration> {
+        let period_s = md.spec.scaling.period.as_secs_f64();
+        let (last_s, generation) = *lock(&self.decided).get(&model_key(md))?;
+        let elapsed_s = self.now_s() - last_s;
+        // 5% slack: a requeue after exactly one period must find the model due.
+        let due = generation != md.metadata.generation || elapsed_s >= 0.95 * period_s;
+        (!due).then(|| Duration::from_secs_f64((period_s - elapsed_s).max(0.0)))
+    }
+
+    /// Records that `md` decided now.
+    pub fn mark_decided(&self, md: &ModelDeployment) {
+        let now_s = self.now_s();
+        lock(&self.decided).insert(model_key(md), (now_s, md.metadata.generation));
+    }
+}
+
+/// `namespace/name` of a ModelDeployment.
+pub fn model_key(md: &ModelDeployment) -> String {
+    format!("{}/{}", md.namespace().unwrap_or_default(), md.name_any())
+}
+
+/// Brings the cluster in line with one ModelDeployment; see [`apply::reconcile_model`].
+pub async fn reconcile(md: Arc<ModelDeployment>, ctx: Arc<Context>) -> Result<Action> {
+    let _timer = ctx.metrics.count_and_measure();
+    let key = model_key(&md);
+    if md.metadata.deletion_timestamp.is_some() {
+        // Children carry ownerReferences: garbage collection removes them. Acting now would
+        // only recreate what is being deleted. Forget the model's memory and budget share.
+        lock(&ctx.memory).remove(&key);
+        lock(&ctx.budget).forget(&key);
+        lock(&ctx.decided).remove(&key);
+        return Ok(Action::await_change());
+    }
+    let action = apply::reconcile_model(&md, &ctx).await?;
+    lock(&ctx.failures).remove(&key);
+    Ok(action)
+}
+
+/// Requeues a failed reconcile with exponential backoff; a spec error waits for an edit.
+pub fn error_policy(md: Arc<ModelDeployment>, error: &Error, ctx: Arc<Context>) -> Action {
+    tracing::warn!(model = %model_key(&md), reason = error.metric_label(), "reconcile failed: {error}");
+    ctx.metrics.reconcile_failure(error);
+    if error.is_permanent() {
+        return Action::await_change();
+    }
+    let mut failures = lock(&ctx.failures);
+    let count = failures.entry(model_key(&md)).or_insert(0);
+    *count += 1;
+    Action::requeue(backoff(*count))
+}
+
+/// Delay before retry number `failures` (1-based): 5 s doubling up to 5 minutes.
+pub fn backoff(failures: u32) -> Duration {
+    let exponent = failures.saturating_sub(1).min(16);
+    Duration::from_secs((5u64 << exponent).min(300))
+}
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it (the maps stay valid).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Runs the controller until shutdown, watching ModelDeployments in `namespaces` (all when
+/// empty; the first one only is watched per controller, see the report) and their children.
+pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
+    let client = ctx.client.clone();
+    let (mds, deployments, services, pdbs) = match &namespace {
+        Some(ns) => (
+            Api::<ModelDeployment>::namespaced(client.clone(), ns),
+            Api::<Deployment>::namespaced(client.clone(), ns),
+            Api::<Service>::namespaced(client.clone(), ns),
+            Api::<PodDisruptionBudget>::namespaced(client.clone(), ns),
+        ),
+        None => (
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+            Api::all(client),
+        ),
+    };
+    let children =
+        watcher::Config::default().labels("app.kubernetes.io/managed-by=tokenscale-operator");
+    Controller::new(mds, watcher::Config::default().any_semantic())
+        .owns(deployments, children.clone())
+        .owns(services, children.clone())
+        .owns(pdbs, children)
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "controller event");
+            }
+        })
+        .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let secs: Vec<u64> = (1..=8).map(|n| backoff(n).as_secs()).collect();
+        assert_eq!(secs, [5, 10, 20, 40, 80, 160, 300, 300]);
+        assert_eq!(backoff(u32::MAX).as_secs(), 300);
+    }
+}

@@ -1,0 +1,273 @@
+//! The status a reconcile writes, built by a pure function from what it saw and decided.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+
+use crate::autoscaler::Decision;
+use crate::budget::{Grant, GrantReason};
+use crate::crd::{
+    CONDITION_READY, CONDITION_SCALING, CONDITION_SLO_MET, CapacityEstimate, Duration,
+    LastDecision, ModelDeployment, ModelDeploymentStatus, ObservedLoad,
+};
+use crate::metrics_source::MetricsView;
+use crate::scale::ReplicaCounts;
+
+/// Everything the status is computed from.
+pub struct StatusInput<'a> {
+    /// The object (its generation and previous status).
+    pub md: &'a ModelDeployment,
+    /// Counts of the engine Deployment (`None` if it did not exist before this reconcile).
+    pub counts: Option<ReplicaCounts>,
+    /// Replicas asked for after the decision and the budget.
+    pub desired: u32,
+    /// The policy's decision.
+    pub decision: &'a Decision,
+    /// The budget's grant, when a budget is set.
+    pub grant: Option<&'a Grant>,
+    /// The metrics behind the decision.
+    pub view: &'a MetricsView,
+    /// The engine pods' label selector.
+    pub selector: String,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// A condition, keeping its last transition time when the status did not change.
+pub fn condition(
+    previous: &[Condition],
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Condition {
+    let status = if status { "True" } else { "False" };
+    tri_condition(previous, type_, status, reason, message, generation, now)
+}
+
+fn tri_condition(
+    previous: &[Condition],
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Condition {
+    let last = previous.iter().find(|c| c.type_ == type_);
+    let transition = match last {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => Time(now),
+    };
+    Condition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        observed_generation: generation,
+        last_transition_time: transition,
+    }
+}
+
+/// The full status for `input`.
+pub fn build_status(input: &StatusInput<'_>) -> ModelDeploymentStatus {
+    let md = input.md;
+    let previous = md.status.clone().unwrap_or_default();
+    let generation = md.metadata.generation;
+    let counts = input.counts.unwrap_or_default();
+    let gpus = md.spec.engine.gpus_per_replica().max(1);
+    let observed = input.view.demand.as_ref().map(|d| {
+        let tokens_per_s = d.output_tokens_per_s.stable;
+        let divisor = f64::from(counts.ready.max(1) * gpus);
+        ObservedLoad {
+            tokens_per_second: round2(tokens_per_s),
+            tokens_per_second_per_gpu: round2(tokens_per_s / divisor),
+            requests_per_second: round2(d.arrival_requests_per_s.stable),
+            ttft_p95: input.view.ttft_p95_s.map(format_s),
+            tpot_p95: input.view.tpot_p95_s.map(format_s),
+            queue: d.queued_requests,
+        }
+    });
+    let decision = input.decision;
+    let desired = i32::try_from(input.desired).unwrap_or(i32::MAX);
+    let last_decision = match &previous.last_decision {
+        Some(last) if last.replicas == desired && last.reason == decision.reason.as_str() => {
+            Some(last.clone())
+        }
+        _ => Some(LastDecision {
+            replicas: desired,
+            reason: decision.reason.as_str().into(),
+            time: Time(input.now),
+        }),
+    };
+    let conditions = vec![
+        ready_condition(
+            &previous.conditions,
+            counts,
+            input.desired,
+            generation,
+            input.now,
+        ),
+        scaling_condition(input, counts, generation),
+        slo_condition(md, input.view, &previous.conditions, generation, input.now),
+    ];
+    ModelDeploymentStatus {
+        replicas: i32::try_from(counts.current).unwrap_or(i32::MAX),
+        ready_replicas: i32::try_from(counts.ready).unwrap_or(i32::MAX),
+        desired_replicas: desired,
+        selector: Some(input.selector.clone()),
+        observed,
+        capacity: decision
+            .capacity_tokens_per_s_per_replica
+            .map(|c| CapacityEstimate {
+                tokens_per_second_per_replica: round2(c),
+                source: if md.spec.scaling.initial_tokens_per_second_per_gpu.is_some() {
+                    "hint+learned"
+                } else {
+                    "learned"
+                }
+                .into(),
+            }),
+        last_decision,
+        conditions,
+        observed_generation: generation,
+    }
+}
+
+fn ready_condition(
+    previous: &[Condition],
+    counts: ReplicaCounts,
+    desired: u32,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Condition {
+    let (status, reason, message) = if counts.ready > 0 {
+        (
+            true,
+            "ReplicasReady",
+            format!(
+                "{} of {} replicas ready",
+                counts.ready,
+                desired.max(counts.current)
+            ),
+        )
+    } else if desired == 0 {
+        (
+            true,
+            "ScaledToZero",
+            "scaled to zero; the first request starts a replica".to_string(),
+        )
+    } else {
+        (
+            false,
+            "NoReplicaReady",
+            format!("0 of {desired} replicas ready (starting or loading the model)"),
+        )
+    };
+    condition(
+        previous,
+        CONDITION_READY,
+        status,
+        reason,
+        message,
+        generation,
+        now,
+    )
+}
+
+fn scaling_condition(
+    input: &StatusInput<'_>,
+    counts: ReplicaCounts,
+    generation: Option<i64>,
+) -> Condition {
+    let previous = input
+        .md
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    if let Some(grant) = input
+        .grant
+        .filter(|g| g.reason == GrantReason::BudgetLimited)
+    {
+        return condition(
+            previous,
+            CONDITION_SCALING,
+            true,
+            "BudgetLimited",
+            grant.message.clone(),
+            generation,
+            input.now,
+        );
+    }
+    let moving = counts.desired != input.desired || counts.ready != input.desired;
+    let reason = input.decision.reason.as_str();
+    condition(
+        previous,
+        CONDITION_SCALING,
+        moving,
+        reason,
+        input.decision.message.clone(),
+        generation,
+        input.now,
+    )
+}
+
+fn slo_condition(
+    md: &ModelDeployment,
+    view: &MetricsView,
+    previous: &[Condition],
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Condition {
+    let slo = &md.spec.slo;
+    let (status, reason, message) = match (view.ttft_p95_s, view.tpot_p95_s) {
+        (None, None) if view.demand.is_none() => (
+            "Unknown",
+            "MetricsMissing",
+            "no metrics could be read".to_string(),
+        ),
+        (None, None) => (
+            "Unknown",
+            "NoTraffic",
+            "no requests finished in the stable window".to_string(),
+        ),
+        (ttft, tpot) => {
+            let over = |v: Option<f64>, target: &Duration| {
+                v.map_or(0.0, |v| v / target.as_secs_f64().max(1e-9))
+            };
+            let ratio = over(ttft, &slo.ttft_p95).max(over(tpot, &slo.tpot_p95));
+            let shown = |v: Option<f64>| v.map_or("n/a".to_string(), format_s);
+            let message = format!(
+                "p95 TTFT {} (SLO {}), p95 TPOT {} (SLO {})",
+                shown(ttft),
+                slo.ttft_p95,
+                shown(tpot),
+                slo.tpot_p95
+            );
+            if ratio <= 1.0 {
+                ("True", "WithinSLO", message)
+            } else {
+                ("False", "SLOBroken", message)
+            }
+        }
+    };
+    tri_condition(
+        previous,
+        CONDITION_SLO_MET,
+        status,
+        reason,
+        message,
+        generation,
+        now,
+    )
+}
+
+fn format_s(seconds: f64) -> String {
+    Duration::from_std(std::time::Duration::from_secs_f64(seconds.max(0.0))).to_string()
+}
+
+fn round2(v: f64) -> f64 {
+    (v * 100.0).round() / 100.0
+}

@@ -1,0 +1,23 @@
+//! The `ModelDeployment` custom resource (`tokenscale.dev/v1alpha1`): spec, status, typed
+//! durations, quantities and model sources, semantic validation, and CRD generation.
+
+pub mod duration;
+pub mod generate;
+pub mod resources;
+pub mod source;
+pub mod spec;
+pub mod status;
+pub mod validate;
+
+pub use duration::{Duration, DurationError};
+pub use resources::{EngineResources, Quantity, ResourceAmounts};
+pub use source::{ModelSource, ModelSourceError};
+pub use spec::{
+    Backend, EngineSpec, ModelDeployment, ModelDeploymentSpec, ModelFormat, ModelSpec,
+    ReplicaBounds, ScalingSpec, SloSpec,
+};
+pub use status::{
+    CONDITION_READY, CONDITION_SCALING, CONDITION_SLO_MET, CapacityEstimate, LastDecision,
+    ModelDeploymentStatus, ObservedLoad,
+};
+pub use validate::SpecError;

@@ -1,0 +1,342 @@
+//! `ModelDeploymentSpec`: what the user asks for — model, engine, replica bounds, SLO, scaling.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{EnvVar, Toleration};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::duration::Duration;
+use super::resources::EngineResources;
+use super::source::MODEL_SOURCE_PATTERN;
+use super::status::ModelDeploymentStatus;
+
+/// A model served by a pool of engine replicas, scaled on output tokens/s per GPU against a
+/// p95 latency SLO.
+// Each `printcolumn(...)` repeats `type_`; clippy reads the macro arguments as duplicates.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "tokenscale.dev",
+    version = "v1alpha1",
+    kind = "ModelDeployment",
+    namespaced,
+    shortname = "md",
+    category = "tokenscale",
+    status = "ModelDeploymentStatus",
+    doc = "A model served by engine replicas that tokenscale scales on output tokens/s per GPU \
+           against a p95 latency SLO.",
+    scale(
+        spec_replicas_path = ".spec.replicas.min",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
+    ),
+    printcolumn(name = "Model", type_ = "string", json_path = ".spec.model.source"),
+    printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyReplicas"),
+    printcolumn(
+        name = "Desired",
+        type_ = "integer",
+        json_path = ".status.desiredReplicas"
+    ),
+    printcolumn(
+        name = "Tokens/s/GPU",
+        type_ = "number",
+        json_path = ".status.observed.tokensPerSecondPerGpu"
+    ),
+    printcolumn(
+        name = "P95 TTFT",
+        type_ = "string",
+        json_path = ".status.observed.ttftP95"
+    ),
+    printcolumn(
+        name = "SLO",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"SLOMet\")].status"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelDeploymentSpec {
+    /// The model to serve.
+    pub model: ModelSpec,
+    /// The engine replicas: image, backend, accelerators and resources.
+    #[serde(default)]
+    pub engine: EngineSpec,
+    /// Bounds on the replica count.
+    pub replicas: ReplicaBounds,
+    /// The latency objective: p95 time to first token and p95 time per output token.
+    pub slo: SloSpec,
+    /// How the autoscaler reacts.
+    #[serde(default)]
+    pub scaling: ScalingSpec,
+    /// Who gets GPUs first when the cluster budget is short (higher wins; 0 by default).
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 1000))]
+    pub priority: i32,
+}
+
+/// The model and how clients name it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelSpec {
+    /// `file:///path`, `hf://org/repo/file.gguf`, `pvc://claim/path` or an alias such as
+    /// `smollm2-135m-instruct`.
+    #[schemars(pattern(MODEL_SOURCE_PATTERN), length(min = 1, max = 512))]
+    pub source: String,
+    /// The name clients use in the OpenAI `model` field; defaults to the resource's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"))]
+    pub served_name: Option<String>,
+    /// Weights format.
+    #[serde(default)]
+    pub format: ModelFormat,
+}
+
+/// Weights file format.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelFormat {
+    /// GGUF (llama.cpp's format), quantised or not.
+    #[default]
+    Gguf,
+    /// Hugging Face safetensors.
+    Safetensors,
+}
+
+/// Which compute backend an engine replica runs.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// CPU reference backend (laptops, CI).
+    Cpu,
+    /// NVIDIA GPUs through CUDA.
+    #[default]
+    Cuda,
+    /// Simulated step times, no weights (control-plane tests; always labelled simulated).
+    Sim,
+}
+
+impl Backend {
+    /// The engine's `--backend` flag value.
+    pub fn as_flag(self) -> &'static str {
+        match self {
+            Self::Cpu => "cpu",
+            Self::Cuda => "cuda",
+            Self::Sim => "sim",
+        }
+    }
+}
+
+/// The engine replicas.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = Rule::new("self.backend == 'cuda' || !has(self.gpusPerReplica) || self.gpusPerReplica == 0").message("gpusPerReplica must be 0 or unset unless backend is cuda"))]
+pub struct EngineSpec {
+    /// Container image holding `tokenscale-engine`.
+    #[serde(default = "default_image")]
+    #[schemars(length(min = 1, max = 512))]
+    pub image: String,
+    /// Compute backend.
+    #[serde(default)]
+    pub backend: Backend,
+    /// GPUs per replica (`nvidia.com/gpu`); 1 by default for `cuda`, 0 otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 16))]
+    pub gpus_per_replica: Option<u32>,
+    /// CPU and memory requests/limits; unset values take defaults for the backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<EngineResources>,
+    /// Most sequences in one batch (engine flag `--max-num-seqs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 4096))]
+    pub max_num_seqs: Option<u32>,
+    /// Token budget of one engine step (engine flag `--max-batch-tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 16, max = 1048576))]
+    pub max_batch_tokens: Option<u32>,
+    /// Fraction of GPU memory the engine may use, the KV cache sized from what is left after
+    /// the weights (CUDA engine flag `--gpu-memory-utilization`; ignored on cpu and sim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.05, max = 0.99))]
+    pub kv_cache_fraction: Option<f64>,
+    /// Extra engine arguments, appended after the ones the operator sets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Extra environment variables for the engine container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    /// Node labels the engine pods must match (e.g. a GPU product).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Taints the engine pods tolerate (e.g. `nvidia.com/gpu`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// How long a replica being removed may keep finishing its streams before it is killed.
+    #[serde(default = "default_drain_timeout")]
+    pub drain_timeout: Duration,
+}
+
+impl Default for EngineSpec {
+    fn default() -> Self {
+        Self {
+            image: default_image(),
+            backend: Backend::default(),
+            gpus_per_replica: None,
+            resources: None,
+            max_num_seqs: None,
+            max_batch_tokens: None,
+            kv_cache_fraction: None,
+            args: Vec::new(),
+            env: Vec::new(),
+            node_selector: BTreeMap::new(),
+            tolerations: Vec::new(),
+            drain_timeout: default_drain_timeout(),
+        }
+    }
+}
+
+impl EngineSpec {
+    /// GPUs one replica uses: the explicit value, else 1 for `cuda` and 0 for the others.
+    pub fn gpus_per_replica(&self) -> u32 {
+        self.gpus_per_replica.unwrap_or(match self.backend {
+            Backend::Cuda => 1,
+            Backend::Cpu | Backend::Sim => 0,
+        })
+    }
+}
+
+/// Bounds on the replica count.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[x_kube(validation = Rule::new("self.min <= self.max").message("replicas.min must be less than or equal to replicas.max"))]
+pub struct ReplicaBounds {
+    /// Fewest replicas; 0 allows scale to zero after `scaleToZeroAfter` without traffic.
+    #[serde(default = "default_min_replicas")]
+    #[schemars(range(min = 0, max = 1000))]
+    pub min: i32,
+    /// Most replicas.
+    #[schemars(range(min = 1, max = 1000))]
+    pub max: i32,
+    /// Idle time after which a model with `min: 0` goes to zero replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_to_zero_after: Option<Duration>,
+}
+
+/// The latency objective, held at p95.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SloSpec {
+    /// p95 time to first token, e.g. "500ms".
+    pub ttft_p95: Duration,
+    /// p95 time per output token after the first, e.g. "50ms".
+    pub tpot_p95: Duration,
+}
+
+/// How the autoscaler reacts to demand.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScalingSpec {
+    /// Fraction of a replica's capacity at the SLO to plan for (headroom for bursts).
+    #[serde(default = "default_target_utilization")]
+    #[schemars(range(min = 0.1, max = 1.0))]
+    pub target_utilization: f64,
+    /// Window over which demand is averaged for normal decisions.
+    #[serde(default = "default_stable_window")]
+    pub stable_window: Duration,
+    /// Short window that reacts to bursts.
+    #[serde(default = "default_panic_window")]
+    pub panic_window: Duration,
+    /// Most a scale-up may multiply the replica count by in one step (≥ 1).
+    #[serde(default = "default_max_scale_up_rate")]
+    #[schemars(range(min = 1.0, max = 100.0))]
+    pub max_scale_up_rate: f64,
+    /// Most replicas one scale-down step may remove, as a fraction of the current count
+    /// (at least one replica per step).
+    #[serde(default = "default_max_scale_down_rate")]
+    #[schemars(range(min = 0.01, max = 1.0))]
+    pub max_scale_down_rate: f64,
+    /// Starting estimate of output tokens/s one GPU sustains at the SLO, before it is learned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.001, max = 10000000.0))]
+    pub initial_tokens_per_second_per_gpu: Option<f64>,
+    /// How often the autoscaler decides.
+    #[serde(default = "default_period")]
+    pub period: Duration,
+}
+
+impl Default for ScalingSpec {
+    fn default() -> Self {
+        Self {
+            target_utilization: default_target_utilization(),
+            stable_window: default_stable_window(),
+            panic_window: default_panic_window(),
+            max_scale_up_rate: default_max_scale_up_rate(),
+            max_scale_down_rate: default_max_scale_down_rate(),
+            initial_tokens_per_second_per_gpu: None,
+            period: default_period(),
+        }
+    }
+}
+
+fn default_image() -> String {
+    "tokenscale/engine:0.1.0".to_string()
+}
+fn default_min_replicas() -> i32 {
+    1
+}
+fn default_target_utilization() -> f64 {
+    0.8
+}
+fn default_max_scale_up_rate() -> f64 {
+    2.0
+}
+fn default_max_scale_down_rate() -> f64 {
+    0.25
+}
+fn duration(text: &str) -> Duration {
+    // Defaults are literals checked by the unit test `defaults_parse`; a bad literal would be
+    // a programming error caught there, so falling back to zero is never reached in practice.
+    text.parse()
+        .unwrap_or_else(|_| Duration::from_std(std::time::Duration::ZERO))
+}
+fn default_drain_timeout() -> Duration {
+    duration("120s")
+}
+fn default_stable_window() -> Duration {
+    duration("60s")
+}
+fn default_panic_window() -> Duration {
+    duration("6s")
+}
+fn default_period() -> Duration {
+    duration("15s")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_parse() {
+        assert_eq!(default_drain_timeout().as_secs_f64(), 120.0);
+        assert_eq!(default_stable_window().as_secs_f64(), 60.0);
+        assert_eq!(default_panic_window().as_secs_f64(), 6.0);
+        assert_eq!(default_period().as_secs_f64(), 15.0);
+    }
+
+    #[test]
+    fn gpus_default_by_backend() {
+        let mut engine = EngineSpec::default();
+        assert_eq!(engine.gpus_per_replica(), 1);
+        engine.backend = Backend::Cpu;
+        assert_eq!(engine.gpus_per_replica(), 0);
+        engine.backend = Backend::Cuda;
+        engine.gpus_per_replica = Some(4);
+        assert_eq!(engine.gpus_per_replica(), 4);
+    }
+}

@@ -1,0 +1,94 @@
+//! `ModelDeploymentStatus`: what the operator observed and decided, and the three conditions.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Condition type: at least one replica serves (or the model is scaled to zero on purpose).
+pub const CONDITION_READY: &str = "Ready";
+/// Condition type: the replica count is moving toward the desired count.
+pub const CONDITION_SCALING: &str = "Scaling";
+/// Condition type: observed p95 TTFT and TPOT are within the SLO.
+pub const CONDITION_SLO_MET: &str = "SLOMet";
+
+/// What the operator last saw and did.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelDeploymentStatus {
+    /// Replicas the engine Deployment has (ready or not).
+    #[serde(default)]
+    pub replicas: i32,
+    /// Replicas that pass their readiness probe.
+    #[serde(default)]
+    pub ready_replicas: i32,
+    /// Replicas the autoscaler wants now.
+    #[serde(default)]
+    pub desired_replicas: i32,
+    /// Label selector of the engine pods (for the `scale` subresource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    /// Demand and latency measured over the stable window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<ObservedLoad>,
+    /// The current estimate of what one replica sustains within the SLO.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityEstimate>,
+    /// The last scaling decision and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_decision: Option<LastDecision>,
+    /// `Ready`, `Scaling` and `SLOMet`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Demand and latency over the stable window.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedLoad {
+    /// Output tokens/s across all replicas.
+    pub tokens_per_second: f64,
+    /// Output tokens/s divided by the GPUs of ready replicas (by replicas on CPU).
+    pub tokens_per_second_per_gpu: f64,
+    /// Finished requests/s.
+    pub requests_per_second: f64,
+    /// p95 time to first token, e.g. "412ms"; absent without traffic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_p95: Option<String>,
+    /// p95 time per output token, e.g. "31ms"; absent without traffic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_p95: Option<String>,
+    /// Requests waiting (in the gateway and the engines).
+    pub queue: u64,
+}
+
+/// What one replica is believed to sustain within the SLO.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityEstimate {
+    /// Output tokens/s per replica.
+    pub tokens_per_second_per_replica: f64,
+    /// Where the figure comes from (e.g. "hint", "learned").
+    pub source: String,
+}
+
+/// One scaling decision.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastDecision {
+    /// Replicas decided.
+    pub replicas: i32,
+    /// Why, in words.
+    pub reason: String,
+    /// When.
+    pub time: Time,
+}
+
+impl ModelDeploymentStatus {
+    /// The condition of `type_`, if present.
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.conditions.iter().find(|c| c.type_ == type_)
+    }
+}

@@ -1,0 +1,156 @@
+//! `tokenscale-operator`: watches ModelDeployments and keeps their engine replicas matched to
+//! demand within the latency SLO. Flags are read by the Helm chart: keep them stable.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use clap::Parser;
+use kube::{Api, Client};
+use tokenscale_operator::controller::{self, Context, Settings};
+use tokenscale_operator::crd::ModelDeployment;
+use tokenscale_operator::leader::LeaderElector;
+use tokenscale_operator::metrics_source::{
+    GatewayTargets, MetricsSource, PrometheusSource, ScrapeSource,
+};
+use tokenscale_operator::telemetry::{self, Metrics};
+
+/// The tokenscale Kubernetes operator.
+#[derive(Debug, Parser)]
+#[command(name = "tokenscale-operator", version, about)]
+struct Args {
+    /// Address of the operator's own `/metrics` and `/health`.
+    #[arg(
+        long,
+        env = "TOKENSCALE_METRICS_LISTEN",
+        default_value = "0.0.0.0:8080"
+    )]
+    metrics_listen: SocketAddr,
+    /// Elect one leader through a Lease (run two replicas safely).
+    #[arg(long, overrides_with = "no_leader_election", default_value_t = true)]
+    leader_election: bool,
+    /// Act without a Lease (a single replica, or local runs).
+    #[arg(long)]
+    no_leader_election: bool,
+    /// Namespace of the leader Lease (defaults to the pod's namespace, `POD_NAMESPACE`).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+    /// Name of the leader Lease.
+    #[arg(long, default_value = "tokenscale-operator")]
+    lease_name: String,
+    /// Namespaces to watch, comma-separated; all namespaces when empty.
+    #[arg(long, value_delimiter = ',')]
+    watch_namespaces: Vec<String>,
+    /// GPUs all ModelDeployments together may use; no limit when unset.
+    #[arg(long)]
+    gpu_budget: Option<u64>,
+    /// Read metrics from this Prometheus server instead of scraping.
+    #[arg(long)]
+    prometheus_url: Option<String>,
+    /// The gateway's Service as NAMESPACE/NAME, scraped through its EndpointSlices.
+    #[arg(long)]
+    gateway_service: Option<String>,
+    /// Port of the gateway's `/metrics`.
+    #[arg(long, default_value_t = 8080)]
+    gateway_metrics_port: i32,
+    /// Fixed gateway `/metrics` URLs (repeatable), instead of `--gateway-service`.
+    #[arg(long)]
+    gateway_metrics_url: Vec<String>,
+}
+
+fn metrics_source(args: &Args, client: &Client) -> anyhow::Result<Arc<dyn MetricsSource>> {
+    if let Some(url) = &args.prometheus_url {
+        return Ok(Arc::new(PrometheusSource {
+            base_url: url.clone(),
+        }));
+    }
+    let gateway = match (&args.gateway_service, args.gateway_metrics_url.is_empty()) {
+        (Some(_), false) => bail!("pass --gateway-service or --gateway-metrics-url, not both"),
+        (Some(service), true) => {
+            let (namespace, name) = service.split_once('/').with_context(|| {
+                format!("--gateway-service {service:?}: expected NAMESPACE/NAME")
+            })?;
+            GatewayTargets::Service {
+                namespace: namespace.into(),
+                name: name.into(),
+                port: args.gateway_metrics_port,
+            }
+        }
+        (None, false) => GatewayTargets::Urls(args.gateway_metrics_url.clone()),
+        (None, true) => GatewayTargets::None,
+    };
+    Ok(Arc::new(ScrapeSource {
+        client: client.clone(),
+        gateway,
+    }))
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    telemetry::init_logging();
+    let args = Args::parse();
+    let client = Client::try_default()
+        .await
+        .context("connecting to the Kubernetes API")?;
+    // Fail early, and clearly, when the CRD is missing.
+    Api::<ModelDeployment>::all(client.clone())
+        .list(&kube::api::ListParams::default().limit(1))
+        .await
+        .context(
+            "listing ModelDeployments failed: is the CRD installed? (kubectl apply -f crds/)",
+        )?;
+    let metrics = Arc::new(Metrics::default());
+    let server = tokio::spawn(telemetry::server::serve(
+        args.metrics_listen,
+        metrics.clone(),
+    ));
+    let source = metrics_source(&args, &client)?;
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        metrics.clone(),
+        source,
+        Settings {
+            gpu_budget: args.gpu_budget,
+        },
+    ));
+    let controllers = async {
+        if args.watch_namespaces.is_empty() {
+            controller::run(ctx.clone(), None).await;
+        } else {
+            let runs = args
+                .watch_namespaces
+                .iter()
+                .map(|ns| controller::run(ctx.clone(), Some(ns.clone())));
+            futures::future::join_all(runs).await;
+        }
+    };
+    if args.no_leader_election || !args.leader_election {
+        tracing::info!("leader election off");
+        controllers.await;
+    } else {
+        let identity = std::env::var("POD_NAME")
+            .unwrap_or_else(|_| format!("tokenscale-operator-{}", std::process::id()));
+        let elector = LeaderElector::new(
+            client,
+            &args.lease_namespace,
+            &args.lease_name,
+            &identity,
+            Duration::from_secs(15),
+        );
+        tracing::info!(%identity, lease = %args.lease_name, "waiting for leadership");
+        elector.acquire(Duration::from_secs(2)).await;
+        metrics.leader.set(1);
+        tracing::info!(%identity, "leading");
+        tokio::select! {
+            () = controllers => {}
+            () = elector.hold() => {
+                metrics.leader.set(0);
+                // Another replica may act now: stop at once; the Deployment restarts us.
+                bail!("lost the leader lease; exiting so only one replica acts");
+            }
+        }
+    }
+    server.abort();
+    Ok(())
+}

@@ -1,0 +1,166 @@
+//! One model's metrics memory: accumulated totals, their history, the latest gauges and
+//! per-replica loads; and the reduction of all that to the policy's view for one period.
+
+use std::collections::BTreeMap;
+
+use super::readings::{Gauges, Reading, TargetKind, keys};
+use super::window::{Accumulator, History};
+use crate::autoscaler::{Demand, ReplicaLoad, WindowedRate};
+
+/// The policy-facing part of one period's observations (replica counts come from the scale
+/// target, not from metrics).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetricsView {
+    /// Demand and throughput; `None` when metrics are missing or stale.
+    pub demand: Option<Demand>,
+    /// p95 time to first token over the stable window, seconds.
+    pub ttft_p95_s: Option<f64>,
+    /// p95 time per output token over the stable window, seconds.
+    pub tpot_p95_s: Option<f64>,
+    /// Per-replica loads, by pod name.
+    pub replica_loads: Vec<ReplicaLoad>,
+}
+
+/// What one scrape round of one model found: each reachable target's reading.
+#[derive(Debug, Clone, Default)]
+pub struct ScrapeRound {
+    /// `(target name, kind, reading)` for each target that answered.
+    pub readings: Vec<(String, TargetKind, Reading)>,
+    /// Targets that did not answer.
+    pub failed: usize,
+}
+
+#[derive(Debug, Clone, Default)]
+struct ReplicaMemory {
+    last_tokens: Option<(f64, f64)>,
+    tokens_per_s: f64,
+    gauges: Gauges,
+}
+
+/// Metrics memory of one model.
+#[derive(Debug, Clone, Default)]
+pub struct ModelMetrics {
+    accumulator: Accumulator,
+    history: History,
+    gauges_total: Gauges,
+    gateway_seen: bool,
+    last_success_s: Option<f64>,
+    replicas: BTreeMap<String, ReplicaMemory>,
+}
+
+impl ModelMetrics {
+    /// Folds one scrape round taken at `t_s` in; keeps history for `keep_s` seconds.
+    pub fn record(&mut self, t_s: f64, round: &ScrapeRound, keep_s: f64) {
+        if round.readings.is_empty() {
+            return; // nothing answered: the view goes stale rather than reading zero demand
+        }
+        let mut gauges = Gauges::default();
+        let mut alive = Vec::new();
+        for (target, kind, reading) in &round.readings {
+            self.accumulator.add(target, &reading.counters);
+            gauges.waiting += reading.gauges.waiting;
+            // The gateway's in-flight requests are the engines' running ones: count once.
+            if *kind == TargetKind::Engine {
+                gauges.running += reading.gauges.running;
+                self.note_replica(target, t_s, reading);
+            } else {
+                self.gateway_seen = true;
+            }
+            alive.push(target.clone());
+        }
+        self.accumulator.retain_targets(&alive);
+        self.replicas.retain(|name, _| alive.contains(name));
+        self.gauges_total = gauges;
+        self.last_success_s = Some(t_s);
+        self.history.push(self.accumulator.snapshot(t_s), keep_s);
+    }
+
+    fn note_replica(&mut self, target: &str, t_s: f64, reading: &Reading) {
+        let memory = self.replicas.entry(target.to_string()).or_default();
+        let tokens = reading
+            .counters
+            .get(keys::ENGINE_TOKENS)
+            .copied()
+            .unwrap_or(0.0);
+        if let Some((t0, tokens0)) = memory.last_tokens
+            && t_s > t0
+        {
+            // A restart (counter went down) counts from zero.
+            let increase = if tokens >= tokens0 {
+                tokens - tokens0
+            } else {
+                tokens
+            };
+            memory.tokens_per_s = increase / (t_s - t0);
+        }
+        memory.last_tokens = Some((t_s, tokens));
+        memory.gauges = reading.gauges;
+    }
+
+    /// The policy's view at `now_s`. Stale (nothing answered for `stale_after_s`) or too
+    /// little history gives `demand: None`, so the policy holds instead of scaling blind.
+    pub fn view(&self, now_s: f64, stable_s: f64, panic_s: f64, stale_after_s: f64) -> MetricsView {
+        let loads = self
+            .replicas
+            .iter()
+            .map(|(name, m)| ReplicaLoad {
+                name: name.clone(),
+                output_tokens_per_s: m.tokens_per_s,
+                running_requests: m.gauges.running.max(0.0) as u64,
+                waiting_requests: m.gauges.waiting.max(0.0) as u64,
+                kv_cache_usage: m.gauges.kv_cache_usage,
+            })
+            .collect();
+        let fresh = self
+            .last_success_s
+            .is_some_and(|t| now_s - t <= stale_after_s);
+        if !fresh || self.history.len() < 2 {
+            return MetricsView {
+                replica_loads: loads,
+                ..MetricsView::default()
+            };
+        }
+        // The gateway sees what users feel (queueing included): prefer it when present.
+        let (tokens, requests, ttft, tpot) = if self.gateway_seen {
+            (
+                keys::GW_TOKENS,
+                keys::GW_REQUESTS,
+                keys::GW_TTFT,
+                keys::GW_TPOT,
+            )
+        } else {
+            (
+                keys::ENGINE_TOKENS,
+                keys::ENGINE_REQUESTS,
+                keys::ENGINE_TTFT,
+                keys::ENGINE_TPOT,
+            )
+        };
+        let h = &self.history;
+        let windowed = |key| WindowedRate {
+            stable: h.rate(key, stable_s).unwrap_or(0.0),
+            panic: h.rate(key, panic_s).unwrap_or(0.0),
+        };
+        let completed = h.increase(requests, stable_s).unwrap_or(0.0);
+        let generated = h.increase(tokens, stable_s).unwrap_or(0.0);
+        let demand = Demand {
+            output_tokens_per_s: windowed(tokens),
+            // Arrivals are read as completions: a queue that grows shows up in
+            // `queued_requests`, which the policy adds to demand on its own.
+            arrival_requests_per_s: windowed(requests),
+            mean_output_tokens_per_request: (completed > 0.0).then(|| generated / completed),
+            queued_requests: self.gauges_total.waiting.max(0.0) as u64,
+            running_requests: self.gauges_total.running.max(0.0) as u64,
+            completed_requests: completed as u64,
+        };
+        MetricsView {
+            demand: Some(demand),
+            ttft_p95_s: h.quantile(ttft, 0.95, stable_s),
+            tpot_p95_s: h.quantile(tpot, 0.95, stable_s),
+            replica_loads: loads,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

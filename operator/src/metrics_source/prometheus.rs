@@ -1,0 +1,204 @@
+//! Prometheus-server mode: instead of scraping, ask a Prometheus server (`--prometheus-url`)
+//! for the same windowed rates and p95s with PromQL over the gateway's series.
+
+use serde::Deserialize;
+use tokenscale_common::metrics::{LABEL_MODEL_NAME, gateway};
+
+use super::model::MetricsView;
+use super::scrape::{ScrapeError, fetch_text};
+use crate::autoscaler::{Demand, WindowedRate};
+
+/// The PromQL queries for one model (pure, so they can be read and tested).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Queries {
+    /// Output tokens/s over the stable and panic windows.
+    pub tokens: [String; 2],
+    /// Finished requests/s over the stable and panic windows.
+    pub requests: [String; 2],
+    /// p95 TTFT and TPOT over the stable window.
+    pub p95: [String; 2],
+    /// Requests queued and in flight now.
+    pub queue: String,
+    /// Requests in flight now.
+    pub running: String,
+}
+
+/// Builds the queries for `served_name` with windows in whole seconds.
+pub fn queries(served_name: &str, stable_s: u64, panic_s: u64) -> Queries {
+    let sel = format!(
+        "{{{LABEL_MODEL_NAME}=\"{}\"}}",
+        served_name.replace('\\', "\\\\").replace('"', "\\\"")
+    );
+    let rate = |metric: &str, w: u64| format!("sum(rate({metric}{sel}[{w}s]))");
+    let p95 = |metric: &str| {
+        format!("histogram_quantile(0.95, sum by (le) (rate({metric}_bucket{sel}[{stable_s}s])))")
+    };
+    Queries {
+        tokens: [
+            rate(gateway::GENERATION_TOKENS_TOTAL, stable_s),
+            rate(gateway::GENERATION_TOKENS_TOTAL, panic_s),
+        ],
+        requests: [
+            rate(gateway::REQUESTS_TOTAL, stable_s),
+            rate(gateway::REQUESTS_TOTAL, panic_s),
+        ],
+        p95: [
+            p95(gateway::TIME_TO_FIRST_TOKEN_SECONDS),
+            p95(gateway::TIME_PER_OUTPUT_TOKEN_SECONDS),
+        ],
+        queue: format!("sum({}{sel})", gateway::QUEUE_DEPTH),
+        running: format!("sum({}{sel})", gateway::IN_FLIGHT_REQUESTS),
+    }
+}
+
+#[derive(Deserialize)]
+struct Response {
+    status: String,
+    #[serde(default)]
+    data: Option<Data>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Data {
+    result: Vec<VectorSample>,
+}
+
+#[derive(Deserialize)]
+struct VectorSample {
+    value: (f64, String),
+}
+
+/// Why a Prometheus query failed.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// The HTTP request failed.
+    #[error(transparent)]
+    Http(#[from] ScrapeError),
+    /// The answer is not Prometheus' JSON.
+    #[error("unexpected Prometheus response: {0}")]
+    Format(String),
+    /// Prometheus reported an error.
+    #[error("Prometheus query failed: {0}")]
+    Query(String),
+}
+
+/// The first sample of an instant-vector response; `Ok(None)` for an empty vector or NaN.
+pub fn parse_scalar(body: &str) -> Result<Option<f64>, QueryError> {
+    let response: Response =
+        serde_json::from_str(body).map_err(|e| QueryError::Format(e.to_string()))?;
+    if response.status != "success" {
+        return Err(QueryError::Query(response.error.unwrap_or(response.status)));
+    }
+    let Some(sample) = response.data.and_then(|d| d.result.into_iter().next()) else {
+        return Ok(None);
+    };
+    let value: f64 = sample
+        .value
+        .1
+        .parse()
+        .map_err(|_| QueryError::Format(sample.value.1.clone()))?;
+    Ok(value.is_finite().then_some(value))
+}
+
+/// Percent-encodes a query parameter value (RFC 3986 unreserved characters stay).
+fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+async fn scalar(base_url: &str, query: &str) -> Result<Option<f64>, QueryError> {
+    let url = format!(
+        "{}/api/v1/query?query={}",
+        base_url.trim_end_matches('/'),
+        encode(query)
+    );
+    parse_scalar(&fetch_text(&url).await?)
+}
+
+/// Asks the server at `base_url` for one model's view.
+pub async fn view(base_url: &str, q: &Queries) -> Result<MetricsView, QueryError> {
+    let tokens = [
+        scalar(base_url, &q.tokens[0]).await?,
+        scalar(base_url, &q.tokens[1]).await?,
+    ];
+    let requests = [
+        scalar(base_url, &q.requests[0]).await?,
+        scalar(base_url, &q.requests[1]).await?,
+    ];
+    let queue = scalar(base_url, &q.queue).await?.unwrap_or(0.0);
+    let running = scalar(base_url, &q.running).await?.unwrap_or(0.0);
+    let ttft = scalar(base_url, &q.p95[0]).await?;
+    let tpot = scalar(base_url, &q.p95[1]).await?;
+    let windowed = |v: [Option<f64>; 2]| WindowedRate {
+        stable: v[0].unwrap_or(0.0),
+        panic: v[1].unwrap_or(0.0),
+    };
+    // No series at all for the model means Prometheus has not seen it: treat as missing.
+    let demand = tokens[0].is_some().then(|| Demand {
+        output_tokens_per_s: windowed(tokens),
+        arrival_requests_per_s: windowed(requests),
+        mean_output_tokens_per_request: match (tokens[0], requests[0]) {
+            (Some(t), Some(r)) if r > 0.0 => Some(t / r),
+            _ => None,
+        },
+        queued_requests: queue.max(0.0) as u64,
+        running_requests: running.max(0.0) as u64,
+        completed_requests: 0,
+    });
+    Ok(MetricsView {
+        demand,
+        ttft_p95_s: ttft,
+        tpot_p95_s: tpot,
+        replica_loads: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_select_the_model_and_windows() {
+        let q = queries("llama \"3\"", 60, 6);
+        assert_eq!(
+            q.tokens[1],
+            format!(
+                "sum(rate({}{{model_name=\"llama \\\"3\\\"\"}}[6s]))",
+                gateway::GENERATION_TOKENS_TOTAL
+            )
+        );
+        assert!(q.p95[0].starts_with("histogram_quantile(0.95, sum by (le) (rate("));
+        assert!(q.p95[0].contains("_bucket{model_name="));
+        assert!(q.p95[0].ends_with("[60s])))"));
+    }
+
+    #[test]
+    fn parses_vectors_empty_results_and_errors() {
+        let ok = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1700000000.1,"12.5"]}]}}"#;
+        assert_eq!(parse_scalar(ok).ok().flatten(), Some(12.5));
+        let empty = r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
+        assert_eq!(parse_scalar(empty).ok().flatten(), None);
+        let nan = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"NaN"]}]}}"#;
+        assert_eq!(parse_scalar(nan).ok().flatten(), None);
+        let err = r#"{"status":"error","errorType":"bad_data","error":"parse error"}"#;
+        assert!(matches!(parse_scalar(err), Err(QueryError::Query(m)) if m == "parse error"));
+        assert!(matches!(parse_scalar("<html>"), Err(QueryError::Format(_))));
+    }
+
+    #[test]
+    fn encodes_promql_for_a_url() {
+        assert_eq!(
+            encode("sum(a{b=\"c\"}[6s])"),
+            "sum%28a%7Bb%3D%22c%22%7D%5B6s%5D%29"
+        );
+    }
+}

@@ -1,0 +1,185 @@
+//! From one target's samples to the numbers the autoscaler needs: counters and buckets to
+//! accumulate (under logical keys, so gateway and engine series never mix) and gauges.
+
+use std::collections::BTreeMap;
+
+use tokenscale_common::metrics::{LABEL_MODEL_NAME, engine, gateway};
+
+use super::text_format::Sample;
+use super::window::{SeriesKey, bucket_key};
+
+/// Logical series names. Gateway ones measure latency as users feel it, queue included.
+pub mod keys {
+    /// Output tokens (gateway).
+    pub const GW_TOKENS: &str = "gateway.generation_tokens";
+    /// Finished requests (gateway).
+    pub const GW_REQUESTS: &str = "gateway.requests";
+    /// TTFT histogram (gateway).
+    pub const GW_TTFT: &str = "gateway.ttft";
+    /// Time-per-output-token histogram (gateway).
+    pub const GW_TPOT: &str = "gateway.tpot";
+    /// Output tokens (engines).
+    pub const ENGINE_TOKENS: &str = "engine.generation_tokens";
+    /// Finished requests (engines: the e2e histogram's count).
+    pub const ENGINE_REQUESTS: &str = "engine.requests";
+    /// TTFT histogram (engines).
+    pub const ENGINE_TTFT: &str = "engine.ttft";
+    /// Inter-token latency histogram (engines).
+    pub const ENGINE_TPOT: &str = "engine.tpot";
+}
+
+/// Which kind of process a target is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetKind {
+    /// A tokenscale gateway: per-model series, filtered by `model_name`.
+    Gateway,
+    /// One engine replica of the model.
+    Engine,
+}
+
+/// Instantaneous values of one target.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Gauges {
+    /// Requests waiting (gateway admission queue, or the engine's waiting queue).
+    pub waiting: f64,
+    /// Requests running (engine batch) or in flight (gateway).
+    pub running: f64,
+    /// KV-cache use, 0–1 (engines only).
+    pub kv_cache_usage: f64,
+}
+
+/// What one scrape of one target contributes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reading {
+    /// Counter and bucket values under logical keys.
+    pub counters: BTreeMap<SeriesKey, f64>,
+    /// Gauges.
+    pub gauges: Gauges,
+}
+
+/// Extracts a reading. Gateway samples are kept only for `served_name`; an engine target
+/// belongs to the model already, so all its samples count.
+pub fn read(kind: TargetKind, samples: &[Sample], served_name: &str) -> Reading {
+    let mut reading = Reading::default();
+    let wanted = |s: &Sample| match kind {
+        TargetKind::Gateway => s.label(LABEL_MODEL_NAME) == Some(served_name),
+        TargetKind::Engine => true,
+    };
+    for sample in samples.iter().filter(|s| wanted(s)) {
+        let (key, value) = (sample.name.as_str(), sample.value);
+        let mut add = |k: String| *reading.counters.entry(k).or_insert(0.0) += value;
+        match kind {
+            TargetKind::Gateway => match key {
+                k if k == gateway::GENERATION_TOKENS_TOTAL => add(keys::GW_TOKENS.into()),
+                k if k == gateway::REQUESTS_TOTAL => add(keys::GW_REQUESTS.into()),
+                k if k == gateway::QUEUE_DEPTH => reading.gauges.waiting += value,
+                k if k == gateway::IN_FLIGHT_REQUESTS => reading.gauges.running += value,
+                _ => bucket(
+                    sample,
+                    &mut reading,
+                    &[
+                        (gateway::TIME_TO_FIRST_TOKEN_SECONDS, keys::GW_TTFT),
+                        (gateway::TIME_PER_OUTPUT_TOKEN_SECONDS, keys::GW_TPOT),
+                    ],
+                ),
+            },
+            TargetKind::Engine => match key {
+                k if k == engine::GENERATION_TOKENS_TOTAL => add(keys::ENGINE_TOKENS.into()),
+                k if k.strip_suffix("_count") == Some(engine::E2E_REQUEST_LATENCY_SECONDS) => {
+                    add(keys::ENGINE_REQUESTS.into())
+                }
+                k if k == engine::NUM_REQUESTS_WAITING => reading.gauges.waiting += value,
+                k if k == engine::NUM_REQUESTS_RUNNING => reading.gauges.running += value,
+                k if k == engine::KV_CACHE_USAGE_PERC => {
+                    reading.gauges.kv_cache_usage = reading.gauges.kv_cache_usage.max(value)
+                }
+                _ => bucket(
+                    sample,
+                    &mut reading,
+                    &[
+                        (engine::TIME_TO_FIRST_TOKEN_SECONDS, keys::ENGINE_TTFT),
+                        (engine::INTER_TOKEN_LATENCY_SECONDS, keys::ENGINE_TPOT),
+                    ],
+                ),
+            },
+        }
+    }
+    reading
+}
+
+/// Adds a `_bucket` sample of one of `histograms` (exposed name → logical key).
+fn bucket(sample: &Sample, reading: &mut Reading, histograms: &[(&str, &str)]) {
+    let Some(base) = sample.name.strip_suffix("_bucket") else {
+        return;
+    };
+    let Some(&(_, logical)) = histograms.iter().find(|(name, _)| *name == base) else {
+        return;
+    };
+    let le = match sample.label("le") {
+        Some("+Inf") => f64::INFINITY,
+        Some(text) => match text.parse::<f64>() {
+            Ok(le) => le,
+            Err(_) => return,
+        },
+        None => return,
+    };
+    *reading
+        .counters
+        .entry(bucket_key(logical, le))
+        .or_insert(0.0) += sample.value;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics_source::text_format::parse;
+
+    #[test]
+    fn gateway_samples_are_filtered_by_model_and_summed_over_labels() {
+        let text = format!(
+            "{t}{{model_name=\"a\"}} 100\n{t}{{model_name=\"b\"}} 999\n\
+             {r}{{model_name=\"a\",status=\"200\"}} 9\n{r}{{model_name=\"a\",status=\"429\"}} 1\n\
+             {q}{{model_name=\"a\"}} 4\n{h}_bucket{{model_name=\"a\",le=\"0.5\"}} 7\n\
+             {h}_bucket{{model_name=\"a\",le=\"+Inf\"}} 10\n",
+            t = gateway::GENERATION_TOKENS_TOTAL,
+            r = gateway::REQUESTS_TOTAL,
+            q = gateway::QUEUE_DEPTH,
+            h = gateway::TIME_TO_FIRST_TOKEN_SECONDS,
+        );
+        let reading = read(TargetKind::Gateway, &parse(&text).samples, "a");
+        assert_eq!(reading.counters[keys::GW_TOKENS], 100.0);
+        assert_eq!(reading.counters[keys::GW_REQUESTS], 10.0);
+        assert_eq!(reading.counters[&bucket_key(keys::GW_TTFT, 0.5)], 7.0);
+        assert_eq!(
+            reading.counters[&bucket_key(keys::GW_TTFT, f64::INFINITY)],
+            10.0
+        );
+        assert_eq!(reading.gauges.waiting, 4.0);
+    }
+
+    #[test]
+    fn engine_samples_map_to_engine_keys() {
+        let text = format!(
+            "{t}{{model_name=\"x\"}} 50\n{e}_count{{model_name=\"x\"}} 3\n{w} 2\n{run} 5\n{kv} 0.4\n\
+             {itl}_bucket{{le=\"0.05\"}} 20\n",
+            t = engine::GENERATION_TOKENS_TOTAL,
+            e = engine::E2E_REQUEST_LATENCY_SECONDS,
+            w = engine::NUM_REQUESTS_WAITING,
+            run = engine::NUM_REQUESTS_RUNNING,
+            kv = engine::KV_CACHE_USAGE_PERC,
+            itl = engine::INTER_TOKEN_LATENCY_SECONDS,
+        );
+        let reading = read(TargetKind::Engine, &parse(&text).samples, "ignored");
+        assert_eq!(reading.counters[keys::ENGINE_TOKENS], 50.0);
+        assert_eq!(reading.counters[keys::ENGINE_REQUESTS], 3.0);
+        assert_eq!(reading.counters[&bucket_key(keys::ENGINE_TPOT, 0.05)], 20.0);
+        assert_eq!(
+            reading.gauges,
+            Gauges {
+                waiting: 2.0,
+                running: 5.0,
+                kv_cache_usage: 0.4
+            }
+        );
+    }
+}

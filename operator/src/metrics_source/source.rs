@@ -1,0 +1,174 @@
+//! The metrics source the reconciler asks each period: scraping (EndpointSlices or URLs) or
+//! a Prometheus server. A source never fails a reconcile: what it cannot read is missing,
+//! and the policy holds on missing metrics.
+
+use futures::future::{BoxFuture, join_all};
+use kube::Client;
+
+use super::discovery::service_endpoints;
+use super::model::{MetricsView, ScrapeRound};
+use super::prometheus;
+use super::readings::{TargetKind, read};
+use super::scrape::fetch_text;
+use super::text_format::parse;
+use crate::children::ENGINE_PORT;
+
+/// The model a source is asked about.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelRef {
+    /// Namespace of the ModelDeployment.
+    pub namespace: String,
+    /// Name of its engine Service.
+    pub service: String,
+    /// The served model name (the gateway's `model_name` label).
+    pub served_name: String,
+    /// Stable window, seconds.
+    pub stable_s: f64,
+    /// Panic window, seconds.
+    pub panic_s: f64,
+}
+
+/// What a source returns: raw readings to fold into the model's memory, or a finished view.
+#[derive(Debug, Clone)]
+pub enum Observed {
+    /// One scrape round.
+    Round(ScrapeRound),
+    /// A view computed elsewhere (Prometheus).
+    View(MetricsView),
+}
+
+/// A source of per-model metrics.
+pub trait MetricsSource: Send + Sync {
+    /// This period's metrics of `model`.
+    fn observe<'a>(&'a self, model: &'a ModelRef) -> BoxFuture<'a, Observed>;
+}
+
+/// Where the gateway's metrics are.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GatewayTargets {
+    /// No gateway: engines only.
+    None,
+    /// Fixed `/metrics` URLs (one per gateway replica).
+    Urls(Vec<String>),
+    /// A Service whose ready endpoints are the gateway replicas.
+    Service {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// The metrics port.
+        port: i32,
+    },
+}
+
+/// Scrapes the gateway and the model's engine pods directly.
+pub struct ScrapeSource {
+    /// Client for EndpointSlice discovery.
+    pub client: Client,
+    /// Where the gateway is.
+    pub gateway: GatewayTargets,
+}
+
+impl ScrapeSource {
+    async fn targets(&self, model: &ModelRef) -> Vec<(String, String, TargetKind)> {
+        let mut targets = Vec::new();
+        match &self.gateway {
+            GatewayTargets::None => {}
+            GatewayTargets::Urls(urls) => {
+                targets.extend(
+                    urls.iter()
+                        .map(|u| (u.clone(), u.clone(), TargetKind::Gateway)),
+                );
+            }
+            GatewayTargets::Service {
+                namespace,
+                name,
+                port,
+            } => match service_endpoints(self.client.clone(), namespace, name, *port).await {
+                Ok(eps) => targets.extend(
+                    eps.into_iter()
+                        .map(|e| (e.name, e.url, TargetKind::Gateway)),
+                ),
+                Err(e) => tracing::warn!(error = %e, "listing gateway endpoints failed"),
+            },
+        }
+        match service_endpoints(
+            self.client.clone(),
+            &model.namespace,
+            &model.service,
+            ENGINE_PORT,
+        )
+        .await
+        {
+            Ok(eps) => targets.extend(eps.into_iter().map(|e| (e.name, e.url, TargetKind::Engine))),
+            Err(e) => {
+                tracing::warn!(error = %e, service = %model.service, "listing engine endpoints failed")
+            }
+        }
+        targets
+    }
+}
+
+impl MetricsSource for ScrapeSource {
+    fn observe<'a>(&'a self, model: &'a ModelRef) -> BoxFuture<'a, Observed> {
+        Box::pin(async move {
+            let targets = self.targets(model).await;
+            let fetches = targets.iter().map(|(_, url, _)| fetch_text(url));
+            let mut round = ScrapeRound::default();
+            for ((name, _, kind), body) in targets.iter().zip(join_all(fetches).await) {
+                match body {
+                    Ok(text) => {
+                        let exposition = parse(&text);
+                        if !exposition.errors.is_empty() {
+                            tracing::debug!(target_name = %name, errors = exposition.errors.len(), "skipped malformed metric lines");
+                        }
+                        round.readings.push((
+                            name.clone(),
+                            *kind,
+                            read(*kind, &exposition.samples, &model.served_name),
+                        ));
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "scrape failed");
+                        round.failed += 1;
+                    }
+                }
+            }
+            Observed::Round(round)
+        })
+    }
+}
+
+/// Reads everything from a Prometheus server.
+pub struct PrometheusSource {
+    /// Base URL of the server.
+    pub base_url: String,
+}
+
+impl MetricsSource for PrometheusSource {
+    fn observe<'a>(&'a self, model: &'a ModelRef) -> BoxFuture<'a, Observed> {
+        Box::pin(async move {
+            let q = prometheus::queries(
+                &model.served_name,
+                model.stable_s.ceil() as u64,
+                model.panic_s.ceil() as u64,
+            );
+            match prometheus::view(&self.base_url, &q).await {
+                Ok(view) => Observed::View(view),
+                Err(e) => {
+                    tracing::warn!(error = %e, "Prometheus query failed");
+                    Observed::View(MetricsView::default())
+                }
+            }
+        })
+    }
+}
+
+/// A fixed answer (tests, and `tokenscale up` wiring its own numbers).
+pub struct FixedSource(pub MetricsView);
+
+impl MetricsSource for FixedSource {
+    fn observe<'a>(&'a self, _model: &'a ModelRef) -> BoxFuture<'a, Observed> {
+        Box::pin(async move { Observed::View(self.0.clone()) })
+    }
+}

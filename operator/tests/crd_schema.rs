@@ -1,0 +1,248 @@
+//! The generated CRD is current, every example validates against its schema (plus the CEL
+//! rules, mirrored in Rust), and invalid manifests are rejected with clear messages.
+//!
+//! No API server runs here: the OpenAPI schema is checked with a JSON-schema validator, made
+//! strict about unknown fields the way `kubectl apply --validate=strict` is, and the CEL
+//! rules are checked by the Rust mirror in `ModelDeploymentSpec::problems`.
+
+use std::path::{Path, PathBuf};
+
+use kube::CustomResourceExt;
+use serde_json::Value;
+use tokenscale_operator::crd::ModelDeployment;
+use tokenscale_operator::crd::generate::{CRD_PATH, crd_yaml};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The CEL rules of the CRD, each mirrored by a check in `ModelDeploymentSpec::problems`.
+const MIRRORED_RULES: &[&str] = &[
+    "self.min <= self.max",
+    "self.backend == 'cuda' || !has(self.gpusPerReplica) || self.gpusPerReplica == 0",
+];
+
+fn crd_schema() -> Value {
+    let crd = serde_json::to_value(ModelDeployment::crd()).expect("CRD serialises");
+    let mut schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone();
+    // The API server knows these top-level fields without the CRD listing them.
+    for (field, kind) in [
+        ("apiVersion", "string"),
+        ("kind", "string"),
+        ("metadata", "object"),
+    ] {
+        schema["properties"][field] = serde_json::json!({ "type": kind });
+    }
+    make_strict(&mut schema);
+    schema
+}
+
+/// Kubernetes' strict field validation rejects unknown fields; JSON schema does that with
+/// `additionalProperties: false` on every object that lists its properties.
+fn make_strict(schema: &mut Value) {
+    if let Value::Object(map) = schema {
+        let preserves = map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+        if map.contains_key("properties") && !preserves {
+            map.insert("additionalProperties".into(), Value::Bool(false));
+        }
+        for value in map.values_mut() {
+            make_strict(value);
+        }
+    } else if let Value::Array(items) = schema {
+        items.iter_mut().for_each(make_strict);
+    }
+}
+
+fn collect_rules(schema: &Value, out: &mut Vec<String>) {
+    match schema {
+        Value::Object(map) => {
+            if let Some(Value::Array(rules)) = map.get("x-kubernetes-validations") {
+                out.extend(
+                    rules
+                        .iter()
+                        .filter_map(|r| r["rule"].as_str().map(String::from)),
+                );
+            }
+            map.values().for_each(|v| collect_rules(v, out));
+        }
+        Value::Array(items) => items.iter().for_each(|v| collect_rules(v, out)),
+        _ => {}
+    }
+}
+
+/// Every problem with a manifest, as messages: schema errors first, then the typed parse
+/// and the CEL mirror.
+fn problems(manifest: &str) -> Vec<String> {
+    let value: Value = match serde_saphyr::from_str(manifest) {
+        Ok(v) => v,
+        Err(e) => return vec![format!("not YAML: {e}")],
+    };
+    let schema = crd_schema();
+    let validator = jsonschema::validator_for(&schema).expect("the CRD schema compiles");
+    let mut out: Vec<String> = validator
+        .iter_errors(&value)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    match serde_json::from_value::<ModelDeployment>(value) {
+        Ok(md) => out.extend(md.spec.problems().iter().map(ToString::to_string)),
+        Err(e) => out.push(format!("typed parse: {e}")),
+    }
+    out
+}
+
+#[test]
+fn generated_crd_file_is_current() {
+    let on_disk = std::fs::read_to_string(root().join(CRD_PATH)).unwrap_or_default();
+    let fresh = crd_yaml().expect("CRD renders");
+    assert!(
+        on_disk == fresh,
+        "{CRD_PATH} is stale: run `cargo run -p tokenscale-operator --bin crdgen` and commit the result"
+    );
+}
+
+#[test]
+fn crd_has_names_subresources_columns_and_every_cel_rule_is_mirrored() {
+    let crd = serde_json::to_value(ModelDeployment::crd()).expect("CRD serialises");
+    assert_eq!(crd["spec"]["group"], "tokenscale.dev");
+    assert_eq!(crd["spec"]["scope"], "Namespaced");
+    assert_eq!(
+        crd["spec"]["names"]["shortNames"],
+        serde_json::json!(["md"])
+    );
+    let version = &crd["spec"]["versions"][0];
+    assert_eq!(version["name"], "v1alpha1");
+    assert!(version["subresources"]["status"].is_object());
+    assert_eq!(
+        version["subresources"]["scale"]["labelSelectorPath"],
+        ".status.selector"
+    );
+    let columns: Vec<&str> = version["additionalPrinterColumns"]
+        .as_array()
+        .map(|c| c.iter().filter_map(|c| c["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        columns,
+        [
+            "Model",
+            "Ready",
+            "Desired",
+            "Tokens/s/GPU",
+            "P95 TTFT",
+            "SLO",
+            "Age"
+        ]
+    );
+    let mut rules = Vec::new();
+    collect_rules(&version["schema"], &mut rules);
+    rules.sort();
+    let mut mirrored: Vec<String> = MIRRORED_RULES.iter().map(|r| r.to_string()).collect();
+    mirrored.sort();
+    assert_eq!(
+        rules, mirrored,
+        "a CEL rule was added or changed: mirror it in crd/validate.rs"
+    );
+}
+
+#[test]
+fn every_example_validates() {
+    let dir = root().join("examples");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).expect("examples/ exists") {
+        let path = entry.expect("readable entry").path();
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("readable example");
+        let found = problems(&text);
+        assert!(found.is_empty(), "{}: {found:#?}", path.display());
+        checked += 1;
+    }
+    assert!(
+        checked >= 3,
+        "expected the SmolLM2, GPU and sim examples, found {checked}"
+    );
+}
+
+const VALID: &str = "apiVersion: tokenscale.dev/v1alpha1\nkind: ModelDeployment\nmetadata: {name: m}\nspec:\n  \
+    model: {source: smollm2-135m}\n  engine: {backend: cpu}\n  replicas: {min: 1, max: 2}\n  \
+    slo: {ttftP95: 500ms, tpotP95: 50ms}\n";
+
+fn expect_rejected(manifest: &str, needles: &[&str]) {
+    let found = problems(manifest);
+    assert!(!found.is_empty(), "accepted: {manifest}");
+    let all = found.join("\n");
+    for needle in needles {
+        assert!(all.contains(needle), "missing {needle:?} in:\n{all}");
+    }
+}
+
+#[test]
+fn the_valid_baseline_is_accepted() {
+    assert_eq!(problems(VALID), Vec::<String>::new());
+}
+
+#[test]
+fn min_above_max_is_rejected_by_the_cel_rule() {
+    let manifest = VALID.replace("{min: 1, max: 2}", "{min: 3, max: 1}");
+    expect_rejected(
+        &manifest,
+        &[
+            "spec.replicas",
+            "replicas.min (3) must be less than or equal to replicas.max (1)",
+        ],
+    );
+}
+
+#[test]
+fn negative_slo_is_rejected_by_pattern_and_parse() {
+    let manifest = VALID.replace("ttftP95: 500ms", "ttftP95: \"-500ms\"");
+    expect_rejected(
+        &manifest,
+        &[
+            "/spec/slo/ttftP95",
+            "does not match",
+            "invalid duration \"-500ms\"",
+        ],
+    );
+}
+
+#[test]
+fn unknown_field_is_rejected_and_named() {
+    let manifest = VALID.replace("backend: cpu}", "backend: cpu, gpus: 2}");
+    expect_rejected(&manifest, &["/spec/engine", "gpus", "unknown field `gpus`"]);
+}
+
+#[test]
+fn bad_values_are_rejected_with_their_field() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "backend: cpu}",
+            "backend: tpu}",
+            &["/spec/engine/backend", "tpu"],
+        ),
+        (
+            "backend: cpu}",
+            "backend: cpu, gpusPerReplica: 2}",
+            &["spec.engine.gpusPerReplica: must be 0 or unset unless backend is cuda"],
+        ),
+        (
+            "source: smollm2-135m",
+            "source: \"s3://bucket/model\"",
+            &["/spec/model/source", "unknown scheme"],
+        ),
+        ("max: 2}", "max: 2000}", &["/spec/replicas/max", "2000"]),
+        (
+            "tpotP95: 50ms}",
+            "tpotP95: 0s}",
+            &["spec.slo.tpotP95: must be greater than zero"],
+        ),
+    ];
+    for (from, to, needles) in cases {
+        expect_rejected(&VALID.replace(from, to), needles);
+    }
+    let missing_slo = VALID.replace("  slo: {ttftP95: 500ms, tpotP95: 50ms}\n", "");
+    expect_rejected(
+        &missing_slo,
+        &["\"slo\" is a required property", "missing field `slo`"],
+    );
+}

@@ -63,12 +63,13 @@ pub mod gateway {
 
     /// Counter (requests), labels `model_name`, `status`: finished requests by client status.
     pub const REQUESTS_TOTAL: &str = "tokenscale_gateway_requests_total";
-    /// Histogram (seconds), label `model_name`: arrival at the gateway to the first content
-    /// byte sent to the client (streaming), or to the whole response (non-streaming);
-    /// admission-queue wait included. Buckets: [`TTFT_BUCKETS_S`].
+    /// Histogram (seconds), label `model_name`: arrival at the gateway to the first byte of
+    /// the stream sent to the client, streaming requests only (non-streaming ones have no
+    /// observable first token); admission-queue wait included. Buckets: [`TTFT_BUCKETS_S`].
     pub const TIME_TO_FIRST_TOKEN_SECONDS: &str = "tokenscale_gateway_time_to_first_token_seconds";
     /// Histogram (seconds), label `model_name`: (end − first token) / (completion tokens − 1),
-    /// one observation per request with ≥ 2 completion tokens. Buckets: [`TPOT_BUCKETS_S`].
+    /// one observation per streaming request with ≥ 2 completion tokens. Buckets:
+    /// [`TPOT_BUCKETS_S`].
     pub const TIME_PER_OUTPUT_TOKEN_SECONDS: &str =
         "tokenscale_gateway_time_per_output_token_seconds";
     /// Histogram (seconds), label `model_name`: arrival to last byte sent to the client.
@@ -127,4 +128,25 @@ pub mod gateway {
     pub const E2E_BUCKETS_S: &[f64] = &[
         0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 60.0, 120.0, 300.0,
     ];
+}
+
+/// Operator metrics: per-model replica counts, GPUs and SLO targets, set on every reconcile
+/// (the Grafana dashboard draws them next to the gateway's numbers). Every per-model gauge
+/// carries [`LABEL_MODEL_NAME`](super::LABEL_MODEL_NAME) (the served model name, as on the
+/// gateway's metrics) and [`LABEL_NAMESPACE`](self::LABEL_NAMESPACE).
+pub mod operator {
+    /// Label: namespace of the ModelDeployment (two namespaces may serve the same name).
+    pub const LABEL_NAMESPACE: &str = "namespace";
+
+    /// Gauge (replicas), labels `model_name`, `namespace`: replicas the autoscaler asks for.
+    pub const DESIRED_REPLICAS: &str = "tokenscale_operator_desired_replicas";
+    /// Gauge (replicas), labels `model_name`, `namespace`: engine replicas passing readiness.
+    pub const READY_REPLICAS: &str = "tokenscale_operator_ready_replicas";
+    /// Gauge (GPUs), labels `model_name`, `namespace`: `nvidia.com/gpu` held by ready
+    /// replicas (0 for cpu and sim backends).
+    pub const GPUS: &str = "tokenscale_operator_gpus";
+    /// Gauge (seconds), labels `model_name`, `namespace`: the p95 time-to-first-token SLO.
+    pub const SLO_TTFT_SECONDS: &str = "tokenscale_operator_slo_ttft_seconds";
+    /// Gauge (seconds), labels `model_name`, `namespace`: the p95 time-per-output-token SLO.
+    pub const SLO_TPOT_SECONDS: &str = "tokenscale_operator_slo_tpot_seconds";
 }

@@ -1,1 +1,29 @@
-//! tokenscale-gateway.
+//! tokenscale-gateway: the OpenAI front door — tenant keys and token limits, an admission
+//! queue, load- and prefix-aware replica picking, and a streaming proxy that measures
+//! latency as clients see it.
+//!
+//! The request path is one tower stack (see [`stack::build`]):
+//! errors → request id & tracing → auth → parse → metrics → limits → admission queue →
+//! retry → replica picker → upstream call.
+
+pub mod admission;
+pub mod auth;
+pub mod body;
+pub mod config;
+pub mod discovery;
+pub mod error;
+pub mod health;
+pub mod limits;
+pub mod metrics;
+pub mod proxy;
+pub mod request;
+pub mod routing;
+pub mod server;
+pub mod stack;
+
+/// The response body type of the whole stack.
+pub type Body = http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, error::BoxError>;
+
+pub use discovery::Registry;
+pub use error::GatewayError;
+pub use server::{Gateway, RunningGateway, serve};

@@ -1,0 +1,77 @@
+//! `Admission<S>`: holds a request until its model has capacity, or answers 503.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use futures::future::{BoxFuture, FutureExt};
+use http::{Request, Response};
+use tower::{Layer, Service};
+
+use crate::Body;
+use crate::body::Guarded;
+use crate::error::GatewayError;
+use crate::request::Info;
+use crate::routing::ModelPool;
+use crate::routing::layer_missing as missing;
+
+/// Layer adding [`Admission`].
+#[derive(Debug, Clone, Default)]
+pub struct AdmissionLayer;
+
+impl<S> Layer<S> for AdmissionLayer {
+    type Service = Admission<S>;
+    fn layer(&self, inner: S) -> Admission<S> {
+        Admission { inner }
+    }
+}
+
+/// Waits for an admission permit of the request's model (priority, then deadline order)
+/// and holds it until the response body ends.
+#[derive(Debug, Clone)]
+pub struct Admission<S> {
+    inner: S,
+}
+
+impl<S> Service<Request<bytes::Bytes>> for Admission<S>
+where
+    S: Service<Request<bytes::Bytes>, Response = Response<Body>, Error = GatewayError>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = GatewayError;
+    type Future = BoxFuture<'static, Result<Response<Body>, GatewayError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), GatewayError>> {
+        // Readiness is decided per request, by the model's pool.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<bytes::Bytes>) -> Self::Future {
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        async move {
+            let info = request
+                .extensions()
+                .get::<Info>()
+                .cloned()
+                .ok_or_else(|| missing("info"))?;
+            let pool = request
+                .extensions()
+                .get::<Arc<ModelPool>>()
+                .cloned()
+                .ok_or_else(|| missing("pool"))?;
+            let started = Instant::now();
+            let tokens = info.estimated_prompt_tokens + info.reserved_output_tokens;
+            let permit = pool.admit(info.priority, info.deadline, tokens).await?;
+            info.outcome.set_queue_wait(started.elapsed());
+            futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+            let response = inner.call(request).await?;
+            Ok(response.map(|body| Guarded::wrap(body, permit)))
+        }
+        .boxed()
+    }
+}

@@ -1,0 +1,146 @@
+//! Tenants and their API keys: keys are held as SHA-256 hashes and compared in constant time.
+
+mod layer;
+
+pub use layer::{Auth, AuthLayer};
+
+use std::sync::{Arc, RwLock};
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::config::{LimitsConfig, TenantConfig};
+
+/// A tenant as the request path sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tenant {
+    /// Name (label on metrics, key of limit buckets).
+    pub name: String,
+    /// Its limits per model; `None` is unlimited.
+    pub limits: Option<LimitsConfig>,
+}
+
+/// One immutable generation of tenants and key hashes.
+#[derive(Debug, Default)]
+struct Directory {
+    keys: Vec<([u8; 32], Arc<Tenant>)>,
+    anonymous: Option<Arc<Tenant>>,
+}
+
+/// The current tenants, swapped whole on reload.
+#[derive(Debug, Default)]
+pub struct TenantDirectory {
+    current: RwLock<Arc<Directory>>,
+}
+
+/// Parses `sha256:<64 hex digits>` into the hash; anything else (a plain key) is refused.
+pub fn parse_key_hash(text: &str) -> Result<[u8; 32], String> {
+    let Some(hex_digits) = text.strip_prefix("sha256:") else {
+        return Err(
+            "keys must be given as `sha256:<hex>` of the key; plain keys are refused".into(),
+        );
+    };
+    let mut hash = [0u8; 32];
+    hex::decode_to_slice(hex_digits, &mut hash)
+        .map_err(|e| format!("`sha256:` must be followed by 64 hex digits ({e})"))?;
+    Ok(hash)
+}
+
+/// The `sha256:<hex>` form of a key, as written in the config file.
+pub fn hash_key(key: &str) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(key.as_bytes())))
+}
+
+impl TenantDirectory {
+    /// A directory holding `tenants` (already validated).
+    pub fn new(tenants: &[TenantConfig], anonymous: Option<&str>) -> Self {
+        let directory = Self::default();
+        directory.replace(tenants, anonymous);
+        directory
+    }
+
+    /// Swaps in a new generation of tenants.
+    pub fn replace(&self, tenants: &[TenantConfig], anonymous: Option<&str>) {
+        let mut next = Directory::default();
+        for config in tenants {
+            let tenant = Arc::new(Tenant {
+                name: config.name.value.clone(),
+                limits: config.limits,
+            });
+            for key in &config.keys {
+                // Validated at load; an unparsable one here would be skipped, not trusted.
+                if let Ok(hash) = parse_key_hash(&key.value) {
+                    next.keys.push((hash, tenant.clone()));
+                }
+            }
+            if anonymous == Some(config.name.value.as_str()) {
+                next.anonymous = Some(tenant.clone());
+            }
+        }
+        let mut current = self
+            .current
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *current = Arc::new(next);
+    }
+
+    /// The tenant owning `key`, comparing its hash against every stored hash in constant time
+    /// (no early exit, so timing says nothing about which or how many bytes matched).
+    pub fn authenticate(&self, key: &str) -> Option<Arc<Tenant>> {
+        let presented: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+        let directory = self.snapshot();
+        let mut found = None;
+        for (hash, tenant) in &directory.keys {
+            if bool::from(hash.ct_eq(&presented)) {
+                found = Some(tenant.clone());
+            }
+        }
+        found
+    }
+
+    /// The tenant for keyless requests, when configured.
+    pub fn anonymous(&self) -> Option<Arc<Tenant>> {
+        self.snapshot().anonymous.clone()
+    }
+
+    fn snapshot(&self) -> Arc<Directory> {
+        self.current
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn keys_match_by_hash_and_plain_keys_are_refused() {
+        let yaml = format!(
+            "tenants:\n  - name: a\n    keys: [\"{}\"]\n  - name: b\n    keys: []\nanonymous: b\n",
+            hash_key("secret-a")
+        );
+        let config = Config::from_yaml(&yaml).expect("valid config");
+        let directory = TenantDirectory::new(&config.tenants, Some("b"));
+        assert_eq!(
+            directory.authenticate("secret-a").map(|t| t.name.clone()),
+            Some("a".into())
+        );
+        assert!(directory.authenticate("secret-b").is_none());
+        assert_eq!(
+            directory.anonymous().map(|t| t.name.clone()),
+            Some("b".into())
+        );
+
+        let plain = "tenants:\n  - name: a\n    keys: [\"secret-a\"]\n";
+        let error = Config::from_yaml(plain)
+            .expect_err("plain key refused")
+            .to_string();
+        assert!(
+            error.contains("line 3") && error.contains("plain keys are refused"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,297 @@
+//! The gateway's YAML configuration: models and their upstreams, tenants, keys and limits.
+//!
+//! Unknown fields and invalid values are rejected at start with the line and the reason
+//! (`validate`); tenants are reloaded on change (`reload`).
+
+mod reload;
+mod validate;
+
+pub use reload::watch_tenants;
+pub use validate::ConfigError;
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+/// The whole `gateway.yaml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Models this gateway routes, with their replicas or discovery source.
+    #[serde(default)]
+    pub models: Vec<ModelConfig>,
+    /// Tenants, their keys and limits (may instead come from `tenants_file`).
+    #[serde(default)]
+    pub tenants: Vec<TenantConfig>,
+    /// Tenant name used for requests without a key; `null` refuses them.
+    #[serde(default)]
+    pub anonymous: Option<Spanned<String>>,
+    /// A separate file with `tenants:` and `anonymous:` (a mounted Secret in a cluster);
+    /// relative to the config file. Replaces the inline tenants when set.
+    #[serde(default)]
+    pub tenants_file: Option<PathBuf>,
+    /// How often the tenants' file is checked for changes, in milliseconds.
+    #[serde(default = "defaults::reload_interval_ms")]
+    pub reload_interval_ms: u64,
+    /// Largest accepted request body, in bytes (413 above).
+    #[serde(default = "defaults::max_body_bytes")]
+    pub max_body_bytes: usize,
+    /// Admission queue settings.
+    #[serde(default)]
+    pub queue: QueueConfig,
+    /// Token accounting settings.
+    #[serde(default)]
+    pub tokens: TokenConfig,
+    /// Health checking and load scraping of replicas.
+    #[serde(default)]
+    pub health: HealthConfig,
+    /// Upstream call settings.
+    #[serde(default)]
+    pub upstream: UpstreamConfig,
+    /// Kubernetes discovery (`ModelDeployment` objects and their `EndpointSlice`s).
+    #[serde(default)]
+    pub kubernetes: Option<KubernetesConfig>,
+}
+
+/// One model and where its replicas are.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// The served model name clients put in `model`.
+    pub name: Spanned<String>,
+    /// Static replica base URLs (`http://host:port` for HTTP/1.1, `h2c://host:port` for
+    /// HTTP/2 without TLS).
+    #[serde(default)]
+    pub upstreams: Vec<Spanned<String>>,
+    /// `static` (default: `upstreams` plus the programmatic registry) or `kubernetes`.
+    #[serde(default)]
+    pub discovery: Discovery,
+    /// Concurrent requests per replica before requests queue.
+    #[serde(default = "defaults::replica_concurrency")]
+    pub replica_concurrency: u32,
+    /// Leading prompt characters hashed for prefix affinity (0 turns affinity off).
+    #[serde(default = "defaults::affinity_prefix_chars")]
+    pub affinity_prefix_chars: usize,
+    /// Whether replicas expose vLLM-style `/metrics` to scrape (turn off for servers that
+    /// do not, or they would always count as stale, that is full).
+    #[serde(default = "defaults::yes")]
+    pub scrape_metrics: bool,
+}
+
+/// Where a model's replicas come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Discovery {
+    /// `upstreams` from this file plus replicas added through the registry handle.
+    #[default]
+    Static,
+    /// Ready endpoints of the model's `ModelDeployment` in the cluster.
+    Kubernetes,
+}
+
+/// A tenant: who it is, its keys and its limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// Tenant name (label on metrics).
+    pub name: Spanned<String>,
+    /// Key hashes, each `sha256:<64 hex digits>`; plain keys are refused.
+    #[serde(default)]
+    pub keys: Vec<Spanned<String>>,
+    /// Limits applied per model to this tenant (absent: unlimited).
+    #[serde(default)]
+    pub limits: Option<LimitsConfig>,
+}
+
+/// Per-tenant, per-model limits, each a bucket refilling continuously.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Requests per minute.
+    pub requests_per_minute: Option<u64>,
+    /// Uncached prompt tokens per minute.
+    pub input_tokens_per_minute: Option<u64>,
+    /// Completion tokens per minute (reserved from `max_tokens`, settled on completion).
+    pub output_tokens_per_minute: Option<u64>,
+}
+
+/// The tenants' part of the configuration, as reloaded.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantsFile {
+    /// Tenants.
+    #[serde(default)]
+    pub tenants: Vec<TenantConfig>,
+    /// Tenant for keyless requests.
+    #[serde(default)]
+    pub anonymous: Option<Spanned<String>>,
+}
+
+/// Admission queue settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueueConfig {
+    /// Most requests waiting per model; more get 503.
+    pub max_len: usize,
+    /// Default deadline of an interactive request, in milliseconds from arrival.
+    pub interactive_timeout_ms: u64,
+    /// Default deadline of a batch request, in milliseconds from arrival.
+    pub batch_timeout_ms: u64,
+    /// Largest deadline a client may ask for with `x-tokenscale-deadline-ms`.
+    pub max_timeout_ms: u64,
+}
+
+/// Token accounting settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TokenConfig {
+    /// Output tokens reserved for a request without `max_tokens`.
+    pub default_max_tokens: u64,
+    /// Prompt characters per token, for the estimate made on arrival.
+    pub chars_per_token: f64,
+}
+
+/// Health checking and load scraping.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthConfig {
+    /// Period of `/health` probes and `/metrics` scrapes per replica, in milliseconds (≤ 1000).
+    pub interval_ms: u64,
+    /// Scraped load older than this counts as full, in milliseconds.
+    pub stale_after_ms: u64,
+    /// Probe timeout, in milliseconds.
+    pub timeout_ms: u64,
+}
+
+/// Upstream call settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamConfig {
+    /// Attempts per request (the first plus retries on other replicas).
+    pub max_attempts: u32,
+    /// Time to wait for a replica's response headers, in milliseconds (504 after).
+    pub response_timeout_ms: u64,
+    /// TCP connect timeout, in milliseconds.
+    pub connect_timeout_ms: u64,
+}
+
+/// Kubernetes discovery settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KubernetesConfig {
+    /// Namespace to watch (absent: all namespaces the service account may list).
+    pub namespace: Option<String>,
+    /// Container port name on the engine endpoints (`http` by default).
+    pub port_name: Option<String>,
+}
+
+mod defaults {
+    pub fn reload_interval_ms() -> u64 {
+        1000
+    }
+    pub fn max_body_bytes() -> usize {
+        4 << 20
+    }
+    pub fn replica_concurrency() -> u32 {
+        64
+    }
+    pub fn affinity_prefix_chars() -> usize {
+        256
+    }
+    pub fn yes() -> bool {
+        true
+    }
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        Self {
+            max_len: 1024,
+            interactive_timeout_ms: 30_000,
+            batch_timeout_ms: 600_000,
+            max_timeout_ms: 3_600_000,
+        }
+    }
+}
+
+impl Default for TokenConfig {
+    fn default() -> Self {
+        Self {
+            default_max_tokens: 256,
+            chars_per_token: 4.0,
+        }
+    }
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        Self {
+            interval_ms: 500,
+            stale_after_ms: 2_000,
+            timeout_ms: 1_000,
+        }
+    }
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        Self {
+            max_attempts: 3,
+            response_timeout_ms: 600_000,
+            connect_timeout_ms: 2_000,
+        }
+    }
+}
+
+impl Config {
+    /// Parses and validates a configuration text.
+    pub fn from_yaml(text: &str) -> Result<Self, ConfigError> {
+        let config: Config = serde_saphyr::from_str(text).map_err(ConfigError::parse)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads, parses and validates a configuration file; a `tenants_file` is resolved
+    /// relative to it and loaded too.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut config = Self::from_yaml(&text).map_err(|e| e.in_file(path))?;
+        if let Some(file) = &config.tenants_file {
+            let file = path.parent().unwrap_or(Path::new(".")).join(file);
+            let tenants = TenantsFile::load(&file)?;
+            config.tenants = tenants.tenants;
+            config.anonymous = tenants.anonymous;
+            config.tenants_file = Some(file);
+            config.validate().map_err(|e| e.in_file(path))?;
+        }
+        Ok(config)
+    }
+
+    /// The file tenants are reloaded from: the tenants file, or the config itself.
+    pub fn tenants_path(&self, config_path: &Path) -> PathBuf {
+        self.tenants_file
+            .clone()
+            .unwrap_or_else(|| config_path.to_path_buf())
+    }
+}
+
+impl TenantsFile {
+    /// Reads and validates a tenants file (or a whole config file, whose other fields are
+    /// ignored here because the config was validated at start).
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let parsed: TenantsFile = serde_saphyr::from_str(&text)
+            .map_err(ConfigError::parse)
+            .map_err(|e| e.in_file(path))?;
+        validate::tenants(&parsed.tenants, parsed.anonymous.as_ref())
+            .map_err(|e| e.in_file(path))?;
+        Ok(parsed)
+    }
+}

@@ -1,0 +1,211 @@
+//! Checks on configuration values that YAML types cannot express, each reported with its line.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use serde_saphyr::Spanned;
+
+use super::{Config, Discovery, TenantConfig};
+
+/// A configuration that cannot be used, with where and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The YAML is malformed, has an unknown field or a value of the wrong type.
+    #[error("{file}{message}")]
+    Parse {
+        /// `path: ` prefix once known.
+        file: String,
+        /// The parser's message (it names the line and column).
+        message: String,
+    },
+    /// A value is of the right type but not acceptable.
+    #[error("{file}line {line}: {reason}")]
+    Invalid {
+        /// `path: ` prefix once known.
+        file: String,
+        /// 1-based line of the value.
+        line: u64,
+        /// Why it is refused.
+        reason: String,
+    },
+}
+
+impl ConfigError {
+    pub(super) fn parse(error: serde_saphyr::Error) -> Self {
+        Self::Parse {
+            file: String::new(),
+            message: error.to_string(),
+        }
+    }
+
+    fn invalid<T>(at: &Spanned<T>, reason: impl Into<String>) -> Self {
+        Self::Invalid {
+            file: String::new(),
+            line: at.referenced.line(),
+            reason: reason.into(),
+        }
+    }
+
+    fn invalid_at(line: u64, reason: impl Into<String>) -> Self {
+        Self::Invalid {
+            file: String::new(),
+            line,
+            reason: reason.into(),
+        }
+    }
+
+    /// Prefixes the message with the file it came from.
+    pub(super) fn in_file(self, path: &Path) -> Self {
+        let prefix = format!("{}: ", path.display());
+        match self {
+            Self::Parse { message, .. } => Self::Parse {
+                file: prefix,
+                message,
+            },
+            Self::Invalid { line, reason, .. } => Self::Invalid {
+                file: prefix,
+                line,
+                reason,
+            },
+            read @ Self::Read { .. } => read,
+        }
+    }
+}
+
+impl Config {
+    /// Rejects values that parse but cannot work.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        let mut names = HashSet::new();
+        for model in &self.models {
+            let name = &model.name;
+            if name.value.trim().is_empty() {
+                return Err(ConfigError::invalid(name, "model name is empty"));
+            }
+            if !names.insert(name.value.as_str()) {
+                return Err(ConfigError::invalid(
+                    name,
+                    format!("model `{}` listed twice", name.value),
+                ));
+            }
+            if model.replica_concurrency == 0 {
+                return Err(ConfigError::invalid(
+                    name,
+                    "replica_concurrency must be at least 1",
+                ));
+            }
+            if model.discovery == Discovery::Kubernetes && !model.upstreams.is_empty() {
+                return Err(ConfigError::invalid(
+                    name,
+                    "a model with `discovery: kubernetes` cannot also list `upstreams`",
+                ));
+            }
+            for url in &model.upstreams {
+                if let Err(reason) = crate::routing::ReplicaAddr::parse(&url.value) {
+                    return Err(ConfigError::invalid(url, reason));
+                }
+            }
+        }
+        if self
+            .models
+            .iter()
+            .any(|m| m.discovery == Discovery::Kubernetes)
+            && self.kubernetes.is_none()
+            && let Some(model) = self
+                .models
+                .iter()
+                .find(|m| m.discovery == Discovery::Kubernetes)
+        {
+            return Err(ConfigError::invalid(
+                &model.name,
+                "`discovery: kubernetes` needs a top-level `kubernetes:` section (it may be `{}`)",
+            ));
+        }
+        let checks = [
+            (self.queue.max_len == 0, "queue.max_len must be at least 1"),
+            (
+                self.health.interval_ms == 0 || self.health.interval_ms > 1000,
+                "health.interval_ms must be in 1..=1000",
+            ),
+            (
+                self.health.stale_after_ms < self.health.interval_ms,
+                "health.stale_after_ms must be ≥ health.interval_ms",
+            ),
+            (
+                self.upstream.max_attempts == 0,
+                "upstream.max_attempts must be at least 1",
+            ),
+            (
+                self.max_body_bytes < 1024,
+                "max_body_bytes must be at least 1024",
+            ),
+            (
+                self.reload_interval_ms == 0,
+                "reload_interval_ms must be at least 1",
+            ),
+            (
+                self.tokens.chars_per_token.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater),
+                "tokens.chars_per_token must be positive",
+            ),
+        ];
+        if let Some((_, reason)) = checks.iter().find(|(bad, _)| *bad) {
+            // These sections have no spans (defaults fill them); line 0 means "whole file".
+            return Err(ConfigError::invalid_at(0, *reason));
+        }
+        tenants(&self.tenants, self.anonymous.as_ref())
+    }
+}
+
+/// Checks tenants: unique names, hashed keys only, positive limits, a known anonymous tenant.
+pub(super) fn tenants(
+    tenants: &[TenantConfig],
+    anonymous: Option<&Spanned<String>>,
+) -> Result<(), ConfigError> {
+    let mut names = HashSet::new();
+    let mut keys = HashSet::new();
+    for tenant in tenants {
+        if tenant.name.value.trim().is_empty() {
+            return Err(ConfigError::invalid(&tenant.name, "tenant name is empty"));
+        }
+        if !names.insert(tenant.name.value.as_str()) {
+            let reason = format!("tenant `{}` listed twice", tenant.name.value);
+            return Err(ConfigError::invalid(&tenant.name, reason));
+        }
+        for key in &tenant.keys {
+            crate::auth::parse_key_hash(&key.value)
+                .map_err(|reason| ConfigError::invalid(key, reason))?;
+            if !keys.insert(key.value.to_ascii_lowercase()) {
+                return Err(ConfigError::invalid(
+                    key,
+                    "the same key hash is listed twice",
+                ));
+            }
+        }
+        if let Some(limits) = &tenant.limits {
+            let values = [
+                limits.requests_per_minute,
+                limits.input_tokens_per_minute,
+                limits.output_tokens_per_minute,
+            ];
+            if values.contains(&Some(0)) {
+                let reason = "limits must be positive (leave a limit out for no limit)";
+                return Err(ConfigError::invalid(&tenant.name, reason));
+            }
+        }
+    }
+    if let Some(name) = anonymous
+        && !names.contains(name.value.as_str())
+    {
+        let reason = format!("anonymous tenant `{}` is not among the tenants", name.value);
+        return Err(ConfigError::invalid(name, reason));
+    }
+    Ok(())
+}

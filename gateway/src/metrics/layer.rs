@@ -1,0 +1,181 @@
+//! `Observe<S>`: latency and outcome of each request as the client sees it.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt};
+use http::{Request, Response};
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use http_body_util::BodyExt;
+use tower::{Layer, Service};
+
+use super::{Metrics, ModelMetrics};
+use crate::Body;
+use crate::error::{BoxError, GatewayError};
+use crate::request::Info;
+use crate::routing::layer_missing as missing;
+
+/// Layer adding [`Observe`].
+#[derive(Clone)]
+pub struct MetricsLayer {
+    metrics: Arc<Metrics>,
+}
+
+impl MetricsLayer {
+    /// Records into `metrics`.
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        Self { metrics }
+    }
+}
+
+impl<S> Layer<S> for MetricsLayer {
+    type Service = Observe<S>;
+    fn layer(&self, inner: S) -> Observe<S> {
+        Observe {
+            inner,
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+/// Counts every request by status; for successful ones, times the first byte and the last
+/// byte the client gets (queueing included) and adds the engine's usage to the counters.
+#[derive(Clone)]
+pub struct Observe<S> {
+    inner: S,
+    metrics: Arc<Metrics>,
+}
+
+impl<S> Service<Request<Bytes>> for Observe<S>
+where
+    S: Service<Request<Bytes>, Response = Response<Body>, Error = GatewayError> + Send,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = GatewayError;
+    type Future = BoxFuture<'static, Result<Response<Body>, GatewayError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), GatewayError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
+        let Some(info) = request.extensions().get::<Info>().cloned() else {
+            return futures::future::ready(Err(missing("info"))).boxed();
+        };
+        let model = self.metrics.model(&info.model);
+        let call = self.inner.call(request);
+        async move {
+            match call.await {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    Ok(response.map(|inner| {
+                        Observed {
+                            inner,
+                            info,
+                            model,
+                            status,
+                            first_at: None,
+                            done: false,
+                        }
+                        .boxed_unsync()
+                    }))
+                }
+                Err(error) => {
+                    model.finished(error.status().as_u16());
+                    Err(error)
+                }
+            }
+        }
+        .boxed()
+    }
+}
+
+/// The response body, timed.
+struct Observed {
+    inner: Body,
+    info: Info,
+    model: Arc<ModelMetrics>,
+    status: u16,
+    first_at: Option<Instant>,
+    done: bool,
+}
+
+impl Observed {
+    fn finish(&mut self, status: u16) {
+        if std::mem::replace(&mut self.done, true) {
+            return;
+        }
+        let now = Instant::now();
+        let m = &self.model;
+        m.finished(status);
+        if !(200..300).contains(&status) {
+            return;
+        }
+        m.e2e
+            .observe(now.duration_since(self.info.arrival).as_secs_f64());
+        m.queue_time
+            .observe(self.info.outcome.queue_wait().as_secs_f64());
+        let usage = self.info.outcome.usage();
+        if let Some(usage) = usage {
+            m.tokens(usage);
+        }
+        if !self.info.stream {
+            return;
+        }
+        if let Some(first) = self.first_at {
+            m.ttft
+                .observe(first.duration_since(self.info.arrival).as_secs_f64());
+            let tokens = usage.map_or(0, |u| u.completion_tokens);
+            if tokens >= 2 && status != 499 {
+                m.tpot
+                    .observe(now.duration_since(first).as_secs_f64() / (tokens - 1) as f64);
+            }
+        }
+    }
+}
+
+impl HttpBody for Observed {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if this.first_at.is_none() && frame.data_ref().is_some_and(|d| !d.is_empty()) {
+                    this.first_at = Some(Instant::now());
+                }
+                if this.inner.is_end_stream() {
+                    this.finish(this.status);
+                }
+            }
+            Poll::Ready(None) => this.finish(this.status),
+            Poll::Ready(Some(Err(_))) => this.finish(502),
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for Observed {
+    fn drop(&mut self) {
+        // Dropped before its end: the client went away.
+        self.finish(499);
+    }
+}

@@ -1,0 +1,129 @@
+//! The gateway's metrics (names in `tokenscale_common::metrics::gateway`) and `/metrics`.
+
+mod histogram;
+mod layer;
+mod render;
+
+pub use histogram::Histogram;
+pub use layer::{MetricsLayer, Observe};
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use tokenscale_common::metrics::gateway as names;
+
+use crate::request::Usage;
+
+/// Per-model request metrics.
+#[derive(Debug)]
+pub struct ModelMetrics {
+    requests_by_status: Mutex<BTreeMap<u16, u64>>,
+    /// Arrival to first byte to the client (streaming requests).
+    pub ttft: Histogram,
+    /// Time per output token after the first (streaming requests).
+    pub tpot: Histogram,
+    /// Arrival to last byte.
+    pub e2e: Histogram,
+    /// Time in the admission queue.
+    pub queue_time: Histogram,
+    prompt_tokens: AtomicU64,
+    cached_tokens: AtomicU64,
+    generation_tokens: AtomicU64,
+    retries: AtomicU64,
+}
+
+impl Default for ModelMetrics {
+    fn default() -> Self {
+        Self {
+            requests_by_status: Mutex::default(),
+            ttft: Histogram::new(names::TTFT_BUCKETS_S),
+            tpot: Histogram::new(names::TPOT_BUCKETS_S),
+            e2e: Histogram::new(names::E2E_BUCKETS_S),
+            queue_time: Histogram::new(names::E2E_BUCKETS_S),
+            prompt_tokens: AtomicU64::new(0),
+            cached_tokens: AtomicU64::new(0),
+            generation_tokens: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
+        }
+    }
+}
+
+impl ModelMetrics {
+    /// Counts a finished request by the status the client got (499: client went away).
+    pub fn finished(&self, status: u16) {
+        *self
+            .requests_by_status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(status)
+            .or_default() += 1;
+    }
+
+    /// Adds the engine's usage to the token counters.
+    pub fn tokens(&self, usage: Usage) {
+        self.prompt_tokens
+            .fetch_add(usage.prompt_tokens, Ordering::Relaxed);
+        self.cached_tokens
+            .fetch_add(usage.cached_tokens, Ordering::Relaxed);
+        self.generation_tokens
+            .fetch_add(usage.completion_tokens, Ordering::Relaxed);
+    }
+
+    /// Counts a retry on another replica.
+    pub fn retried(&self) {
+        self.retries.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests finished with `status` so far.
+    pub fn requests_with_status(&self, status: u16) -> u64 {
+        self.requests_by_status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&status)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// All metrics the gateway keeps itself (replica and queue gauges are read from the pools
+/// when rendering).
+#[derive(Debug, Default)]
+pub struct Metrics {
+    models: RwLock<HashMap<String, Arc<ModelMetrics>>>,
+    rate_limited: Mutex<BTreeMap<(String, String, &'static str), u64>>,
+    upstream_errors: Mutex<BTreeMap<(String, String, &'static str), u64>>,
+}
+
+impl Metrics {
+    /// The metrics of `model`, created on first use.
+    pub fn model(&self, model: &str) -> Arc<ModelMetrics> {
+        if let Some(found) = self
+            .models
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(model)
+        {
+            return found.clone();
+        }
+        let mut models = self.models.write().unwrap_or_else(|p| p.into_inner());
+        models.entry(model.to_string()).or_default().clone()
+    }
+
+    /// Counts a 429 by tenant, model and limit.
+    pub fn rate_limited(&self, tenant: &str, model: &str, limit: &'static str) {
+        let mut map = self.rate_limited.lock().unwrap_or_else(|p| p.into_inner());
+        *map.entry((tenant.to_string(), model.to_string(), limit))
+            .or_default() += 1;
+    }
+
+    /// Counts an upstream failure by model, replica and kind.
+    pub fn upstream_error(&self, model: &str, replica: &str, kind: &'static str) {
+        let mut map = self
+            .upstream_errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        *map.entry((model.to_string(), replica.to_string(), kind))
+            .or_default() += 1;
+    }
+}

@@ -1,0 +1,14 @@
+//! The upstream side: a pooled HTTP/1.1 and h2c client, the retry layer, the upstream call
+//! and the SSE relay that reads usage out of streams.
+
+mod client;
+mod retry;
+mod sse;
+mod upstream;
+mod usage;
+
+pub use client::UpstreamClient;
+pub use retry::{Retry, RetryLayer};
+pub use sse::SseRelay;
+pub use upstream::{Upstream, UpstreamSettings};
+pub use usage::{parse_usage, parse_usage_json};

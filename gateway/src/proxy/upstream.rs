@@ -1,0 +1,252 @@
+//! `Upstream`: the innermost service — sends the request to the picked replica.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use tokenscale_common::headers as names;
+use tower::Service;
+
+use super::client::UpstreamClient;
+use super::sse::SseRelay;
+use super::usage::parse_usage;
+use crate::Body;
+use crate::error::{GatewayError, full_body};
+use crate::metrics::Metrics;
+use crate::request::Info;
+use crate::routing::{ModelPool, Picked, Replica, ReplicaState, layer_missing as missing};
+
+/// Settings of the upstream call.
+#[derive(Debug, Clone)]
+pub struct UpstreamSettings {
+    /// Time to wait for response headers (and a whole non-streaming body).
+    pub response_timeout: Duration,
+    /// Largest non-streaming response body accepted from a replica, in bytes.
+    pub max_response_bytes: usize,
+}
+
+/// Sends requests to the replica in their `Picked` extension.
+#[derive(Clone)]
+pub struct Upstream {
+    client: UpstreamClient,
+    metrics: Arc<Metrics>,
+    settings: Arc<UpstreamSettings>,
+}
+
+impl Upstream {
+    /// An upstream caller.
+    pub fn new(client: UpstreamClient, metrics: Arc<Metrics>, settings: UpstreamSettings) -> Self {
+        Self {
+            client,
+            metrics,
+            settings: Arc::new(settings),
+        }
+    }
+}
+
+/// Headers never forwarded: hop-by-hop ones, the client's credentials, and those rebuilt.
+const DROPPED: [&str; 12] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "authorization",
+    "x-api-key",
+    "host",
+    "content-length",
+    "x-tokenscale-priority",
+];
+
+fn forwarded(headers: &HeaderMap) -> impl Iterator<Item = (&http::HeaderName, &HeaderValue)> {
+    headers
+        .iter()
+        .filter(|(name, _)| !DROPPED.contains(&name.as_str()))
+}
+
+impl Service<Request<Bytes>> for Upstream {
+    type Response = Response<Body>;
+    type Error = GatewayError;
+    type Future = BoxFuture<'static, Result<Response<Body>, GatewayError>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), GatewayError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
+        let this = self.clone();
+        async move {
+            let ext = request.extensions();
+            let info = ext.get::<Info>().cloned().ok_or_else(|| missing("info"))?;
+            let pool = ext
+                .get::<Arc<ModelPool>>()
+                .cloned()
+                .ok_or_else(|| missing("pool"))?;
+            let replica = ext
+                .get::<Picked>()
+                .map(|p| p.0.clone())
+                .ok_or_else(|| missing("replica"))?;
+            this.exchange(request, info, pool, replica).await
+        }
+        .boxed()
+    }
+}
+
+impl Upstream {
+    async fn exchange(
+        &self,
+        request: Request<Bytes>,
+        info: Info,
+        pool: Arc<ModelPool>,
+        replica: Arc<Replica>,
+    ) -> Result<Response<Body>, GatewayError> {
+        let outgoing = self.build(&request, &info, &replica)?;
+        let timeout = self.settings.response_timeout;
+        let sent =
+            tokio::time::timeout(timeout, self.client.send(outgoing, replica.addr.h2c)).await;
+        let response = match sent {
+            Err(_) => {
+                self.metrics
+                    .upstream_error(&info.model, &replica.addr.url, "timeout");
+                return Err(GatewayError::UpstreamTimeout {
+                    replica: replica.addr.url.clone(),
+                    timeout_ms: timeout.as_millis() as u64,
+                });
+            }
+            Ok(Err(error)) => {
+                let kind = if error.is_connect() {
+                    "connect"
+                } else {
+                    "reset"
+                };
+                return Err(self.replica_failed(&info, &pool, &replica, kind, error.to_string()));
+            }
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status();
+        if matches!(
+            status,
+            StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT
+        ) {
+            // The replica is loading, draining or overloaded: another may serve it.
+            self.metrics
+                .upstream_error(&info.model, &replica.addr.url, "status");
+            if status == StatusCode::SERVICE_UNAVAILABLE && replica.set_state(ReplicaState::Ejected)
+            {
+                pool.capacity_changed();
+            }
+            return Err(GatewayError::Upstream {
+                replica: replica.addr.url.clone(),
+                message: format!("replica answered {status}"),
+                retryable: true,
+                status,
+            });
+        }
+        let (parts, body) = response.into_parts();
+        let mut out = Response::builder().status(parts.status);
+        for (name, value) in forwarded(&parts.headers) {
+            out = out.header(name, value);
+        }
+        if let Ok(value) = HeaderValue::try_from(replica.addr.url.as_str()) {
+            out = out.header(names::UPSTREAM, value);
+        }
+        let body = if info.stream && status.is_success() {
+            let relay = SseRelay::new(
+                body,
+                info.clone(),
+                replica.clone(),
+                pool,
+                self.metrics.clone(),
+            );
+            relay.boxed_unsync()
+        } else {
+            let bytes = self.collect(body, &info, &pool, &replica).await?;
+            if status.is_success()
+                && let Some(usage) = parse_usage(&bytes)
+            {
+                info.outcome.set_usage(usage);
+            }
+            full_body(bytes)
+        };
+        out.body(body)
+            .map_err(|e| missing(&format!("response headers ({e})")))
+    }
+
+    /// Reads a whole non-streaming body; a failure here is still before the client saw a
+    /// byte, so it is retryable.
+    async fn collect(
+        &self,
+        body: Incoming,
+        info: &Info,
+        pool: &Arc<ModelPool>,
+        replica: &Arc<Replica>,
+    ) -> Result<Bytes, GatewayError> {
+        let limited = Limited::new(body, self.settings.max_response_bytes);
+        match tokio::time::timeout(self.settings.response_timeout, limited.collect()).await {
+            Ok(Ok(collected)) => Ok(collected.to_bytes()),
+            Ok(Err(error)) => {
+                Err(self.replica_failed(info, pool, replica, "reset", error.to_string()))
+            }
+            Err(_) => Err(GatewayError::UpstreamTimeout {
+                replica: replica.addr.url.clone(),
+                timeout_ms: self.settings.response_timeout.as_millis() as u64,
+            }),
+        }
+    }
+
+    /// Passive ejection: the replica gets no work until a health probe succeeds.
+    fn replica_failed(
+        &self,
+        info: &Info,
+        pool: &Arc<ModelPool>,
+        replica: &Arc<Replica>,
+        kind: &'static str,
+        message: String,
+    ) -> GatewayError {
+        self.metrics
+            .upstream_error(&info.model, &replica.addr.url, kind);
+        if replica.set_state(ReplicaState::Ejected) {
+            pool.capacity_changed();
+            tracing::warn!(replica = %replica.addr.url, %message, "replica ejected");
+        }
+        GatewayError::Upstream {
+            replica: replica.addr.url.clone(),
+            message,
+            retryable: true,
+            status: StatusCode::BAD_GATEWAY,
+        }
+    }
+
+    fn build(
+        &self,
+        request: &Request<Bytes>,
+        info: &Info,
+        replica: &Replica,
+    ) -> Result<Request<Full<Bytes>>, GatewayError> {
+        let path = request.uri().path_and_query().map_or("/", |p| p.as_str());
+        let uri = replica
+            .addr
+            .uri(path)
+            .map_err(|e| missing(&format!("upstream URI ({e})")))?;
+        let mut builder = Request::builder().method(request.method().clone()).uri(uri);
+        for (name, value) in forwarded(request.headers()) {
+            builder = builder.header(name, value);
+        }
+        builder = builder
+            .header(header::CONTENT_LENGTH, request.body().len())
+            .header(names::PRIORITY, info.priority.as_str());
+        if !replica.addr.h2c {
+            builder = builder.header(header::HOST, replica.addr.authority.as_str());
+        }
+        builder
+            .body(Full::new(request.body().clone()))
+            .map_err(|e| missing(&format!("upstream request ({e})")))
+    }
+}

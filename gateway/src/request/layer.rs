@@ -1,0 +1,276 @@
+//! `Parse<S>`: buffers the (small, JSON) request body and reads what the gateway needs.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt};
+use http::{Request, Response, header};
+use http_body_util::BodyExt;
+use tokenscale_common::headers as names;
+use tower::{Layer, Service};
+
+use super::{Outcome, Priority, RequestInfo, parse_body, request_usage_in_stream};
+use crate::Body;
+use crate::config::{QueueConfig, TokenConfig};
+use crate::error::{BoxError, GatewayError};
+use crate::routing::{ModelPool, Router};
+
+/// What the parse layer needs to know.
+#[derive(Debug, Clone)]
+pub struct ParseSettings {
+    /// Largest body, in bytes.
+    pub max_body_bytes: usize,
+    /// Token estimation.
+    pub tokens: TokenConfig,
+    /// Default and largest deadlines.
+    pub queue: QueueConfig,
+}
+
+/// Layer adding [`Parse`].
+#[derive(Clone)]
+pub struct ParseLayer {
+    router: Arc<Router>,
+    settings: Arc<ParseSettings>,
+}
+
+impl ParseLayer {
+    /// Parses against the models of `router`.
+    pub fn new(router: Arc<Router>, settings: ParseSettings) -> Self {
+        Self {
+            router,
+            settings: Arc::new(settings),
+        }
+    }
+}
+
+impl<S> Layer<S> for ParseLayer {
+    type Service = Parse<S>;
+    fn layer(&self, inner: S) -> Parse<S> {
+        Parse {
+            inner,
+            router: self.router.clone(),
+            settings: self.settings.clone(),
+        }
+    }
+}
+
+/// Checks content type and size (415, 413), parses the fields the gateway uses without
+/// re-serialising the body (400), finds the model's pool (404), and inserts the request's
+/// [`Info`](super::Info) and `Arc<ModelPool>`. The only body change is asking for usage on
+/// streams (`stream_options.include_usage`).
+#[derive(Clone)]
+pub struct Parse<S> {
+    inner: S,
+    router: Arc<Router>,
+    settings: Arc<ParseSettings>,
+}
+
+impl<S, B> Service<Request<B>> for Parse<S>
+where
+    S: Service<Request<Bytes>, Response = Response<Body>, Error = GatewayError>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<Body>;
+    type Error = GatewayError;
+    type Future = BoxFuture<'static, Result<Response<Body>, GatewayError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), GatewayError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let (router, settings) = (self.router.clone(), self.settings.clone());
+        async move {
+            let arrival = Instant::now();
+            check_content_type(&request)?;
+            let (mut parts, body) = request.into_parts();
+            let bytes = read_body(body, settings.max_body_bytes).await?;
+            let (info, pool, body) = read(&parts.headers, &bytes, arrival, &router, &settings)?;
+            parts.extensions.insert(info);
+            parts.extensions.insert(pool);
+            parts
+                .headers
+                .insert(header::CONTENT_LENGTH, body.len().into());
+            futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+            inner.call(Request::from_parts(parts, body)).await
+        }
+        .boxed()
+    }
+}
+
+/// Reads the body up to `limit` bytes. Past the limit it keeps reading and discarding (up to
+/// 16× the limit, for 5 s at most) before answering 413, so that a client still writing its
+/// body reads the 413 instead of a connection reset.
+async fn read_body<B>(body: B, limit: usize) -> Result<Bytes, GatewayError>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let mut body = std::pin::pin!(body);
+    let mut kept = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    let give_up = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let frame = match tokio::time::timeout_at(give_up, body.frame()).await {
+            Ok(Some(Ok(frame))) => frame,
+            Ok(None) => break,
+            Ok(Some(Err(error))) => {
+                let error: BoxError = error.into();
+                return Err(GatewayError::bad_request(
+                    format!("Could not read the request body: {error}"),
+                    None,
+                ));
+            }
+            Err(_) if seen > limit => break,
+            Err(_) => {
+                return Err(GatewayError::bad_request(
+                    "The request body did not arrive within 5 s.",
+                    None,
+                ));
+            }
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        seen += data.len();
+        if seen <= limit {
+            kept.extend_from_slice(&data);
+        } else if seen > limit.saturating_mul(16) {
+            break;
+        }
+    }
+    if seen > limit {
+        return Err(GatewayError::PayloadTooLarge { limit_bytes: limit });
+    }
+    Ok(kept.freeze())
+}
+
+fn check_content_type<B>(request: &Request<B>) -> Result<(), GatewayError> {
+    let value = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mime = value.split(';').next().unwrap_or("").trim();
+    if mime.eq_ignore_ascii_case("application/json") {
+        Ok(())
+    } else {
+        Err(GatewayError::UnsupportedMediaType(value.to_string()))
+    }
+}
+
+/// Reads the request's facts from its headers and body; returns the body to forward.
+fn read(
+    headers: &http::HeaderMap,
+    bytes: &Bytes,
+    arrival: Instant,
+    router: &Router,
+    settings: &ParseSettings,
+) -> Result<(super::Info, Arc<ModelPool>, Bytes), GatewayError> {
+    let body = parse_body(bytes)?;
+    let model = body
+        .model
+        .as_deref()
+        .ok_or_else(|| GatewayError::bad_request("`model` is required", Some("model")))?;
+    let pool = router
+        .model(model)
+        .ok_or_else(|| GatewayError::ModelNotFound(model.to_string()))?;
+    let prompt = body.summarize_prompt(pool.settings.affinity_prefix_chars)?;
+    let n = match body.n {
+        None => 1,
+        Some(n) if (1..=128).contains(&n) => n as u64,
+        Some(_) => {
+            return Err(GatewayError::bad_request(
+                "`n` must be in 1..=128",
+                Some("n"),
+            ));
+        }
+    };
+    let max_output = body
+        .max_output_tokens()?
+        .unwrap_or(settings.tokens.default_max_tokens);
+    let priority = request_priority(headers, body.priority)?;
+    let deadline = arrival + request_deadline(headers, priority, &settings.queue)?;
+    let stream = body.stream.unwrap_or(false);
+    let client_wants_usage = body
+        .stream_options
+        .and_then(|raw| serde_json::from_str::<serde_json::Value>(raw.get()).ok())
+        .is_some_and(|v| v.get("include_usage") == Some(&serde_json::Value::Bool(true)));
+    let forward = if stream && !client_wants_usage {
+        request_usage_in_stream(bytes, body.stream_options)
+    } else {
+        bytes.clone()
+    };
+    let info = Arc::new(RequestInfo {
+        model: model.to_string(),
+        stream,
+        client_wants_usage,
+        reserved_output_tokens: max_output.saturating_mul(n),
+        estimated_prompt_tokens: (prompt.chars as f64 / settings.tokens.chars_per_token).ceil()
+            as u64,
+        priority,
+        arrival,
+        deadline,
+        prefix_hash: prompt.prefix_hash,
+        outcome: Outcome::default(),
+    });
+    Ok((info, pool, forward))
+}
+
+/// `x-tokenscale-priority`, else the body's `priority` when it is a class name.
+fn request_priority(
+    headers: &http::HeaderMap,
+    body: Option<&serde_json::value::RawValue>,
+) -> Result<Priority, GatewayError> {
+    if let Some(value) = headers.get(names::PRIORITY) {
+        let text = value.to_str().unwrap_or("");
+        return Priority::parse(text).ok_or_else(|| {
+            GatewayError::bad_request(
+                format!("{} must be `interactive` or `batch`", names::PRIORITY),
+                None,
+            )
+        });
+    }
+    let from_body = body
+        .and_then(|raw| serde_json::from_str::<&str>(raw.get()).ok())
+        .and_then(Priority::parse);
+    Ok(from_body.unwrap_or(Priority::Interactive))
+}
+
+/// `x-tokenscale-deadline-ms` (capped), else the class default.
+fn request_deadline(
+    headers: &http::HeaderMap,
+    priority: Priority,
+    queue: &QueueConfig,
+) -> Result<Duration, GatewayError> {
+    let default_ms = match priority {
+        Priority::Interactive => queue.interactive_timeout_ms,
+        Priority::Batch => queue.batch_timeout_ms,
+    };
+    let Some(value) = headers.get(names::DEADLINE_MS) else {
+        return Ok(Duration::from_millis(default_ms));
+    };
+    let ms: u64 = value
+        .to_str()
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .ok_or_else(|| {
+            GatewayError::bad_request(
+                format!(
+                    "{} must be a whole number of milliseconds",
+                    names::DEADLINE_MS
+                ),
+                None,
+            )
+        })?;
+    Ok(Duration::from_millis(ms.min(queue.max_timeout_ms)))
+}

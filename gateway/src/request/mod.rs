@@ -1,0 +1,111 @@
+//! What the gateway needs to know about a request, read from a small part of its body.
+
+mod layer;
+mod parse;
+mod rewrite;
+
+pub use layer::{Parse, ParseLayer, ParseSettings};
+pub use parse::{PartialBody, PromptSummary, parse_body};
+pub use rewrite::request_usage_in_stream;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Priority class: interactive work is admitted before batch work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Priority {
+    /// Default: a person is waiting.
+    Interactive,
+    /// Throughput work that only uses capacity interactive work leaves.
+    Batch,
+}
+
+impl Priority {
+    /// Reads `interactive` / `batch` (case-insensitive).
+    pub fn parse(text: &str) -> Option<Self> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "interactive" => Some(Self::Interactive),
+            "batch" => Some(Self::Batch),
+            _ => None,
+        }
+    }
+
+    /// The name sent upstream in `x-tokenscale-priority`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Interactive => "interactive",
+            Self::Batch => "batch",
+        }
+    }
+}
+
+/// Token counts the engine reported in `usage`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// All prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Prompt tokens served from the prefix cache (`prompt_tokens_details.cached_tokens`).
+    pub cached_tokens: u64,
+}
+
+/// Facts about a request, set once by the parse layer and read by every layer after it.
+#[derive(Debug)]
+pub struct RequestInfo {
+    /// The served model name.
+    pub model: String,
+    /// Whether the client asked for SSE.
+    pub stream: bool,
+    /// Whether the client itself asked for the usage chunk (else the gateway strips it).
+    pub client_wants_usage: bool,
+    /// Completion tokens reserved against the output limit: `max_tokens` (or the default)
+    /// times `n`.
+    pub reserved_output_tokens: u64,
+    /// Prompt tokens estimated from the prompt's characters.
+    pub estimated_prompt_tokens: u64,
+    /// Admission priority.
+    pub priority: Priority,
+    /// When the request arrived at the gateway.
+    pub arrival: Instant,
+    /// When the request stops being worth serving if not yet admitted.
+    pub deadline: Instant,
+    /// Hash of the prompt's leading characters, for prefix affinity.
+    pub prefix_hash: Option<u64>,
+    /// What the upstream reported, filled while the response streams.
+    pub outcome: Outcome,
+}
+
+/// What happened upstream, recorded by the proxy and read when the response ends.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    usage: Mutex<Option<Usage>>,
+    queue_wait_us: AtomicU64,
+}
+
+impl Outcome {
+    /// Records the engine's usage.
+    pub fn set_usage(&self, usage: Usage) {
+        *self.usage.lock().unwrap_or_else(|p| p.into_inner()) = Some(usage);
+    }
+
+    /// Records the time spent in the admission queue.
+    pub fn set_queue_wait(&self, wait: Duration) {
+        self.queue_wait_us
+            .store(wait.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// Time spent in the admission queue.
+    pub fn queue_wait(&self) -> Duration {
+        Duration::from_micros(self.queue_wait_us.load(Ordering::Relaxed))
+    }
+
+    /// The engine's usage, if it reported one.
+    pub fn usage(&self) -> Option<Usage> {
+        *self.usage.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Shared handle to a request's facts, kept in the request extensions.
+pub type Info = Arc<RequestInfo>;

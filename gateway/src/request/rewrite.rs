@@ -1,0 +1,61 @@
+//! The one body rewrite the gateway makes: asking the engine for usage on a stream.
+
+use bytes::Bytes;
+use serde_json::value::RawValue;
+
+/// Returns the body with `stream_options.include_usage` set to true, changing nothing else:
+/// the field is inserted after the opening brace, or only the `stream_options` value is
+/// re-written in place when the client sent one.
+pub fn request_usage_in_stream(body: &Bytes, stream_options: Option<&RawValue>) -> Bytes {
+    const FIELD: &[u8] = br#""stream_options":{"include_usage":true},"#;
+    let Some(raw) = stream_options else {
+        let Some(brace) = body.iter().position(|&b| b == b'{') else {
+            return body.clone();
+        };
+        let mut out = Vec::with_capacity(body.len() + FIELD.len());
+        out.extend_from_slice(&body[..=brace]);
+        out.extend_from_slice(FIELD);
+        out.extend_from_slice(&body[brace + 1..]);
+        return Bytes::from(out);
+    };
+    // The raw value borrows from `body`: its address gives its span.
+    let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
+    let end = start + raw.get().len();
+    let mut options = match serde_json::from_str::<serde_json::Value>(raw.get()) {
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
+    };
+    options.insert("include_usage".into(), serde_json::Value::Bool(true));
+    let replacement = serde_json::Value::Object(options).to_string();
+    let mut out = Vec::with_capacity(body.len() + replacement.len());
+    out.extend_from_slice(&body[..start]);
+    out.extend_from_slice(replacement.as_bytes());
+    out.extend_from_slice(&body[end..]);
+    Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::parse_body;
+
+    fn rewrite(body: &str) -> serde_json::Value {
+        let bytes = Bytes::copy_from_slice(body.as_bytes());
+        let parsed = parse_body(&bytes).expect("parses");
+        let out = request_usage_in_stream(&bytes, parsed.stream_options);
+        serde_json::from_slice(&out).expect("still JSON")
+    }
+
+    #[test]
+    fn inserts_or_edits_stream_options_and_keeps_the_rest() {
+        let v = rewrite(r#" {"model":"m","stream":true,"prompt":"x"}"#);
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        assert_eq!(v["prompt"], "x");
+        let v = rewrite(
+            r#"{"model":"m","stream":true,"stream_options":{"include_usage":false,"x":1},"n":2}"#,
+        );
+        assert_eq!(v["stream_options"]["include_usage"], true);
+        assert_eq!(v["stream_options"]["x"], 1);
+        assert_eq!(v["n"], 2);
+    }
+}

@@ -1,0 +1,74 @@
+//! Which replica serves a request: model pools, the pure picker, and the layer using them.
+
+mod layer;
+pub mod picker;
+mod pool;
+mod replica;
+
+pub use layer::{Exclude, Pick, PickLayer, Picked, missing as layer_missing};
+pub use pool::{AdmissionPermit, ModelPool, ModelSettings, PoolSnapshot};
+pub use replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+/// All models the gateway routes, by served name.
+#[derive(Debug, Default)]
+pub struct Router {
+    models: RwLock<HashMap<String, Arc<ModelPool>>>,
+}
+
+impl Router {
+    /// The pool of `model`, if the gateway serves it.
+    pub fn model(&self, model: &str) -> Option<Arc<ModelPool>> {
+        self.models
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(model)
+            .cloned()
+    }
+
+    /// The pool of `model`, created with `settings` if new.
+    pub fn model_or_insert(
+        &self,
+        model: &str,
+        settings: impl FnOnce() -> ModelSettings,
+    ) -> Arc<ModelPool> {
+        if let Some(pool) = self.model(model) {
+            return pool;
+        }
+        let mut models = self.models.write().unwrap_or_else(|p| p.into_inner());
+        models
+            .entry(model.to_string())
+            .or_insert_with(|| Arc::new(ModelPool::new(model.to_string(), settings())))
+            .clone()
+    }
+
+    /// Stops serving `model` (its replicas drain); returns whether it existed.
+    pub fn remove_model(&self, model: &str) -> bool {
+        let removed = self
+            .models
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(model);
+        if let Some(pool) = &removed {
+            for replica in pool.snapshot().replicas {
+                replica.drain();
+            }
+        }
+        removed.is_some()
+    }
+
+    /// Every pool, sorted by model name.
+    pub fn pools(&self) -> Vec<Arc<ModelPool>> {
+        let mut pools: Vec<_> = self
+            .models
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        pools.sort_by(|a, b| a.name.cmp(&b.name));
+        pools
+    }
+}

@@ -1,0 +1,276 @@
+//! A model's pool: its replicas, the admission count and the queue of waiting requests.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+use super::picker::{self, Candidate};
+use super::replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
+use crate::admission::{QueueKey, WaitQueue};
+use crate::error::GatewayError;
+use crate::request::Priority;
+
+/// Per-model routing settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelSettings {
+    /// Concurrent requests per replica before requests queue.
+    pub replica_concurrency: u32,
+    /// Leading prompt characters hashed for affinity (0 = off).
+    pub affinity_prefix_chars: usize,
+    /// Whether replicas' `/metrics` are scraped (else their load is never stale).
+    pub scrape_metrics: bool,
+    /// Scraped load older than this is stale (counts as full), in milliseconds.
+    pub stale_after_ms: u64,
+    /// Most waiting requests.
+    pub max_queue: usize,
+}
+
+/// One served model.
+#[derive(Debug)]
+pub struct ModelPool {
+    /// Served model name.
+    pub name: String,
+    /// Its settings.
+    pub settings: ModelSettings,
+    state: Mutex<PoolState>,
+}
+
+#[derive(Debug, Default)]
+struct PoolState {
+    replicas: Vec<Arc<Replica>>,
+    admitted: usize,
+    queue: WaitQueue<oneshot::Sender<AdmissionPermit>>,
+    seq: u64,
+}
+
+/// A slot of a model's capacity, held until the response ends.
+#[derive(Debug)]
+pub struct AdmissionPermit {
+    pool: Arc<ModelPool>,
+    armed: bool,
+}
+
+impl Drop for AdmissionPermit {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut state = self.pool.lock();
+            state.admitted -= 1;
+            self.pool.dispatch(&mut state);
+        }
+    }
+}
+
+/// A snapshot of a pool for metrics and `/v1/models`.
+#[derive(Debug, Clone)]
+pub struct PoolSnapshot {
+    /// The replicas.
+    pub replicas: Vec<Arc<Replica>>,
+    /// Requests admitted and not finished.
+    pub admitted: usize,
+    /// Requests waiting.
+    pub queue_depth: usize,
+    /// Their estimated tokens.
+    pub queued_tokens: u64,
+}
+
+impl ModelPool {
+    /// An empty pool.
+    pub fn new(name: String, settings: ModelSettings) -> Self {
+        Self {
+            name,
+            settings,
+            state: Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds a replica (state `Starting` until its first good probe); returns it, or the
+    /// existing one with that URL.
+    pub fn add(&self, addr: ReplicaAddr) -> (Arc<Replica>, bool) {
+        let mut state = self.lock();
+        if let Some(existing) = state.replicas.iter().find(|r| r.addr.url == addr.url)
+            && existing.state() != ReplicaState::Draining
+        {
+            return (existing.clone(), false);
+        }
+        let replica = Arc::new(Replica::new(addr));
+        state.replicas.push(replica.clone());
+        (replica, true)
+    }
+
+    /// Stops new work to the replica at `url`; in-flight requests finish. Returns whether found.
+    pub fn drain(&self, url: &str) -> bool {
+        let state = self.lock();
+        let found = state
+            .replicas
+            .iter()
+            .filter(|r| r.addr.url == url)
+            .map(|r| r.drain())
+            .count();
+        found > 0
+    }
+
+    /// Forgets the replica at `url` (draining it first); leases in flight keep it alive.
+    pub fn remove(&self, url: &str) -> bool {
+        let mut state = self.lock();
+        let before = state.replicas.len();
+        state.replicas.retain(|r| {
+            let keep = r.addr.url != url;
+            if !keep {
+                r.drain();
+            }
+            keep
+        });
+        before != state.replicas.len()
+    }
+
+    /// Call after a replica changed state: admits waiters if capacity grew.
+    pub fn capacity_changed(self: &Arc<Self>) {
+        let mut state = self.lock();
+        self.dispatch(&mut state);
+    }
+
+    /// Snapshot for metrics and listings.
+    pub fn snapshot(&self) -> PoolSnapshot {
+        let state = self.lock();
+        PoolSnapshot {
+            replicas: state.replicas.clone(),
+            admitted: state.admitted,
+            queue_depth: state.queue.len(),
+            queued_tokens: state.queue.queued_tokens(),
+        }
+    }
+
+    fn capacity(&self, state: &PoolState) -> usize {
+        let ready = state
+            .replicas
+            .iter()
+            .filter(|r| r.state() == ReplicaState::Ready)
+            .count();
+        ready * self.settings.replica_concurrency as usize
+    }
+
+    /// Hands freed capacity to waiters in queue order.
+    fn dispatch(self: &Arc<Self>, state: &mut PoolState) {
+        while state.admitted < self.capacity(state) {
+            let Some((_, waiter)) = state.queue.pop() else {
+                return;
+            };
+            state.admitted += 1;
+            let permit = AdmissionPermit {
+                pool: self.clone(),
+                armed: true,
+            };
+            if let Err(mut permit) = waiter.send(permit) {
+                // The waiter gave up (deadline, disconnect) just now: undo without re-locking.
+                permit.armed = false;
+                state.admitted -= 1;
+            }
+        }
+    }
+
+    /// Waits for a slot: at once when a ready replica has room and nobody waits, else in
+    /// the queue until `deadline`. 503 when the queue is full or the deadline passes.
+    pub async fn admit(
+        self: &Arc<Self>,
+        priority: Priority,
+        deadline: Instant,
+        tokens: u64,
+    ) -> Result<AdmissionPermit, GatewayError> {
+        let (key, receiver) = {
+            let mut state = self.lock();
+            if state.queue.is_empty() && state.admitted < self.capacity(&state) {
+                state.admitted += 1;
+                return Ok(AdmissionPermit {
+                    pool: self.clone(),
+                    armed: true,
+                });
+            }
+            if state.queue.len() >= self.settings.max_queue {
+                return Err(GatewayError::Overloaded {
+                    message: format!("The queue for model `{}` is full; retry later.", self.name),
+                    retry_after: Duration::from_secs(1),
+                });
+            }
+            state.seq += 1;
+            let key = QueueKey {
+                priority,
+                deadline,
+                seq: state.seq,
+            };
+            let (sender, receiver) = oneshot::channel();
+            state.queue.push(key, sender, tokens);
+            (key, receiver)
+        };
+        match tokio::time::timeout_at(deadline.into(), receiver).await {
+            Ok(Ok(permit)) => Ok(permit),
+            Ok(Err(_)) | Err(_) => {
+                self.lock().queue.remove(&key);
+                let ready = self
+                    .snapshot()
+                    .replicas
+                    .iter()
+                    .any(|r| r.state() == ReplicaState::Ready);
+                let why = if ready {
+                    "all replicas stayed busy"
+                } else {
+                    "no replica became ready"
+                };
+                Err(GatewayError::Overloaded {
+                    message: format!(
+                        "Model `{}`: {why} before the request's deadline.",
+                        self.name
+                    ),
+                    retry_after: Duration::from_secs(if ready { 1 } else { 5 }),
+                })
+            }
+        }
+    }
+
+    /// Picks a ready replica not in `exclude` and leases it for a request of `tokens`.
+    pub fn pick(
+        &self,
+        prefix_hash: Option<u64>,
+        tokens: u64,
+        exclude: &[String],
+    ) -> Option<ReplicaLease> {
+        let state = self.lock();
+        let ready: Vec<&Arc<Replica>> = state
+            .replicas
+            .iter()
+            .filter(|r| r.state() == ReplicaState::Ready && !exclude.contains(&r.addr.url))
+            .collect();
+        let candidates: Vec<Candidate> = ready.iter().map(|r| self.candidate(r)).collect();
+        let index = picker::pick(&candidates, prefix_hash, random_bits())?;
+        Some(ReplicaLease::new(ready[index].clone(), tokens))
+    }
+
+    fn candidate(&self, replica: &Replica) -> Candidate {
+        let scraped = if self.settings.scrape_metrics {
+            replica.scraped_load(self.settings.stale_after_ms)
+        } else {
+            Some((0.0, 0.0))
+        };
+        Candidate {
+            key: replica.key,
+            in_flight_requests: replica.in_flight_requests(),
+            in_flight_tokens: replica.in_flight_tokens(),
+            scraped,
+            concurrency: self.settings.replica_concurrency,
+        }
+    }
+}
+
+/// Cheap per-call random bits for the power-of-two-choices draw.
+fn random_bits() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as u64);
+    picker::mix(nanos ^ COUNTER.fetch_add(0x9e37_79b9, Ordering::Relaxed))
+}

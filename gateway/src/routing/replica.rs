@@ -1,0 +1,221 @@
+//! One replica of a model: its address, state, and the load the gateway knows about it.
+
+use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::time::Instant;
+
+use http::uri::{Authority, Scheme};
+
+/// A replica's base URL, split for building upstream requests.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ReplicaAddr {
+    /// `http://host:port`, as shown in metrics and logs (`h2c://` kept when given).
+    pub url: String,
+    /// `host:port`.
+    pub authority: Authority,
+    /// Whether to speak HTTP/2 with prior knowledge (`h2c://`).
+    pub h2c: bool,
+}
+
+impl ReplicaAddr {
+    /// Parses `http://host:port` or `h2c://host:port` (no path, no TLS).
+    pub fn parse(url: &str) -> Result<Self, String> {
+        let uri: http::Uri = url
+            .parse()
+            .map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+        let h2c = match uri.scheme_str() {
+            Some("http") => false,
+            Some("h2c") => true,
+            _ => {
+                return Err(format!(
+                    "`{url}`: upstreams must start with http:// or h2c://"
+                ));
+            }
+        };
+        let authority = uri
+            .authority()
+            .cloned()
+            .ok_or_else(|| format!("`{url}` has no host"))?;
+        if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+            return Err(format!("`{url}`: give only scheme://host:port, no path"));
+        }
+        Ok(Self {
+            url: url.trim_end_matches('/').to_string(),
+            authority,
+            h2c,
+        })
+    }
+
+    /// The upstream URI for a path-and-query on this replica.
+    pub fn uri(&self, path_and_query: &str) -> Result<http::Uri, http::Error> {
+        http::Uri::builder()
+            .scheme(Scheme::HTTP)
+            .authority(self.authority.clone())
+            .path_and_query(path_and_query)
+            .build()
+    }
+}
+
+/// Lifecycle of a replica as the gateway routes to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ReplicaState {
+    /// Registered, not yet seen healthy: no work yet.
+    Starting = 0,
+    /// Healthy: receives work.
+    Ready = 1,
+    /// Failed a request or a probe: no work until a probe succeeds.
+    Ejected = 2,
+    /// Being taken away: no new work, in-flight requests finish.
+    Draining = 3,
+}
+
+impl ReplicaState {
+    fn from_u8(value: u8) -> Self {
+        match value {
+            1 => Self::Ready,
+            2 => Self::Ejected,
+            3 => Self::Draining,
+            _ => Self::Starting,
+        }
+    }
+
+    /// Label value on the replicas gauge.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Starting => "starting",
+            Self::Ready => "ready",
+            Self::Ejected => "ejected",
+            Self::Draining => "draining",
+        }
+    }
+}
+
+/// A replica and its live counters; shared by the pool, leases and its health task.
+#[derive(Debug)]
+pub struct Replica {
+    /// Where it is.
+    pub addr: ReplicaAddr,
+    /// Stable hash of the URL, for rendezvous hashing.
+    pub key: u64,
+    state: AtomicU8,
+    in_flight_requests: AtomicU32,
+    in_flight_tokens: AtomicU64,
+    scraped_waiting_bits: AtomicU64,
+    scraped_kv_bits: AtomicU64,
+    /// Milliseconds after `epoch` of the last successful scrape; 0 = never.
+    scraped_at_ms: AtomicU64,
+    epoch: Instant,
+}
+
+impl Replica {
+    /// A new replica in state `Starting`.
+    pub fn new(addr: ReplicaAddr) -> Self {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        addr.url.hash(&mut hasher);
+        Self {
+            key: hasher.finish(),
+            addr,
+            state: AtomicU8::new(ReplicaState::Starting as u8),
+            in_flight_requests: AtomicU32::new(0),
+            in_flight_tokens: AtomicU64::new(0),
+            scraped_waiting_bits: AtomicU64::new(0),
+            scraped_kv_bits: AtomicU64::new(0),
+            scraped_at_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Current state.
+    pub fn state(&self) -> ReplicaState {
+        ReplicaState::from_u8(self.state.load(Ordering::Acquire))
+    }
+
+    /// Moves to `next` unless draining (draining is final); returns whether it changed.
+    pub fn set_state(&self, next: ReplicaState) -> bool {
+        let mut current = self.state.load(Ordering::Acquire);
+        loop {
+            if current == ReplicaState::Draining as u8 || current == next as u8 {
+                return false;
+            }
+            match self.state.compare_exchange(
+                current,
+                next as u8,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    /// Marks the replica draining: it gets no new work, ever.
+    pub fn drain(&self) {
+        self.state
+            .store(ReplicaState::Draining as u8, Ordering::Release);
+    }
+
+    /// Requests in flight on it through this gateway.
+    pub fn in_flight_requests(&self) -> u32 {
+        self.in_flight_requests.load(Ordering::Relaxed)
+    }
+
+    /// Estimated tokens in flight on it through this gateway.
+    pub fn in_flight_tokens(&self) -> u64 {
+        self.in_flight_tokens.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn start_request(&self, tokens: u64) {
+        self.in_flight_requests.fetch_add(1, Ordering::Relaxed);
+        self.in_flight_tokens.fetch_add(tokens, Ordering::Relaxed);
+    }
+
+    pub(crate) fn finish_request(&self, tokens: u64) {
+        self.in_flight_requests.fetch_sub(1, Ordering::Relaxed);
+        self.in_flight_tokens.fetch_sub(tokens, Ordering::Relaxed);
+    }
+
+    /// Records a scrape of the replica's own load.
+    pub fn record_scrape(&self, waiting: f64, kv_usage: f64) {
+        self.scraped_waiting_bits
+            .store(waiting.to_bits(), Ordering::Relaxed);
+        self.scraped_kv_bits
+            .store(kv_usage.to_bits(), Ordering::Relaxed);
+        let at = (self.epoch.elapsed().as_millis() as u64).max(1);
+        self.scraped_at_ms.store(at, Ordering::Relaxed);
+    }
+
+    /// The last scraped `(waiting, kv_usage)`, or `None` when older than `stale_after_ms`.
+    pub fn scraped_load(&self, stale_after_ms: u64) -> Option<(f64, f64)> {
+        let at = self.scraped_at_ms.load(Ordering::Relaxed);
+        let age_ms = (self.epoch.elapsed().as_millis() as u64).saturating_sub(at);
+        (at != 0 && age_ms <= stale_after_ms).then(|| {
+            let waiting = f64::from_bits(self.scraped_waiting_bits.load(Ordering::Relaxed));
+            let kv = f64::from_bits(self.scraped_kv_bits.load(Ordering::Relaxed));
+            (waiting, kv)
+        })
+    }
+}
+
+/// Holds one request's share of a replica's in-flight counters until dropped.
+#[derive(Debug)]
+pub struct ReplicaLease {
+    /// The replica picked.
+    pub replica: std::sync::Arc<Replica>,
+    tokens: u64,
+}
+
+impl ReplicaLease {
+    /// Counts a request of `tokens` on `replica`.
+    pub fn new(replica: std::sync::Arc<Replica>, tokens: u64) -> Self {
+        replica.start_request(tokens);
+        Self { replica, tokens }
+    }
+}
+
+impl Drop for ReplicaLease {
+    fn drop(&mut self) {
+        self.replica.finish_request(self.tokens);
+    }
+}

@@ -1,0 +1,251 @@
+//! The HTTP server: routes the OpenAI paths into the stack, serves `/v1/models`, `/metrics`
+//! and `/health`, and shuts down gracefully, letting in-flight streams finish.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, header};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tower::ServiceExt;
+
+use crate::Body;
+use crate::auth::TenantDirectory;
+use crate::config::{Config, Discovery};
+use crate::discovery::{Registry, RegistryError};
+use crate::error::{GatewayError, full_body};
+use crate::limits::Limiter;
+use crate::metrics::Metrics;
+use crate::proxy::{Upstream, UpstreamClient, UpstreamSettings};
+use crate::request::ParseSettings;
+use crate::routing::Router;
+use crate::stack::{self, Stack, StackParts};
+
+/// Everything one gateway process serves.
+#[derive(Clone)]
+pub struct Gateway {
+    stack: Stack,
+    router: Arc<Router>,
+    metrics: Arc<Metrics>,
+    tenants: Arc<TenantDirectory>,
+    registry: Registry,
+    shutting_down: Arc<AtomicBool>,
+}
+
+impl Gateway {
+    /// Builds the gateway from a validated config; static upstreams are registered (their
+    /// probes start on the current tokio runtime).
+    pub fn new(config: &Config) -> Result<Self, RegistryError> {
+        let router = Arc::new(Router::default());
+        let metrics = Arc::new(Metrics::default());
+        let anonymous = config.anonymous.as_ref().map(|a| a.value.as_str());
+        let tenants = Arc::new(TenantDirectory::new(&config.tenants, anonymous));
+        let client = UpstreamClient::new(Duration::from_millis(config.upstream.connect_timeout_ms));
+        let registry = Registry::new(router.clone(), client.clone(), config);
+        for model in &config.models {
+            registry.declare(model);
+            if model.discovery == Discovery::Static {
+                for url in &model.upstreams {
+                    registry.add(&model.name.value, &url.value)?;
+                }
+            }
+        }
+        let upstream_settings = UpstreamSettings {
+            response_timeout: Duration::from_millis(config.upstream.response_timeout_ms),
+            max_response_bytes: 64 << 20,
+        };
+        let stack = stack::build(StackParts {
+            tenants: tenants.clone(),
+            router: router.clone(),
+            limiter: Arc::new(Limiter::default()),
+            metrics: metrics.clone(),
+            parse: ParseSettings {
+                max_body_bytes: config.max_body_bytes,
+                tokens: config.tokens.clone(),
+                queue: config.queue.clone(),
+            },
+            max_attempts: config.upstream.max_attempts,
+            upstream: Upstream::new(client, metrics.clone(), upstream_settings),
+        });
+        Ok(Self {
+            stack,
+            router,
+            metrics,
+            tenants,
+            registry,
+            shutting_down: Arc::default(),
+        })
+    }
+
+    /// The replica registry handle (for `tokenscale up` and discovery).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The tenants (swapped by the reload task).
+    pub fn tenants(&self) -> &Arc<TenantDirectory> {
+        &self.tenants
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Answers one request.
+    pub async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
+        let path = request.uri().path();
+        match (request.method(), path) {
+            (&Method::POST, "/v1/chat/completions" | "/v1/completions") => {
+                if self.shutting_down.load(Ordering::Relaxed) {
+                    return GatewayError::ShuttingDown.into_response();
+                }
+                match self.stack.clone().oneshot(request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                }
+            }
+            (&Method::GET, "/v1/models") => self.models(),
+            (&Method::GET, "/metrics") => {
+                let text = self.metrics.render(&self.router);
+                text_response(text, "text/plain; version=0.0.4; charset=utf-8")
+            }
+            (&Method::GET, "/health") => {
+                if self.shutting_down.load(Ordering::Relaxed) {
+                    GatewayError::ShuttingDown.into_response()
+                } else {
+                    text_response("ok".into(), "text/plain")
+                }
+            }
+            _ => GatewayError::PathNotFound(format!("{} {path}", request.method())).into_response(),
+        }
+    }
+
+    fn models(&self) -> Response<Body> {
+        let data: Vec<_> = self
+            .router
+            .pools()
+            .iter()
+            .map(|pool| serde_json::json!({"id": pool.name, "object": "model", "created": 0, "owned_by": "tokenscale"}))
+            .collect();
+        let body = serde_json::json!({"object": "list", "data": data}).to_string();
+        text_response(body, "application/json")
+    }
+}
+
+fn text_response(text: String, content_type: &'static str) -> Response<Body> {
+    let mut response = Response::new(full_body(Bytes::from(text)));
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+/// Serves `gateway` on `listener` until `shutdown` resolves; then stops accepting, answers
+/// `/health` with 503, and waits up to `drain` for open requests (streams included).
+pub async fn serve(
+    listener: TcpListener,
+    gateway: Gateway,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+) -> std::io::Result<()> {
+    let graceful = GracefulShutdown::new();
+    let builder = auto::Builder::new(TokioExecutor::new());
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(error) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let gateway = gateway.clone();
+        let service = hyper::service::service_fn(move |request| {
+            let gateway = gateway.clone();
+            async move { Ok::<_, Infallible>(gateway.handle(request).await) }
+        });
+        let connection = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .into_owned();
+        let watched = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = watched.await {
+                tracing::debug!(%peer, %error, "connection ended with an error");
+            }
+        });
+    }
+    gateway.shutting_down.store(true, Ordering::Relaxed);
+    drop(listener);
+    tracing::info!("shutting down: draining open requests");
+    if tokio::time::timeout(drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            drain_s = drain.as_secs(),
+            "drain timeout: closing remaining connections"
+        );
+    }
+    Ok(())
+}
+
+/// A gateway running in the background (tests, `tokenscale up`).
+pub struct RunningGateway {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its replica registry.
+    pub registry: Registry,
+    /// The gateway itself.
+    pub gateway: Gateway,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl RunningGateway {
+    /// Starts a gateway for `config` on `listen` (port 0 picks a free one).
+    pub async fn start(config: &Config, listen: SocketAddr) -> std::io::Result<Self> {
+        let gateway = Gateway::new(config).map_err(std::io::Error::other)?;
+        let listener = TcpListener::bind(listen).await?;
+        let addr = listener.local_addr()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let shutdown = async move {
+            let _ = stopped.await;
+        };
+        let task = tokio::spawn(serve(
+            listener,
+            gateway.clone(),
+            shutdown,
+            Duration::from_secs(30),
+        ));
+        Ok(Self {
+            addr,
+            registry: gateway.registry().clone(),
+            gateway,
+            stop: Some(stop),
+            task,
+        })
+    }
+
+    /// Stops accepting, drains open requests, and waits for the server to end.
+    pub async fn shutdown(mut self) -> std::io::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.task.await.map_err(std::io::Error::other)?
+    }
+}

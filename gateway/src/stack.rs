@@ -1,0 +1,189 @@
+//! The request path as one tower stack, built in one place; and its two outermost layers.
+//!
+//! ```text
+//! RequestId   assign/forward x-request-id, open the tracing span
+//! Errors      every GatewayError becomes an OpenAI-style error response (one place)
+//! Auth        Bearer / x-api-key → tenant, or 401 before the body is read
+//! Parse       415/413/400/404; model, stream, max_tokens, priority, deadline, prefix hash
+//! Observe     metrics as the client sees them (status, TTFT, TPOT, e2e, tokens)
+//! Limits      tenant × model RPM / input-TPM / output-TPM; 429 + x-ratelimit-*
+//! Admission   queue by priority then deadline while replicas are full or absent; 503
+//! Retry       another replica, only while nothing reached the client
+//! Pick        load + prefix affinity + power of two choices; in-flight counting
+//! Upstream    pooled HTTP/1.1 or h2c call; SSE relay; usage read back
+//! ```
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+
+use futures::future::{BoxFuture, FutureExt};
+use http::{HeaderValue, Request, Response};
+use hyper::body::Incoming;
+use tokenscale_common::headers;
+use tower::util::BoxCloneSyncService;
+use tower::{Layer, Service, ServiceBuilder};
+use tracing::Instrument;
+
+use crate::Body;
+use crate::admission::AdmissionLayer;
+use crate::auth::{AuthLayer, TenantDirectory};
+use crate::error::GatewayError;
+use crate::limits::{Limiter, LimitsLayer};
+use crate::metrics::{Metrics, MetricsLayer};
+use crate::proxy::{RetryLayer, Upstream};
+use crate::request::{ParseLayer, ParseSettings};
+use crate::routing::{PickLayer, Router};
+
+/// The built request path.
+pub type Stack = BoxCloneSyncService<Request<Incoming>, Response<Body>, Infallible>;
+
+/// What the stack is built from.
+pub struct StackParts {
+    /// Tenants and keys.
+    pub tenants: Arc<TenantDirectory>,
+    /// Models and replicas.
+    pub router: Arc<Router>,
+    /// Token buckets.
+    pub limiter: Arc<Limiter>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Parse settings.
+    pub parse: ParseSettings,
+    /// Attempts per request.
+    pub max_attempts: u32,
+    /// The innermost service.
+    pub upstream: Upstream,
+}
+
+/// Builds the chain, outermost first.
+pub fn build(parts: StackParts) -> Stack {
+    let stack = ServiceBuilder::new()
+        .layer(RequestIdLayer)
+        .layer(ErrorsLayer)
+        .layer(AuthLayer::new(parts.tenants))
+        .layer(ParseLayer::new(parts.router, parts.parse))
+        .layer(MetricsLayer::new(parts.metrics.clone()))
+        .layer(LimitsLayer::new(parts.limiter, parts.metrics.clone()))
+        .layer(AdmissionLayer)
+        .layer(RetryLayer::new(parts.max_attempts, parts.metrics))
+        .layer(PickLayer)
+        .service(parts.upstream);
+    BoxCloneSyncService::new(stack)
+}
+
+/// Layer adding [`RequestId`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequestIdLayer;
+
+impl<S> Layer<S> for RequestIdLayer {
+    type Service = RequestId<S>;
+    fn layer(&self, inner: S) -> RequestId<S> {
+        RequestId { inner }
+    }
+}
+
+/// Keeps the client's `x-request-id` or assigns one, forwards it upstream, echoes it on the
+/// response, and runs the request inside a tracing span carrying it.
+#[derive(Debug, Clone)]
+pub struct RequestId<S> {
+    inner: S,
+}
+
+impl<S, B> Service<Request<B>> for RequestId<S>
+where
+    S: Service<Request<B>, Response = Response<Body>, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
+        let id = match request.headers().get(headers::REQUEST_ID) {
+            Some(value) if value.len() <= 128 => value.clone(),
+            _ => next_request_id(),
+        };
+        request
+            .headers_mut()
+            .insert(headers::REQUEST_ID, id.clone());
+        let span = tracing::info_span!("request", id = ?id, path = %request.uri().path());
+        let call = self.inner.call(request);
+        async move {
+            let mut response = call.await?;
+            response.headers_mut().insert(headers::REQUEST_ID, id);
+            Ok(response)
+        }
+        .instrument(span)
+        .boxed()
+    }
+}
+
+fn next_request_id() -> HeaderValue {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    static PREFIX: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    let prefix = PREFIX.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        (crate::routing::picker::mix(nanos as u64 ^ std::process::id() as u64) >> 32) as u32
+    });
+    let id = format!("gw-{prefix:08x}-{:x}", NEXT.fetch_add(1, Ordering::Relaxed));
+    HeaderValue::try_from(id).unwrap_or(HeaderValue::from_static("gw"))
+}
+
+/// Layer adding [`Errors`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ErrorsLayer;
+
+impl<S> Layer<S> for ErrorsLayer {
+    type Service = Errors<S>;
+    fn layer(&self, inner: S) -> Errors<S> {
+        Errors { inner }
+    }
+}
+
+/// Turns every [`GatewayError`] into its OpenAI-style response.
+#[derive(Debug, Clone)]
+pub struct Errors<S> {
+    inner: S,
+}
+
+impl<S, B> Service<Request<B>> for Errors<S>
+where
+    S: Service<Request<B>, Response = Response<Body>, Error = GatewayError>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // Inner layers are always ready (their capacity checks happen per request).
+        match self.inner.poll_ready(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(_) => Poll::Ready(Ok(())),
+        }
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let call = self.inner.call(request);
+        async move {
+            Ok(match call.await {
+                Ok(response) => response,
+                Err(error) => {
+                    if error.status().is_server_error() {
+                        tracing::warn!(%error, "request failed");
+                    }
+                    error.into_response()
+                }
+            })
+        }
+        .boxed()
+    }
+}

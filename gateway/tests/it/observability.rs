@@ -1,0 +1,70 @@
+//! `/metrics` passes promtool and carries the client-side latencies; `/v1/models` lists models.
+
+use std::sync::atomic::Ordering;
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_pass_promtool_and_show_client_latencies() {
+    let replica = MockReplica::start().await;
+    replica.state.token_delay_ms.store(20, Ordering::SeqCst);
+    let (running, client) = gateway(&config(&[&replica], "{requests_per_minute: 2}", "")).await;
+    wait_ready(&running, "m", 1).await;
+    let stream = serde_json::json!({"model": "m", "prompt": "hi", "stream": true, "max_tokens": 4});
+    assert_eq!(
+        client
+            .post("/v1/completions", Some("key-a"), &stream)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        client
+            .post("/v1/completions", Some("key-a"), &completion_body("x", 2))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        client
+            .post("/v1/completions", Some("key-a"), &completion_body("x", 2))
+            .await
+            .status,
+        429
+    );
+
+    let text = client.send("GET", "/metrics", &[], "").await.body;
+    for needle in [
+        "tokenscale_gateway_requests_total{model_name=\"m\",status=\"200\"} 2",
+        "tokenscale_gateway_requests_total{model_name=\"m\",status=\"429\"} 1",
+        "tokenscale_gateway_time_to_first_token_seconds_count{model_name=\"m\"} 1",
+        "tokenscale_gateway_time_per_output_token_seconds_count{model_name=\"m\"} 1",
+        "tokenscale_gateway_e2e_request_latency_seconds_count{model_name=\"m\"} 2",
+        "tokenscale_gateway_replicas{model_name=\"m\",state=\"ready\"} 1",
+        "tokenscale_gateway_replica_kv_cache_usage_perc{model_name=\"m\",replica=\"",
+    ] {
+        assert!(text.contains(needle), "missing {needle}:\n{text}");
+    }
+    let dir = std::env::temp_dir().join(format!("tokenscale-gw-metrics-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("metrics.txt");
+    std::fs::write(&file, &text).expect("write");
+    let output = std::process::Command::new("promtool")
+        .arg("check")
+        .arg("metrics")
+        .stdin(std::fs::File::open(&file).expect("open"))
+        .output()
+        .expect("promtool runs (scripts/setup installs Debian `prometheus`)");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        output.status.success() && output.stdout.is_empty() && output.stderr.is_empty(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let models = client.send("GET", "/v1/models", &[], "").await.json();
+    assert_eq!(models["data"][0]["id"], "m");
+    assert_eq!(client.send("GET", "/health", &[], "").await.status, 200);
+    running.shutdown().await.expect("clean shutdown");
+}

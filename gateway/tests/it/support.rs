@@ -1,0 +1,370 @@
+//! Test support: a minimal OpenAI-speaking upstream with controllable delay, failure and
+//! usage; an HTTP client; and a gateway started on loopback from YAML.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::client::legacy::{Client, connect::HttpConnector};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokenscale_gateway::RunningGateway;
+use tokenscale_gateway::config::Config;
+use tokio::task::JoinHandle;
+
+/// Knobs and counters of a mock replica.
+#[derive(Debug, Default)]
+pub struct MockState {
+    /// Delay before the response headers, in milliseconds.
+    pub delay_ms: AtomicU64,
+    /// Delay between streamed tokens, in milliseconds.
+    pub token_delay_ms: AtomicU64,
+    /// Completion tokens per response (default 4 when 0).
+    pub tokens: AtomicU64,
+    /// Prompt tokens reported as served from the prefix cache.
+    pub cached_tokens: AtomicU64,
+    /// `vllm:num_requests_waiting` reported on /metrics.
+    pub waiting: AtomicU64,
+    /// `/health` answers 503 when set.
+    pub unhealthy: AtomicBool,
+    /// Completion requests received.
+    pub requests: AtomicU64,
+    /// The last completion request body.
+    pub last_body: Mutex<Option<serde_json::Value>>,
+}
+
+/// A mock replica listening on loopback.
+pub struct MockReplica {
+    pub addr: SocketAddr,
+    pub url: String,
+    pub state: Arc<MockState>,
+    tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl MockReplica {
+    pub async fn start() -> Self {
+        Self::start_on("127.0.0.1:0".parse().expect("addr"), Arc::default()).await
+    }
+
+    /// Starts on `addr` with `state` (to bring a killed replica back on its port).
+    pub async fn start_on(addr: SocketAddr, state: Arc<MockState>) -> Self {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .expect("bind mock");
+        let addr = listener.local_addr().expect("local addr");
+        let tasks: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let (accept_state, accept_tasks) = (state.clone(), tasks.clone());
+        let accept = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let state = accept_state.clone();
+                let service = hyper::service::service_fn(move |req| respond(req, state.clone()));
+                let conn = tokio::spawn(async move {
+                    let builder =
+                        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    let _ = builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+                accept_tasks.lock().expect("tasks").push(conn);
+            }
+        });
+        tasks.lock().expect("tasks").push(accept);
+        Self {
+            addr,
+            url: format!("http://{addr}"),
+            state,
+            tasks,
+        }
+    }
+
+    /// Kills the replica: stops accepting and drops every open connection mid-response.
+    pub fn kill(&self) {
+        for task in self.tasks.lock().expect("tasks").drain(..) {
+            task.abort();
+        }
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.state.requests.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for MockReplica {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+type MockBody = BoxBody<Bytes, Infallible>;
+
+fn full(text: String) -> MockBody {
+    Full::new(Bytes::from(text)).boxed()
+}
+
+async fn respond(
+    request: Request<Incoming>,
+    state: Arc<MockState>,
+) -> Result<Response<MockBody>, Infallible> {
+    let path = request.uri().path().to_string();
+    match path.as_str() {
+        "/health" => {
+            let status = if state.unhealthy.load(Ordering::SeqCst) {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else {
+                StatusCode::OK
+            };
+            Ok(Response::builder()
+                .status(status)
+                .body(full("ok".into()))
+                .expect("response"))
+        }
+        "/metrics" => {
+            let text = format!(
+                "vllm:num_requests_waiting{{model_name=\"m\"}} {}\nvllm:kv_cache_usage_perc{{model_name=\"m\"}} 0.1\n",
+                state.waiting.load(Ordering::SeqCst)
+            );
+            Ok(Response::new(full(text)))
+        }
+        "/v1/completions" | "/v1/chat/completions" => {
+            let body = request
+                .into_body()
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            state.requests.fetch_add(1, Ordering::SeqCst);
+            *state.last_body.lock().expect("body") = Some(json.clone());
+            tokio::time::sleep(Duration::from_millis(state.delay_ms.load(Ordering::SeqCst))).await;
+            Ok(completion(&json, path == "/v1/chat/completions", &state))
+        }
+        _ => Ok(Response::builder()
+            .status(404)
+            .body(full("{}".into()))
+            .expect("response")),
+    }
+}
+
+fn prompt_chars(json: &serde_json::Value) -> u64 {
+    if let Some(text) = json["prompt"].as_str() {
+        return text.chars().count() as u64;
+    }
+    json["messages"].as_array().map_or(0, |messages| {
+        messages
+            .iter()
+            .map(|m| {
+                let role = m["role"].as_str().unwrap_or("").chars().count();
+                let content = m["content"].as_str().unwrap_or("").chars().count();
+                (role + content + 2) as u64
+            })
+            .sum()
+    })
+}
+
+fn completion(json: &serde_json::Value, chat: bool, state: &MockState) -> Response<MockBody> {
+    let tokens = match state.tokens.load(Ordering::SeqCst) {
+        0 => 4,
+        n => n,
+    };
+    let prompt_tokens = prompt_chars(json).div_ceil(4);
+    let cached = state
+        .cached_tokens
+        .load(Ordering::SeqCst)
+        .min(prompt_tokens);
+    let usage = serde_json::json!({
+        "prompt_tokens": prompt_tokens, "completion_tokens": tokens, "total_tokens": prompt_tokens + tokens,
+        "prompt_tokens_details": {"cached_tokens": cached}
+    });
+    let words: Vec<String> = (0..tokens).map(|i| format!("tok{i} ")).collect();
+    if json["stream"].as_bool() != Some(true) {
+        let choice = if chat {
+            serde_json::json!({"index": 0, "message": {"role": "assistant", "content": words.concat()}, "finish_reason": "length"})
+        } else {
+            serde_json::json!({"index": 0, "text": words.concat(), "finish_reason": "length"})
+        };
+        let body = serde_json::json!({"id": "x", "object": "completion", "choices": [choice], "usage": usage});
+        return Response::builder()
+            .header("content-type", "application/json")
+            .body(full(body.to_string()))
+            .expect("response");
+    }
+    let mut events: Vec<String> = words
+        .iter()
+        .map(|w| {
+            let choice = if chat {
+                serde_json::json!({"index": 0, "delta": {"content": w}})
+            } else {
+                serde_json::json!({"index": 0, "text": w})
+            };
+            format!("data: {}\n\n", serde_json::json!({"choices": [choice]}))
+        })
+        .collect();
+    if json["stream_options"]["include_usage"].as_bool() == Some(true) {
+        events.push(format!(
+            "data: {}\n\n",
+            serde_json::json!({"choices": [], "usage": usage})
+        ));
+    }
+    events.push("data: [DONE]\n\n".into());
+    let delay = Duration::from_millis(state.token_delay_ms.load(Ordering::SeqCst));
+    let stream = futures::stream::iter(events).then(move |event| async move {
+        tokio::time::sleep(delay).await;
+        Ok::<_, Infallible>(Frame::data(Bytes::from(event)))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(BodyExt::boxed(StreamBody::new(stream)))
+        .expect("response")
+}
+
+/// A reply read whole.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: http::HeaderMap,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    pub fn upstream(&self) -> String {
+        self.header("x-tokenscale-upstream")
+            .unwrap_or_default()
+            .to_string()
+    }
+}
+
+/// A plain HTTP/1.1 client.
+#[derive(Clone)]
+pub struct TestClient {
+    client: Client<HttpConnector, Full<Bytes>>,
+    pub addr: SocketAddr,
+}
+
+impl TestClient {
+    pub fn new(addr: SocketAddr) -> Self {
+        Self {
+            client: Client::builder(TokioExecutor::new()).build_http(),
+            addr,
+        }
+    }
+
+    /// Sends a request and returns the response with its body unread.
+    pub async fn open(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> Response<Incoming> {
+        let mut builder = Request::builder()
+            .method(method)
+            .uri(format!("http://{}{path}", self.addr));
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let request = builder.body(Full::new(body.into())).expect("request");
+        tokio::time::timeout(Duration::from_secs(20), self.client.request(request))
+            .await
+            .expect("response within 20 s")
+            .expect("response")
+    }
+
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Bytes>,
+    ) -> Reply {
+        let response = self.open(method, path, headers, body).await;
+        read(response).await
+    }
+
+    /// POSTs JSON with a bearer key.
+    pub async fn post(&self, path: &str, key: Option<&str>, body: &serde_json::Value) -> Reply {
+        let auth = key.map(|k| format!("Bearer {k}"));
+        let mut headers = vec![("content-type", "application/json")];
+        if let Some(auth) = &auth {
+            headers.push(("authorization", auth.as_str()));
+        }
+        self.send("POST", path, &headers, body.to_string()).await
+    }
+}
+
+/// Reads a whole response (bounded).
+pub async fn read(response: Response<Incoming>) -> Reply {
+    let (parts, body) = response.into_parts();
+    let bytes = tokio::time::timeout(Duration::from_secs(20), body.collect())
+        .await
+        .expect("body within 20 s")
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}
+
+/// Starts a gateway on an ephemeral loopback port from YAML.
+pub async fn gateway(yaml: &str) -> (RunningGateway, TestClient) {
+    let config = Config::from_yaml(yaml).unwrap_or_else(|e| panic!("test config: {e}\n{yaml}"));
+    let running = RunningGateway::start(&config, "127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("gateway starts");
+    let client = TestClient::new(running.addr);
+    (running, client)
+}
+
+/// YAML for one model `m` over `upstreams`, a tenant `team-a` with key `key-a` and `limits`.
+pub fn config(upstreams: &[&MockReplica], limits: &str, extra: &str) -> String {
+    let urls: Vec<String> = upstreams.iter().map(|u| format!("\"{}\"", u.url)).collect();
+    format!(
+        "models:\n  - name: m\n    upstreams: [{}]\n    replica_concurrency: 8\n{extra}tenants:\n  - name: team-a\n    keys: [\"{}\"]\n    limits: {limits}\nhealth: {{interval_ms: 50, stale_after_ms: 1000, timeout_ms: 500}}\n",
+        urls.join(", "),
+        tokenscale_gateway::auth::hash_key("key-a"),
+    )
+}
+
+/// Waits (bounded) until `model` has `ready` ready replicas.
+pub async fn wait_ready(running: &RunningGateway, model: &str, ready: usize) {
+    for _ in 0..200 {
+        let pool = running
+            .registry
+            .router()
+            .model(model)
+            .expect("model declared");
+        let now = pool
+            .snapshot()
+            .replicas
+            .iter()
+            .filter(|r| r.state() == tokenscale_gateway::routing::ReplicaState::Ready)
+            .count();
+        if now >= ready {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("model {model} never had {ready} ready replicas");
+}
+
+pub fn completion_body(prompt: &str, max_tokens: u64) -> serde_json::Value {
+    serde_json::json!({"model": "m", "prompt": prompt, "max_tokens": max_tokens})
+}

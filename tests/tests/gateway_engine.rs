@@ -1,0 +1,258 @@
+//! Two real SmolLM2 engines behind the real gateway (three processes on loopback): chat and
+//! completions, streaming and not, give the same content through the gateway as direct.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const MODEL: &str = "smollm2-135m";
+const KEY: &str = "e2e-key";
+
+/// Child processes, killed when the test ends (pass or fail).
+struct Procs(Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// `target/<profile>/NAME`, built first if `cargo test -p tokenscale-e2e` did not build it.
+fn binary(name: &str, package: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test exe");
+    let dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target dir")
+        .to_path_buf();
+    let path = dir.join(name);
+    if !path.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo);
+        build.args(["build", "-p", package, "--bin", name]);
+        if dir.ends_with("release") {
+            build.arg("--release");
+        }
+        assert!(
+            build.status().expect("cargo runs").success(),
+            "building {name}"
+        );
+    }
+    path
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// One HTTP/1.1 exchange (`Connection: close`), de-chunked; `(status, body)`.
+fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    stream.set_read_timeout(Some(Duration::from_secs(120)))?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\ncontent-type: application/json\r\n\
+         authorization: Bearer {KEY}\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes())?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, rest) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other("no header end"))?;
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    Ok((
+        status,
+        if chunked {
+            dechunk(rest)
+        } else {
+            rest.to_string()
+        },
+    ))
+}
+
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || after.len() < size {
+            break;
+        }
+        out.push_str(&after[..size]);
+        rest = after[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if ready() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    panic!("{what} not ready within {timeout:?}");
+}
+
+/// The generated text of a response: `text` / `message.content`, or the streamed deltas.
+fn content(body: &str, stream: bool) -> String {
+    if !stream {
+        let json: serde_json::Value =
+            serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        let choice = &json["choices"][0];
+        return choice["text"]
+            .as_str()
+            .or(choice["message"]["content"].as_str())
+            .unwrap_or_default()
+            .to_string();
+    }
+    assert!(
+        body.trim_end().ends_with("data: [DONE]"),
+        "stream did not finish: {body}"
+    );
+    body.split("\n\n")
+        .filter_map(|event| event.strip_prefix("data: "))
+        .filter(|data| *data != "[DONE]")
+        .map(|data| {
+            serde_json::from_str::<serde_json::Value>(data)
+                .unwrap_or_else(|e| panic!("{e}: {data}"))
+        })
+        .map(|chunk| {
+            assert!(
+                chunk.get("usage").is_none_or(|u| u.is_null())
+                    || chunk["choices"].as_array().is_some_and(|c| !c.is_empty()),
+                "usage chunk leaked to a client that did not ask: {chunk}"
+            );
+            let choice = &chunk["choices"][0];
+            choice["text"]
+                .as_str()
+                .or(choice["delta"]["content"].as_str())
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn gateway_gives_the_same_content_as_the_engines_directly() {
+    tokenscale_engine::fetch::ensure_model(MODEL)
+        .expect("the test model (scripts/setup fetches it)");
+    let engine = binary("tokenscale-engine", "tokenscale-engine");
+    let gateway = binary("tokenscale-gateway", "tokenscale-gateway");
+    let mut procs = Procs(Vec::new());
+    let engines: Vec<SocketAddr> = (0..2)
+        .map(|_| ([127, 0, 0, 1], free_port()).into())
+        .collect();
+    for addr in &engines {
+        let child = Command::new(&engine)
+            .args([
+                "serve",
+                "--model",
+                MODEL,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &addr.port().to_string(),
+            ])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("engine starts");
+        procs.0.push(child);
+    }
+    let dir = std::env::temp_dir().join(format!("tokenscale-e2e-gateway-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let config = dir.join("gateway.yaml");
+    let hash = tokenscale_gateway::auth::hash_key(KEY);
+    std::fs::write(
+        &config,
+        format!(
+            "models:\n  - name: {MODEL}\n    upstreams: [\"http://{}\", \"http://{}\"]\ntenants:\n  - name: e2e\n    keys: [\"{hash}\"]\n    \
+             limits: {{requests_per_minute: 600, input_tokens_per_minute: 100000, output_tokens_per_minute: 100000}}\n",
+            engines[0], engines[1]
+        ),
+    )
+    .expect("write config");
+    let gw: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    procs.0.push(
+        Command::new(&gateway)
+            .args(["--listen", &gw.to_string(), "--config"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("gateway starts"),
+    );
+    for addr in &engines {
+        wait_for("engine", Duration::from_secs(180), || {
+            http(*addr, "GET", "/health", "").is_ok_and(|(s, _)| s == 200)
+        });
+    }
+    let ready = format!("tokenscale_gateway_replicas{{model_name=\"{MODEL}\",state=\"ready\"}} 2");
+    wait_for("gateway", Duration::from_secs(30), || {
+        http(gw, "GET", "/metrics", "").is_ok_and(|(_, b)| b.contains(&ready))
+    });
+
+    let prompt = "The capital of France is";
+    let chat = serde_json::json!([{"role": "user", "content": "Name three colours."}]);
+    let cases = [
+        (
+            "/v1/completions",
+            serde_json::json!({"model": MODEL, "prompt": prompt, "max_tokens": 12, "temperature": 0}),
+        ),
+        (
+            "/v1/chat/completions",
+            serde_json::json!({"model": MODEL, "messages": chat, "max_tokens": 12, "temperature": 0}),
+        ),
+    ];
+    for (path, body) in cases {
+        for stream in [false, true] {
+            let mut body = body.clone();
+            body["stream"] = serde_json::Value::Bool(stream);
+            let body = body.to_string();
+            let direct = http(engines[0], "POST", path, &body).expect("direct");
+            assert_eq!(direct.0, 200, "direct {path}: {}", direct.1);
+            let expected = content(&direct.1, stream);
+            assert!(!expected.is_empty(), "{path} produced no text");
+            // Twice through the gateway: whichever replica serves it, the bytes of content match.
+            for _ in 0..2 {
+                let via = http(gw, "POST", path, &body).expect("through the gateway");
+                assert_eq!(via.0, 200, "gateway {path}: {}", via.1);
+                assert_eq!(content(&via.1, stream), expected, "{path} stream={stream}");
+            }
+        }
+    }
+    let metrics = http(gw, "GET", "/metrics", "").expect("metrics").1;
+    let generated = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(&format!(
+                "tokenscale_gateway_generation_tokens_total{{model_name=\"{MODEL}\"}} "
+            ))
+        })
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!(
+        generated >= 8.0,
+        "the gateway read the engines' usage: {generated}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -7,6 +7,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod sim;
 
 use crate::Result;
 use crate::model::ModelConfig;

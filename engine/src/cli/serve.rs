@@ -44,14 +44,27 @@ pub struct ServeArgs {
     /// Turn the prefix cache off.
     #[arg(long)]
     pub no_prefix_caching: bool,
+    /// Compute backend: `cpu` (the model's real forward pass) or `sim` (no weights: the
+    /// performance model's step times and deterministic tokens; labelled as simulated).
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "sim"])]
+    pub backend: String,
+    /// `--backend sim`: performance profile file (YAML); default: a Llama-3-8B-class H100.
+    #[arg(long)]
+    pub sim_profile: Option<std::path::PathBuf>,
 }
 
 impl ServeArgs {
     /// The server configuration these flags describe.
     pub fn config(&self) -> anyhow::Result<ServeConfig> {
         anyhow::ensure!(self.block_size > 0, "--block-size must be at least 1");
-        anyhow::ensure!(self.kv_cache_tokens >= self.block_size, "--kv-cache-tokens must hold at least one block");
-        anyhow::ensure!(self.drain_timeout.is_finite() && self.drain_timeout >= 0.0, "--drain-timeout must be ≥ 0 seconds");
+        anyhow::ensure!(
+            self.kv_cache_tokens >= self.block_size,
+            "--kv-cache-tokens must hold at least one block"
+        );
+        anyhow::ensure!(
+            self.drain_timeout.is_finite() && self.drain_timeout >= 0.0,
+            "--drain-timeout must be ≥ 0 seconds"
+        );
         Ok(ServeConfig {
             model: self.model.clone(),
             host: self.host.clone(),
@@ -72,11 +85,18 @@ impl ServeArgs {
 /// Runs `serve`.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let config = args.config()?;
-    let _ = tracing_subscriber::fmt().with_env_filter(
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-    ).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
     // Two workers: the HTTP side is light; the engine loop has its own thread.
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting tokio")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting tokio")?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind((config.host.as_str(), config.port))
             .await
@@ -84,7 +104,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         // Printed so a parent process that passed --port 0 learns the port.
         eprintln!("listening on http://{}", listener.local_addr()?);
         let loader_config = config.clone();
-        server::serve_on(listener, config, move || server::load_model(&loader_config), shutdown_signal()).await?;
+        if args.backend == "sim" {
+            let profile = crate::backend::sim::read_profile(args.sim_profile.as_deref())?;
+            let loader = move || crate::backend::sim::load_sim(&loader_config, profile);
+            server::serve_on(listener, config, loader, shutdown_signal()).await?;
+            return anyhow::Ok(());
+        }
+        server::serve_on(
+            listener,
+            config,
+            move || server::load_model(&loader_config),
+            shutdown_signal(),
+        )
+        .await?;
         anyhow::Ok(())
     })
 }

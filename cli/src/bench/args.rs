@@ -1,0 +1,236 @@
+//! The flags of `tokenscale bench` and their checks.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::load::Stop;
+use super::report::Slo;
+use super::{BenchError, Level, slo_of};
+
+/// Arguments of `tokenscale bench`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Base URL of the server (`http://127.0.0.1:8000`).
+    #[arg(long)]
+    pub url: String,
+    /// Model name to request.
+    #[arg(long)]
+    pub model: String,
+    /// Closed loop: clients sending back to back, one point per value (`1,4,16,64`).
+    #[arg(long, value_delimiter = ',', conflicts_with = "rate")]
+    pub concurrency: Vec<u32>,
+    /// Open loop: Poisson arrivals per second, one point per value (`2,5.5`).
+    #[arg(long, value_delimiter = ',')]
+    pub rate: Vec<f64>,
+    /// Prompt length, in tokens (approximate: built from short words).
+    #[arg(long, default_value_t = 128)]
+    pub input_tokens: u64,
+    /// Output length, in tokens (`max_tokens` with `ignore_eos`).
+    #[arg(long, default_value_t = 128)]
+    pub output_tokens: u64,
+    /// Seconds per point (instead of `--requests`).
+    #[arg(long, value_parser = parse_duration_s, conflicts_with = "requests")]
+    pub duration: Option<f64>,
+    /// Requests per point (default 100 when `--duration` is not given).
+    #[arg(long)]
+    pub requests: Option<u64>,
+    /// GPUs behind the URL, for tokens/s per GPU.
+    #[arg(long, default_value_t = 1)]
+    pub gpus: u32,
+    /// Seed of the Poisson arrivals.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// p95 time-to-first-token target (`500ms`, `1s`).
+    #[arg(long, value_parser = parse_duration_s)]
+    pub slo_ttft: Option<f64>,
+    /// p95 time-per-output-token target (`50ms`).
+    #[arg(long, value_parser = parse_duration_s)]
+    pub slo_tpot: Option<f64>,
+    /// Write the JSON report here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Draw throughput against p95 latency here (`.svg`, or `.png`).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Limit on one request (`300s`).
+    #[arg(long = "timeout", value_parser = parse_duration_s, default_value = "300s")]
+    pub timeout_s: f64,
+}
+
+impl BenchArgs {
+    /// The load levels, in the order given.
+    pub fn levels(&self) -> Result<Vec<Level>, BenchError> {
+        if let Some(r) = self.rate.iter().find(|r| !(r.is_finite() && **r > 0.0)) {
+            return Err(BenchError::Args(format!(
+                "--rate must be > 0 requests/s, got {r}"
+            )));
+        }
+        if self.concurrency.contains(&0) {
+            return Err(BenchError::Args("--concurrency must be at least 1".into()));
+        }
+        if self.output_tokens == 0 {
+            return Err(BenchError::Args(
+                "--output-tokens must be at least 1".into(),
+            ));
+        }
+        if self.requests == Some(0) {
+            return Err(BenchError::Args("--requests must be at least 1".into()));
+        }
+        let levels: Vec<Level> = if self.rate.is_empty() {
+            let c = if self.concurrency.is_empty() {
+                vec![1]
+            } else {
+                self.concurrency.clone()
+            };
+            c.into_iter().map(Level::Concurrency).collect()
+        } else {
+            self.rate.iter().copied().map(Level::Rate).collect()
+        };
+        Ok(levels)
+    }
+
+    /// When each point ends.
+    pub fn stop(&self) -> Stop {
+        match (self.duration, self.requests) {
+            (Some(d), _) => Stop::Duration(Duration::from_secs_f64(d)),
+            (None, n) => Stop::Requests(n.unwrap_or(100)),
+        }
+    }
+
+    /// The SLO, if any target was given (a missing one does not constrain).
+    pub fn slo(&self) -> Option<Slo> {
+        slo_of(self.slo_ttft, self.slo_tpot)
+    }
+}
+
+/// Parses `500ms`, `1.5s`, `250us`, `2m` or a bare number of seconds into seconds (> 0).
+pub fn parse_duration_s(text: &str) -> Result<f64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| c.is_ascii_alphabetic())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 500ms, 2s)"))?;
+    let scale = match unit {
+        "" | "s" => 1.0,
+        "ms" => 1e-3,
+        "us" => 1e-6,
+        "m" | "min" => 60.0,
+        _ => {
+            return Err(format!(
+                "{text:?}: unknown unit {unit:?} (use us, ms, s or m)"
+            ));
+        }
+    };
+    let seconds = value * scale;
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(format!("{text:?} must be a positive duration"));
+    }
+    Ok(seconds)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration_s("500ms"), Ok(0.5));
+        assert_eq!(parse_duration_s("2s"), Ok(2.0));
+        assert_eq!(parse_duration_s("3"), Ok(3.0));
+        assert_eq!(parse_duration_s("1m"), Ok(60.0));
+        assert!(
+            parse_duration_s("5parsecs")
+                .unwrap_err()
+                .contains("unknown unit")
+        );
+        assert!(parse_duration_s("-1s").is_err());
+        assert!(parse_duration_s("fast").is_err());
+    }
+
+    #[test]
+    fn levels_and_stops_follow_the_flags() {
+        let cli = Cli::parse_from([
+            "b",
+            "--url",
+            "http://x",
+            "--model",
+            "m",
+            "--concurrency",
+            "1,4,16",
+            "--requests",
+            "8",
+        ]);
+        let levels = cli.bench.levels().unwrap();
+        assert_eq!(
+            levels,
+            vec![
+                Level::Concurrency(1),
+                Level::Concurrency(4),
+                Level::Concurrency(16)
+            ]
+        );
+        assert_eq!(cli.bench.stop(), Stop::Requests(8));
+        let cli = Cli::parse_from([
+            "b",
+            "--url",
+            "u",
+            "--model",
+            "m",
+            "--rate",
+            "2.5",
+            "--duration",
+            "10s",
+            "--slo-ttft",
+            "500ms",
+        ]);
+        assert_eq!(cli.bench.levels().unwrap(), vec![Level::Rate(2.5)]);
+        assert_eq!(cli.bench.stop(), Stop::Duration(Duration::from_secs(10)));
+        assert_eq!(cli.bench.slo().unwrap().ttft_p95_s, 0.5);
+        assert!(
+            Cli::try_parse_from([
+                "b",
+                "--url",
+                "u",
+                "--model",
+                "m",
+                "--rate",
+                "1",
+                "--concurrency",
+                "2"
+            ])
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn nonsense_levels_are_typed_errors() {
+        let cli = Cli::parse_from(["b", "--url", "u", "--model", "m", "--concurrency", "0"]);
+        assert!(
+            cli.bench
+                .levels()
+                .unwrap_err()
+                .to_string()
+                .contains("--concurrency")
+        );
+        let cli = Cli::parse_from(["b", "--url", "u", "--model", "m", "--rate", "0"]);
+        assert!(
+            cli.bench
+                .levels()
+                .unwrap_err()
+                .to_string()
+                .contains("--rate")
+        );
+    }
+}

@@ -1,0 +1,272 @@
+//! `tokenscale sim`: replays a trace against a simulated fleet under several autoscaling
+//! policies (the operator's real policy among them) and scores SLO attainment against
+//! GPU-hours. A fluid discrete-time model: see `replica` for the approximation.
+
+mod fleet;
+mod knee;
+mod metrics;
+mod plot;
+mod policy;
+mod replica;
+mod report;
+mod rng;
+mod run;
+mod trace;
+
+use std::path::PathBuf;
+
+use clap::Args;
+use tokenscale_common::perf_model::{PerfModelError, PerfProfile};
+use tokenscale_operator::autoscaler::Slo;
+
+pub use knee::Knee;
+pub use policy::PolicyKind;
+pub use run::{PolicyResult, SeriesPoint, SimConfig, simulate};
+pub use trace::Trace;
+
+/// Profiles shipped inside the binary.
+pub const BUNDLED_PROFILES: [(&str, &str); 2] = [
+    (
+        "llama3-8b-h100",
+        include_str!("../../profiles/llama3-8b-h100.yaml"),
+    ),
+    (
+        "smollm2-cpu",
+        include_str!("../../profiles/smollm2-cpu.yaml"),
+    ),
+];
+
+/// Why a simulation could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// A file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The path.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A trace that makes no sense.
+    #[error("trace {origin}: {message}")]
+    Trace {
+        /// File or bundled name.
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A bad profile.
+    #[error(transparent)]
+    Profile(#[from] PerfModelError),
+    /// A bad argument.
+    #[error("{0}")]
+    Usage(String),
+    /// The plot could not be written.
+    #[error("cannot draw the plot {path}: {message}")]
+    Plot {
+        /// The output path.
+        path: String,
+        /// What failed.
+        message: String,
+    },
+}
+
+/// `tokenscale sim` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct SimArgs {
+    /// Trace: `diurnal`, `bursty`, `ramp` (bundled), a YAML rate-curve spec, or a `.jsonl`
+    /// recording (`{"t": s, "input_tokens": n, "output_tokens": m}` a line).
+    #[arg(long, default_value = "diurnal")]
+    pub trace: String,
+    /// Performance profile: `llama3-8b-h100`, `smollm2-cpu`, or a YAML/JSON file.
+    #[arg(long, default_value = "llama3-8b-h100")]
+    pub profile: String,
+    /// Policies to compare, comma-separated: tokenscale, hpa, static:N, oracle.
+    #[arg(long, default_value = "tokenscale,hpa,oracle")]
+    pub policy: String,
+    /// Seed of the arrival noise.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Simulate this long (e.g. `24h`, `90m`, `600s`); a rate curve extends (a diurnal one
+    /// repeats), a recording is cut. Default: the trace's own length.
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Scale a rate-curve trace so its peak is this many requests/s.
+    #[arg(long)]
+    pub peak_rps: Option<f64>,
+    /// p95 time-to-first-token target (e.g. `1s`, `500ms`).
+    #[arg(long, default_value = "1s")]
+    pub slo_ttft: String,
+    /// p95 time-per-output-token target (e.g. `50ms`).
+    #[arg(long, default_value = "50ms")]
+    pub slo_tpot: String,
+    /// Replica bounds.
+    #[arg(long, default_value_t = 1)]
+    pub min_replicas: u32,
+    /// Replica bounds.
+    #[arg(long, default_value_t = 2000)]
+    pub max_replicas: u32,
+    /// Tick of the fluid model, seconds.
+    #[arg(long, default_value_t = 0.25)]
+    pub tick: f64,
+    /// Metrics reach the operator this many seconds late.
+    #[arg(long, default_value_t = 5)]
+    pub scrape_delay: u64,
+    /// tokenscale's capacity hint as a multiple of the true capacity (test a wrong bench).
+    #[arg(long, default_value_t = 1.0)]
+    pub hint_factor: f64,
+    /// tokenscale's target utilisation of the learned capacity.
+    #[arg(long, default_value_t = 0.9)]
+    pub target_utilization: f64,
+    /// One JSON object per policy instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write an SVG of demand and replicas over time.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+}
+
+/// Parses `1.5s`, `500ms`, `90m`, `2h` (a bare number is seconds).
+pub fn parse_duration_s(text: &str) -> Result<f64, SimError> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => text.split_at(i),
+        None => (text, "s"),
+    };
+    let scale = match unit {
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(SimError::Usage(format!(
+                "duration `{text}`: use ms, s, m or h"
+            )));
+        }
+    };
+    match number.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * scale),
+        _ => Err(SimError::Usage(format!(
+            "duration `{text}` is not a positive number"
+        ))),
+    }
+}
+
+/// Loads a bundled profile by name or a profile file.
+pub fn load_profile(name_or_path: &str) -> Result<PerfProfile, SimError> {
+    if let Some((_, text)) = BUNDLED_PROFILES
+        .iter()
+        .find(|(name, _)| *name == name_or_path)
+    {
+        return Ok(PerfProfile::from_yaml(text)?);
+    }
+    let text = std::fs::read_to_string(name_or_path).map_err(|source| SimError::Read {
+        path: name_or_path.to_string(),
+        source,
+    })?;
+    Ok(PerfProfile::from_yaml(&text)?)
+}
+
+/// A comparison ready to run: config, trace, knee and policies.
+#[derive(Debug, Clone)]
+pub struct Comparison {
+    /// Fixed settings.
+    pub config: SimConfig,
+    /// The trace.
+    pub trace: Trace,
+    /// True capacity of one replica.
+    pub knee: Knee,
+    /// Policies in order.
+    pub policies: Vec<PolicyKind>,
+}
+
+impl Comparison {
+    /// Checks and resolves the arguments.
+    pub fn from_args(args: &SimArgs) -> Result<Self, SimError> {
+        let profile = load_profile(&args.profile)?;
+        let mut trace = Trace::load(&args.trace)?;
+        if let Some(d) = &args.duration {
+            trace.set_duration(parse_duration_s(d)?);
+        }
+        if let Some(peak) = args.peak_rps {
+            if !(peak > 0.0) {
+                return Err(SimError::Usage("--peak-rps must be positive".into()));
+            }
+            trace.scale_peak(peak)?;
+        }
+        let slo = Slo {
+            ttft_p95_s: parse_duration_s(&args.slo_ttft)?,
+            tpot_p95_s: parse_duration_s(&args.slo_tpot)?,
+        };
+        if args.min_replicas > args.max_replicas {
+            return Err(SimError::Usage(format!(
+                "--min-replicas {} is above --max-replicas {}",
+                args.min_replicas, args.max_replicas
+            )));
+        }
+        if !(args.tick > 0.0 && args.tick <= 1.0) {
+            return Err(SimError::Usage("--tick must be in (0, 1] seconds".into()));
+        }
+        if !(args.target_utilization > 0.0
+            && args.target_utilization <= 1.0
+            && args.hint_factor > 0.0)
+        {
+            return Err(SimError::Usage(
+                "--target-utilization must be in (0, 1] and --hint-factor positive".into(),
+            ));
+        }
+        let policies = args
+            .policy
+            .split(',')
+            .map(PolicyKind::parse)
+            .collect::<Result<Vec<_>, _>>()?;
+        let config = SimConfig {
+            profile,
+            slo,
+            tick_s: args.tick,
+            seed: args.seed,
+            scrape_delay_s: args.scrape_delay,
+            min_replicas: args.min_replicas,
+            max_replicas: args.max_replicas,
+            hint_factor: args.hint_factor,
+            target_utilization: args.target_utilization,
+            hold_deadline_s: 60.0,
+        };
+        let knee = knee::find(&config.profile, &trace.classes, slo, config.tick_s);
+        if knee.tokens_per_s <= 0.0 {
+            return Err(SimError::Usage(format!(
+                "one replica of `{}` cannot meet TTFT {} / TPOT {} for this trace's requests at any rate",
+                config.profile.name, args.slo_ttft, args.slo_tpot
+            )));
+        }
+        Ok(Self {
+            config,
+            trace,
+            knee,
+            policies,
+        })
+    }
+
+    /// Runs every policy.
+    pub fn run(&self) -> Vec<PolicyResult> {
+        self.policies
+            .iter()
+            .map(|&kind| simulate(kind, &self.config, &self.knee, &self.trace))
+            .collect()
+    }
+}
+
+/// `tokenscale sim`: runs and prints the table (or JSON), and writes the plot.
+pub fn run_command(args: &SimArgs) -> Result<String, SimError> {
+    let comparison = Comparison::from_args(args)?;
+    let results = comparison.run();
+    if let Some(path) = &args.plot {
+        plot::write_svg(path, &comparison.trace.name, &results)?;
+    }
+    Ok(if args.json {
+        report::json(&results)
+    } else {
+        report::table(&comparison, &results)
+    })
+}

@@ -1,0 +1,298 @@
+//! The simulation loop: each tick, arrivals reach the gateway, the picker spreads them, every
+//! replica group runs its steps; each policy period the controller decides and the scale
+//! target follows (new replicas after the cold start). Scored on ground truth.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokenscale_common::perf_model::PerfProfile;
+use tokenscale_operator::autoscaler::{PolicySpec, PolicyState, Slo};
+
+use super::fleet::Fleet;
+use super::knee::Knee;
+use super::metrics::Recorder;
+use super::policy::{Controller, DecideInput, PolicyKind};
+use super::replica::TickContext;
+use super::rng::Rng;
+use super::trace::Trace;
+
+/// Everything fixed across the policies of one comparison.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// The performance model.
+    pub profile: PerfProfile,
+    /// The SLO.
+    pub slo: Slo,
+    /// Tick length, seconds.
+    pub tick_s: f64,
+    /// Arrival noise seed.
+    pub seed: u64,
+    /// Metrics reach the operator this late, seconds.
+    pub scrape_delay_s: u64,
+    /// Replica bounds for every policy.
+    pub min_replicas: u32,
+    /// Replica bounds for every policy.
+    pub max_replicas: u32,
+    /// The tokenscale policy's capacity hint = true capacity × this (1.0: a correct bench).
+    pub hint_factor: f64,
+    /// The tokenscale policy's target utilisation.
+    pub target_utilization: f64,
+    /// Requests held at the gateway longer than this with no replica are rejected.
+    pub hold_deadline_s: f64,
+}
+
+/// One point of the plotted series.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SeriesPoint {
+    /// Time, seconds.
+    pub t_s: f64,
+    /// Arrivals over the last sample interval, requests/s.
+    pub demand_rps: f64,
+    /// Replicas holding devices.
+    pub replicas: u32,
+    /// Ready replicas.
+    pub ready: u32,
+}
+
+/// One policy's scores.
+#[derive(Debug, Clone)]
+pub struct PolicyResult {
+    /// Policy name.
+    pub policy: String,
+    /// Share of minutes whose p95 TTFT and p95 TPOT met the SLO.
+    pub slo_minute_attainment: f64,
+    /// Share of requests within both targets.
+    pub request_attainment: f64,
+    /// Device-hours held (ready, starting or draining).
+    pub gpu_hours: f64,
+    /// Output tokens of requests within the SLO, per second per device.
+    pub goodput_tokens_per_s_per_gpu: f64,
+    /// Times the scale target changed.
+    pub scale_events: u32,
+    /// Times the direction of change flipped (up after down or down after up).
+    pub direction_changes: u32,
+    /// Most replicas held at once.
+    pub peak_replicas: u32,
+    /// Requests completed (or rejected).
+    pub requests: f64,
+    /// Requests rejected at the gateway.
+    pub rejected: f64,
+    /// Requests preempted in engines.
+    pub preemptions: f64,
+    /// Demand and replicas every sample interval.
+    pub series: Vec<SeriesPoint>,
+    /// The last decision's reason (tokenscale only).
+    pub last_reason: String,
+}
+
+const SAMPLE_S: f64 = 30.0;
+
+/// Builds the controller for `kind`.
+pub fn controller(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace) -> Controller {
+    let devices = f64::from(cfg.profile.devices_per_replica());
+    match kind {
+        PolicyKind::Tokenscale => {
+            let mut spec = PolicySpec::new(cfg.min_replicas, cfg.max_replicas, cfg.slo);
+            spec.target_utilization = cfg.target_utilization;
+            spec.gpus_per_replica = cfg.profile.devices_per_replica();
+            spec.startup_time = Duration::from_secs_f64(cfg.profile.cold_start_s);
+            spec.initial_tokens_per_s_per_gpu = Some(knee.tokens_per_s * cfg.hint_factor / devices);
+            let state = PolicyState::new(&spec);
+            Controller::Tokenscale {
+                spec,
+                state,
+                last_reason: String::new(),
+            }
+        }
+        PolicyKind::Hpa => Controller::Hpa {
+            target_in_flight: (knee.in_flight * cfg.target_utilization).max(1.0),
+            history: VecDeque::new(),
+            min: cfg.min_replicas,
+            max: cfg.max_replicas,
+        },
+        PolicyKind::Static(n) => Controller::Static(n),
+        PolicyKind::Oracle => Controller::Oracle {
+            capacity_tokens_per_s: knee.tokens_per_s.max(1e-9),
+            tokens_per_request: trace.mean_output_tokens(),
+            lookahead_s: cfg.profile.cold_start_s,
+            period_s: Duration::from_secs(10).as_secs_f64(),
+            min: cfg.min_replicas,
+            max: cfg.max_replicas,
+        },
+    }
+}
+
+/// Replicas every dynamic policy starts with: what the first minute needs at the true capacity.
+fn initial_replicas(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace) -> u32 {
+    if let PolicyKind::Static(n) = kind {
+        return n;
+    }
+    let peak = (0..60)
+        .map(|s| trace.rate_rps(f64::from(s)))
+        .fold(0.0, f64::max);
+    let need = (peak * trace.mean_output_tokens()
+        / (knee.tokens_per_s * cfg.target_utilization).max(1e-9))
+    .ceil() as u32;
+    need.clamp(cfg.min_replicas, cfg.max_replicas)
+}
+
+/// Simulates `trace` under one policy.
+pub fn simulate(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace) -> PolicyResult {
+    let mut trace = trace.clone();
+    let mut rng = Rng::new(cfg.seed);
+    let mut rec = Recorder::new(cfg.slo.ttft_p95_s, cfg.slo.tpot_p95_s);
+    let mut fleet = Fleet::new(
+        initial_replicas(kind, cfg, knee, &trace),
+        cfg.profile.cold_start_s,
+        cfg.hold_deadline_s,
+    );
+    let mut control = controller(kind, cfg, knee, &trace);
+    let classes = trace.classes.clone();
+    let ctx = TickContext {
+        profile: &cfg.profile,
+        classes: &classes,
+        slo: cfg.slo,
+    };
+    let devices = f64::from(cfg.profile.devices_per_replica());
+
+    let ticks = (trace.duration_s / cfg.tick_s).ceil() as u64;
+    // The first decision waits for one full stable window of metrics (a real operator reads
+    // warm windows from the gateway; an empty window would look like a demand ramp).
+    let first_decision_s = 60.0 + cfg.scrape_delay_s as f64;
+    let (mut device_s, mut next_decision_s, mut next_sample_s) = (0.0, first_decision_s, 0.0);
+    let (mut events, mut flips, mut last_direction, mut peak) =
+        (0u32, 0u32, 0i8, fleet.allocated());
+    let mut series = Vec::new();
+    let mut sampled_arrivals = 0.0;
+    for tick in 0..ticks {
+        let t_s = tick as f64 * cfg.tick_s;
+        rec.set_time(t_s);
+        let arrivals = trace.arrivals(t_s, cfg.tick_s, &mut rng);
+        let arrived: f64 = arrivals.iter().sum();
+        sampled_arrivals += arrived;
+        rec.arrived(arrived);
+        fleet.dispatch(&arrivals, t_s, cfg.tick_s, &mut rec);
+        fleet.tick(&ctx, t_s, cfg.tick_s, &mut rec);
+        let (queued, running) = fleet.queued_and_running();
+        rec.gauges(queued, running);
+        device_s += f64::from(fleet.allocated()) * devices * cfg.tick_s;
+        peak = peak.max(fleet.allocated());
+
+        if t_s >= next_decision_s {
+            let input = DecideInput {
+                now_s: t_s,
+                fleet: &fleet,
+                rec: &rec,
+                trace: &trace,
+                scrape_delay_s: cfg.scrape_delay_s,
+            };
+            let desired = control.decide(&input);
+            let current = fleet.target();
+            if desired != current {
+                let direction = if desired > current { 1 } else { -1 };
+                events += 1;
+                flips += u32::from(last_direction != 0 && direction != last_direction);
+                last_direction = direction;
+                fleet.set_target(desired, t_s);
+            }
+            fleet.consolidate(t_s);
+            next_decision_s += control.period_s();
+        }
+        if t_s >= next_sample_s && std::env::var_os("SIM_DEBUG").is_some() {
+            let groups: Vec<String> = fleet
+                .groups
+                .iter()
+                .map(|g| {
+                    format!(
+                        "{}x{:?}w{:.1}r{:.1}c{}",
+                        g.replicas,
+                        g.phase,
+                        g.state.waiting_count(),
+                        g.state.running_count(),
+                        g.state.running.len()
+                    )
+                })
+                .collect();
+            let v = rec.window(60, 0);
+            let why = match &control {
+                Controller::Tokenscale { last_reason, .. } => last_reason.as_str(),
+                _ => "",
+            };
+            eprintln!("{why}");
+            eprintln!(
+                "t={t_s:.0} target={} q={queued:.0} run={running:.0} arr={:.1} served={:.0} ttft={:?} tpot={:?} {groups:?}",
+                fleet.target(),
+                v.arrivals_per_s,
+                v.served_tokens_per_s,
+                v.ttft_p95_s,
+                v.tpot_p95_s
+            );
+        }
+        if t_s >= next_sample_s {
+            series.push(SeriesPoint {
+                t_s,
+                demand_rps: sampled_arrivals / SAMPLE_S,
+                replicas: fleet.allocated(),
+                ready: fleet.ready(),
+            });
+            sampled_arrivals = 0.0;
+            next_sample_s += SAMPLE_S;
+        }
+    }
+    score(
+        kind,
+        &rec,
+        device_s,
+        trace.duration_s,
+        events,
+        flips,
+        peak,
+        series,
+        control,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn score(
+    kind: PolicyKind,
+    rec: &Recorder,
+    device_s: f64,
+    duration_s: f64,
+    scale_events: u32,
+    direction_changes: u32,
+    peak_replicas: u32,
+    series: Vec<SeriesPoint>,
+    control: Controller,
+) -> PolicyResult {
+    let minutes = ((duration_s / 60.0).floor() as usize).max(1);
+    let met = (0..minutes)
+        .filter(|&m| rec.minutes.get(m).is_none_or(|minute| minute.met()))
+        .count();
+    let last_reason = match control {
+        Controller::Tokenscale { last_reason, .. } => last_reason,
+        _ => String::new(),
+    };
+    PolicyResult {
+        policy: kind.to_string(),
+        slo_minute_attainment: met as f64 / minutes as f64,
+        request_attainment: if rec.completed > 0.0 {
+            rec.completed_ok / rec.completed
+        } else {
+            1.0
+        },
+        gpu_hours: device_s / 3600.0,
+        goodput_tokens_per_s_per_gpu: if device_s > 0.0 {
+            rec.goodput_tokens / device_s
+        } else {
+            0.0
+        },
+        scale_events,
+        direction_changes,
+        peak_replicas,
+        requests: rec.completed,
+        rejected: rec.rejected,
+        preemptions: rec.preemptions,
+        series,
+        last_reason,
+    }
+}

@@ -1,0 +1,386 @@
+//! Arrivals: a rate curve (diurnal or piecewise-linear, with bursts) and a request mix read
+//! from a YAML trace spec, or a recorded JSONL trace (`{"t": s, "input_tokens": n,
+//! "output_tokens": m}` a line). Requests are grouped into a few classes of similar length so
+//! the fluid fleet model can move them as cohorts.
+
+use serde::Deserialize;
+
+use super::SimError;
+use super::rng::Rng;
+
+/// Most request classes a trace may have.
+pub const MAX_CLASSES: usize = 8;
+/// Arrivals of one tick, per class.
+pub type ClassCounts = [f64; MAX_CLASSES];
+
+/// One kind of request in a trace's mix.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestClass {
+    /// Share of requests (normalised over the mix).
+    pub weight: f64,
+    /// Prompt tokens.
+    pub input_tokens: f64,
+    /// Output tokens.
+    pub output_tokens: f64,
+}
+
+/// The shape of the request rate over time.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Curve {
+    /// A cosine day: `trough_rps` to `peak_rps`, peak at `peak_at_s`, one cycle per `period_s`.
+    Diurnal {
+        trough_rps: f64,
+        peak_rps: f64,
+        period_s: f64,
+        peak_at_s: f64,
+    },
+    /// Straight lines between `[t_s, requests_per_s]` points (held flat after the last).
+    Points { points: Vec<[f64; 2]> },
+}
+
+/// A rate multiplier that ramps up, holds, and ramps down.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Burst {
+    /// When the ramp up starts, seconds.
+    pub start_s: f64,
+    /// Ramp up (and down) time, seconds.
+    pub ramp_s: f64,
+    /// Time at full multiplier, seconds.
+    pub hold_s: f64,
+    /// Rate multiplier at the top (2.0 doubles the rate).
+    pub multiplier: f64,
+}
+
+/// A trace spec file (YAML).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSpec {
+    /// Short name.
+    pub name: String,
+    /// In words.
+    #[serde(default)]
+    pub description: String,
+    /// Length, seconds.
+    pub duration_s: f64,
+    /// The rate curve.
+    pub curve: Curve,
+    /// Bursts on top of the curve.
+    #[serde(default)]
+    pub bursts: Vec<Burst>,
+    /// The request mix.
+    pub mix: Vec<RequestClass>,
+}
+
+/// Where arrivals come from.
+#[derive(Debug, Clone)]
+enum Source {
+    /// Poisson arrivals around a curve scaled by `scale`.
+    Curve { spec: TraceSpec, scale: f64 },
+    /// Recorded requests `(t_s, class)`, sorted by time, plus per-second counts for the oracle.
+    Recorded {
+        requests: Vec<(f64, u8)>,
+        per_second: Vec<f64>,
+        next: usize,
+    },
+}
+
+/// A trace ready to replay.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    /// Name shown in reports.
+    pub name: String,
+    /// Length, seconds.
+    pub duration_s: f64,
+    /// Request classes, weights normalised to 1.
+    pub classes: Vec<RequestClass>,
+    source: Source,
+}
+
+/// The traces shipped inside the binary.
+pub const BUNDLED: [(&str, &str); 3] = [
+    ("diurnal", include_str!("../../traces/diurnal.yaml")),
+    ("bursty", include_str!("../../traces/bursty.yaml")),
+    ("ramp", include_str!("../../traces/ramp.yaml")),
+];
+
+impl Trace {
+    /// Loads a bundled trace by name, a `.jsonl` recording, or a YAML trace spec file.
+    pub fn load(name_or_path: &str) -> Result<Self, SimError> {
+        if let Some((_, text)) = BUNDLED.iter().find(|(name, _)| *name == name_or_path) {
+            return Self::from_spec_yaml(text, name_or_path);
+        }
+        let text = std::fs::read_to_string(name_or_path).map_err(|source| SimError::Read {
+            path: name_or_path.to_string(),
+            source,
+        })?;
+        if name_or_path.ends_with(".jsonl") {
+            Self::from_jsonl(&text, name_or_path)
+        } else {
+            Self::from_spec_yaml(&text, name_or_path)
+        }
+    }
+
+    /// Parses a YAML trace spec.
+    pub fn from_spec_yaml(text: &str, origin: &str) -> Result<Self, SimError> {
+        let spec: TraceSpec = serde_saphyr::from_str(text).map_err(|e| SimError::Trace {
+            origin: origin.to_string(),
+            message: e.to_string(),
+        })?;
+        let bad = |message: String| SimError::Trace {
+            origin: origin.to_string(),
+            message,
+        };
+        if !(spec.duration_s > 0.0) {
+            return Err(bad(format!(
+                "duration_s must be positive, got {}",
+                spec.duration_s
+            )));
+        }
+        if spec.mix.is_empty() || spec.mix.len() > MAX_CLASSES {
+            return Err(bad(format!(
+                "mix needs 1 to {MAX_CLASSES} classes, got {}",
+                spec.mix.len()
+            )));
+        }
+        if let Curve::Points { points } = &spec.curve
+            && (points.is_empty() || points.windows(2).any(|w| w[1][0] < w[0][0]))
+        {
+            return Err(bad(
+                "curve points must be non-empty and sorted by time".into()
+            ));
+        }
+        let classes = normalise(&spec.mix).map_err(bad)?;
+        Ok(Self {
+            name: spec.name.clone(),
+            duration_s: spec.duration_s,
+            classes,
+            source: Source::Curve { spec, scale: 1.0 },
+        })
+    }
+
+    /// Parses a JSONL recording; lengths are grouped into four classes by output-length quartile.
+    pub fn from_jsonl(text: &str, origin: &str) -> Result<Self, SimError> {
+        #[derive(Deserialize)]
+        struct Line {
+            t: f64,
+            input_tokens: f64,
+            output_tokens: f64,
+        }
+        let mut lines = Vec::new();
+        for (n, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let parsed: Line = serde_json::from_str(line).map_err(|e| SimError::Trace {
+                origin: origin.to_string(),
+                message: format!("line {}: {e}", n + 1),
+            })?;
+            let ok = parsed.t >= 0.0 && parsed.input_tokens >= 0.0 && parsed.output_tokens >= 1.0;
+            if !ok || !parsed.t.is_finite() {
+                let message = format!(
+                    "line {}: t ≥ 0, input_tokens ≥ 0 and output_tokens ≥ 1 are required",
+                    n + 1
+                );
+                return Err(SimError::Trace {
+                    origin: origin.to_string(),
+                    message,
+                });
+            }
+            lines.push(parsed);
+        }
+        if lines.is_empty() {
+            return Err(SimError::Trace {
+                origin: origin.to_string(),
+                message: "no requests".into(),
+            });
+        }
+        lines.sort_by(|a, b| a.t.total_cmp(&b.t));
+        let mut outputs: Vec<f64> = lines.iter().map(|l| l.output_tokens).collect();
+        outputs.sort_by(f64::total_cmp);
+        let bounds: Vec<f64> = (1..4).map(|q| outputs[outputs.len() * q / 4]).collect();
+        let class_of = |out: f64| bounds.iter().filter(|b| out >= **b).count();
+        let mut sums = [[0.0f64; 3]; 4];
+        for l in &lines {
+            let c = class_of(l.output_tokens);
+            sums[c][0] += 1.0;
+            sums[c][1] += l.input_tokens;
+            sums[c][2] += l.output_tokens;
+        }
+        // Empty quartiles (many equal lengths) are dropped, and their requests remapped.
+        let kept: Vec<usize> = (0..4).filter(|&c| sums[c][0] > 0.0).collect();
+        let mix: Vec<RequestClass> = kept
+            .iter()
+            .map(|&c| RequestClass {
+                weight: sums[c][0],
+                input_tokens: sums[c][1] / sums[c][0],
+                output_tokens: sums[c][2] / sums[c][0],
+            })
+            .collect();
+        let duration_s = lines.last().map_or(1.0, |l| l.t + 1.0);
+        let mut per_second = vec![0.0; duration_s.ceil() as usize + 1];
+        let requests = lines
+            .iter()
+            .map(|l| {
+                per_second[l.t as usize] += 1.0;
+                let class = kept
+                    .iter()
+                    .position(|&c| c == class_of(l.output_tokens))
+                    .unwrap_or(0);
+                (l.t, class as u8)
+            })
+            .collect();
+        let classes = normalise(&mix).map_err(|message| SimError::Trace {
+            origin: origin.to_string(),
+            message,
+        })?;
+        Ok(Self {
+            name: origin.to_string(),
+            duration_s,
+            classes,
+            source: Source::Recorded {
+                requests,
+                per_second,
+                next: 0,
+            },
+        })
+    }
+
+    /// Sets the length: a rate curve runs as long as asked (a diurnal curve repeats, points
+    /// hold their last rate); a recording can only be cut shorter.
+    pub fn set_duration(&mut self, duration_s: f64) {
+        self.duration_s = match self.source {
+            Source::Curve { .. } => duration_s,
+            Source::Recorded { .. } => self.duration_s.min(duration_s),
+        };
+    }
+
+    /// Scales a rate-curve trace so its peak is `peak_rps` (recordings are replayed as is).
+    pub fn scale_peak(&mut self, peak_rps: f64) -> Result<(), SimError> {
+        let peak = self.peak_rps();
+        match &mut self.source {
+            Source::Curve { scale, .. } if peak > 0.0 => {
+                *scale *= peak_rps / peak;
+                Ok(())
+            }
+            _ => Err(SimError::Usage(
+                "--peak-rps applies to rate-curve traces only".into(),
+            )),
+        }
+    }
+
+    /// Highest expected rate over the trace (one-second resolution), requests/s.
+    pub fn peak_rps(&self) -> f64 {
+        (0..self.duration_s.ceil() as usize)
+            .map(|s| self.rate_rps(s as f64))
+            .fold(0.0, f64::max)
+    }
+
+    /// Expected requests/s at `t_s` (what an oracle knows about the future).
+    pub fn rate_rps(&self, t_s: f64) -> f64 {
+        match &self.source {
+            Source::Curve { spec, scale } => scale * curve_rate(spec, t_s),
+            Source::Recorded { per_second, .. } => per_second
+                .get(t_s.max(0.0) as usize)
+                .copied()
+                .unwrap_or(0.0),
+        }
+    }
+
+    /// Mean output tokens per request over the mix.
+    pub fn mean_output_tokens(&self) -> f64 {
+        self.classes
+            .iter()
+            .map(|c| c.weight * c.output_tokens)
+            .sum()
+    }
+
+    /// Arrivals in `[t_s, t_s + dt_s)`, per class.
+    pub fn arrivals(&mut self, t_s: f64, dt_s: f64, rng: &mut Rng) -> ClassCounts {
+        let mut counts = [0.0; MAX_CLASSES];
+        match &mut self.source {
+            Source::Curve { .. } => {
+                let mean = self.rate_rps(t_s + dt_s / 2.0) * dt_s;
+                for (count, class) in counts.iter_mut().zip(&self.classes) {
+                    *count = rng.poisson(mean * class.weight);
+                }
+            }
+            Source::Recorded { requests, next, .. } => {
+                while let Some(&(_, class)) = requests.get(*next).filter(|(t, _)| *t < t_s + dt_s) {
+                    counts[usize::from(class)] += 1.0;
+                    *next += 1;
+                }
+            }
+        }
+        counts
+    }
+}
+
+fn normalise(mix: &[RequestClass]) -> Result<Vec<RequestClass>, String> {
+    let total: f64 = mix.iter().map(|c| c.weight).sum();
+    let valid =
+        |c: &RequestClass| c.weight >= 0.0 && c.input_tokens >= 0.0 && c.output_tokens >= 1.0;
+    if !(total > 0.0) || !mix.iter().all(valid) {
+        return Err(
+            "mix weights must be ≥ 0 with a positive sum, input_tokens ≥ 0, output_tokens ≥ 1"
+                .into(),
+        );
+    }
+    Ok(mix
+        .iter()
+        .map(|c| RequestClass {
+            weight: c.weight / total,
+            ..*c
+        })
+        .collect())
+}
+
+fn curve_rate(spec: &TraceSpec, t_s: f64) -> f64 {
+    let base = match &spec.curve {
+        Curve::Diurnal {
+            trough_rps,
+            peak_rps,
+            period_s,
+            peak_at_s,
+        } => {
+            let phase = std::f64::consts::TAU * (t_s - peak_at_s) / period_s;
+            trough_rps + (peak_rps - trough_rps) * 0.5 * (1.0 + phase.cos())
+        }
+        Curve::Points { points } => piecewise(points, t_s),
+    };
+    let multiplier = spec
+        .bursts
+        .iter()
+        .map(|b| burst_factor(b, t_s))
+        .fold(1.0, f64::max);
+    (base * multiplier).max(0.0)
+}
+
+fn piecewise(points: &[[f64; 2]], t_s: f64) -> f64 {
+    match points.iter().position(|p| p[0] > t_s) {
+        None => points.last().map_or(0.0, |p| p[1]),
+        Some(0) => points[0][1],
+        Some(i) => {
+            let ([t0, r0], [t1, r1]) = (points[i - 1], points[i]);
+            r0 + (r1 - r0) * (t_s - t0) / (t1 - t0)
+        }
+    }
+}
+
+fn burst_factor(b: &Burst, t_s: f64) -> f64 {
+    let into = t_s - b.start_s;
+    let ramp = b.ramp_s.max(1e-9);
+    let share = if into < 0.0 || into > 2.0 * b.ramp_s + b.hold_s {
+        0.0
+    } else if into < b.ramp_s {
+        into / ramp
+    } else if into <= b.ramp_s + b.hold_s {
+        1.0
+    } else {
+        (2.0 * b.ramp_s + b.hold_s - into) / ramp
+    };
+    1.0 + (b.multiplier - 1.0) * share
+}

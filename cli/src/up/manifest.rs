@@ -1,0 +1,116 @@
+//! Reading a `ModelDeployment` manifest for `tokenscale up`: the operator's own spec type, so
+//! the same file runs on one machine and in a cluster.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use tokenscale_operator::crd::{Backend, ModelDeploymentSpec, ModelSource};
+
+use super::UpError;
+
+/// The bundled default: SmolLM2 on the CPU.
+pub const DEFAULT_MANIFEST: &str = include_str!("../../../examples/smollm2.yaml");
+
+/// The parts of the resource `up` reads.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Manifest {
+    pub kind: String,
+    pub metadata: Metadata,
+    pub spec: ModelDeploymentSpec,
+}
+
+/// `metadata.name`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Metadata {
+    pub name: String,
+}
+
+impl Manifest {
+    /// Reads `path`, or the bundled example when `None`.
+    pub fn load(path: Option<&Path>) -> Result<Self, UpError> {
+        let (text, origin) = match path {
+            Some(p) => (
+                std::fs::read_to_string(p)
+                    .map_err(|e| UpError::Manifest(format!("{}: {e}", p.display())))?,
+                p.display().to_string(),
+            ),
+            None => (
+                DEFAULT_MANIFEST.to_string(),
+                "the bundled smollm2 example".to_string(),
+            ),
+        };
+        Self::parse(&text).map_err(|e| UpError::Manifest(format!("{origin}: {e}")))
+    }
+
+    /// Parses and checks a manifest text.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let manifest: Self = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+        if manifest.kind != "ModelDeployment" {
+            return Err(format!(
+                "kind is {:?}, expected ModelDeployment",
+                manifest.kind
+            ));
+        }
+        manifest
+            .spec
+            .validate()
+            .map_err(|e| format!("invalid spec: {e}"))?;
+        if !matches!(manifest.spec.engine.backend, Backend::Cpu | Backend::Sim) {
+            return Err(
+                "engine.backend: tokenscale up runs `cpu` or `sim` replicas on this machine".into(),
+            );
+        }
+        Ok(manifest)
+    }
+
+    /// The name clients use.
+    pub fn served_name(&self) -> String {
+        self.spec
+            .model
+            .served_name
+            .clone()
+            .unwrap_or_else(|| self.metadata.name.clone())
+    }
+
+    /// The `--model` argument for the engines: an alias or a local path. `sim` needs none.
+    pub fn engine_model(&self) -> Result<Option<String>, UpError> {
+        if self.spec.engine.backend == Backend::Sim {
+            return Ok(None);
+        }
+        match ModelSource::parse(&self.spec.model.source)
+            .map_err(|e| UpError::Manifest(e.to_string()))?
+        {
+            ModelSource::File { path } => Ok(Some(path)),
+            ModelSource::Alias(name) => Ok(Some(name)),
+            other => Err(UpError::Manifest(format!(
+                "model.source {other}: tokenscale up reads file:// paths and aliases"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bundled_example_parses() {
+        let m = Manifest::parse(DEFAULT_MANIFEST).unwrap();
+        assert_eq!(m.served_name(), "smollm2-135m-instruct");
+        assert_eq!(m.engine_model().unwrap().as_deref(), Some("smollm2-135m"));
+    }
+
+    #[test]
+    fn a_cluster_only_backend_or_kind_is_refused() {
+        let cuda = DEFAULT_MANIFEST.replace("backend: cpu", "backend: cuda");
+        assert!(
+            Manifest::parse(&cuda)
+                .unwrap_err()
+                .contains("engine.backend")
+        );
+        let other = DEFAULT_MANIFEST.replace("kind: ModelDeployment", "kind: Deployment");
+        assert!(Manifest::parse(&other).unwrap_err().contains("kind"));
+    }
+}

@@ -1,0 +1,219 @@
+//! `tokenscale up`: the whole system on one machine from a `ModelDeployment` manifest: the
+//! gateway in-process, engine replicas as child processes, and the operator's autoscaling
+//! policy acting on a local process pool. Ctrl-C drains and stops everything.
+
+mod child;
+mod control;
+mod manifest;
+mod pool;
+mod probe;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use tokenscale_operator::controller::scaling::policy_spec;
+use tokenscale_operator::crd::Backend;
+use tokenscale_operator::scale::ScaleTarget;
+
+pub use control::status_line;
+pub use manifest::{DEFAULT_MANIFEST, Manifest};
+
+/// Arguments of `tokenscale up`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct UpArgs {
+    /// `ModelDeployment` manifest (default: the bundled SmolLM2 example).
+    #[arg(short = 'f', long = "file")]
+    pub file: Option<PathBuf>,
+    /// Where the gateway listens.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// The `tokenscale-engine` binary (default: beside `tokenscale`).
+    #[arg(long)]
+    pub engine_bin: Option<PathBuf>,
+}
+
+/// Why `up` could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum UpError {
+    /// The manifest is missing, malformed or asks for what `up` cannot run.
+    #[error("manifest: {0}")]
+    Manifest(String),
+    /// The engine binary is not where it was looked for.
+    #[error("engine binary {0} not found (build it, or pass --engine-bin)")]
+    EngineBinary(String),
+    /// The model could not be fetched.
+    #[error("fetching the model: {0}")]
+    Fetch(String),
+    /// The gateway could not start.
+    #[error("starting the gateway on {addr}: {source}")]
+    Gateway {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The replicas could not be started.
+    #[error("scaling: {0}")]
+    Scale(String),
+    /// The async runtime did not start.
+    #[error("starting the runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+}
+
+/// Runs `up` until Ctrl-C or SIGTERM.
+pub fn run_command(args: &UpArgs) -> Result<(), UpError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(UpError::Runtime)?;
+    runtime.block_on(run(args))
+}
+
+async fn run(args: &UpArgs) -> Result<(), UpError> {
+    let manifest = Manifest::load(args.file.as_deref())?;
+    let model = manifest.served_name();
+    let mut spec = policy_spec(&manifest.spec);
+    // The CRD has no scale-down stabilisation field yet and the policy's default (120 s) is
+    // sized for clusters; locally, hold scale-downs for two stable windows at most.
+    spec.scale_down_stabilization = spec.scale_down_stabilization.min(spec.stable_window * 2);
+    spec.validate()
+        .map_err(|e| UpError::Manifest(e.to_string()))?;
+    let engine_bin = engine_binary(args.engine_bin.as_ref())?;
+    let engine_args = engine_args(&manifest, &model).await?;
+
+    let gateway_config = gateway_config(&model)?;
+    let gateway = tokenscale_gateway::RunningGateway::start(&gateway_config, args.listen)
+        .await
+        .map_err(|source| UpError::Gateway {
+            addr: args.listen,
+            source,
+        })?;
+    gateway.registry.declare_default(&model);
+    eprintln!(
+        "tokenscale up: gateway on http://{} serving {model:?}; Ctrl-C stops",
+        gateway.addr
+    );
+
+    let drain_timeout = manifest.spec.engine.drain_timeout.get();
+    let pool = pool::ProcessPool::new(
+        model.clone(),
+        engine_bin,
+        engine_args,
+        gateway.registry.clone(),
+        drain_timeout,
+    );
+    let result = control_loop(
+        &pool,
+        model,
+        spec,
+        format!("http://{}/metrics", gateway.addr),
+    )
+    .await;
+    eprintln!("tokenscale up: draining and stopping every replica");
+    pool.shutdown().await;
+    let _ = gateway.shutdown().await;
+    result
+}
+
+/// Starts the minimum, then decides every period and registers ready replicas every 250 ms,
+/// until a stop signal.
+async fn control_loop(
+    pool: &pool::ProcessPool,
+    model: String,
+    spec: tokenscale_operator::autoscaler::PolicySpec,
+    metrics_url: String,
+) -> Result<(), UpError> {
+    pool.set_replicas(spec.min_replicas)
+        .await
+        .map_err(|e| UpError::Scale(e.to_string()))?;
+    let period = spec.period;
+    let mut controller = control::Controller::new(model, spec, metrics_url, pool.clone());
+    let start = Instant::now();
+    let mut decide_tick = tokio::time::interval(period);
+    let mut refresh_tick = tokio::time::interval(Duration::from_millis(250));
+    let stop = stop_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => return Ok(()),
+            _ = refresh_tick.tick() => pool.refresh().await,
+            _ = decide_tick.tick() => {
+                let line = controller.period(start.elapsed().as_secs_f64()).await;
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
+/// `tokenscale-engine` beside this executable, unless given.
+fn engine_binary(given: Option<&PathBuf>) -> Result<PathBuf, UpError> {
+    let path = match given {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(|dir| dir.join("tokenscale-engine")))
+            .unwrap_or_else(|| PathBuf::from("tokenscale-engine")),
+    };
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(UpError::EngineBinary(path.display().to_string()))
+    }
+}
+
+/// The `serve` flags every replica gets; fetches the model first (cpu), so replicas start fast.
+async fn engine_args(manifest: &Manifest, model: &str) -> Result<Vec<String>, UpError> {
+    let engine = &manifest.spec.engine;
+    let mut args = vec!["--served-model-name".to_string(), model.to_string()];
+    args.extend([
+        "--drain-timeout".to_string(),
+        engine.drain_timeout.get().as_secs_f64().to_string(),
+    ]);
+    if engine.backend == Backend::Sim {
+        args.extend([
+            "--backend".into(),
+            "sim".into(),
+            "--model".into(),
+            model.to_string(),
+        ]);
+    } else if let Some(source) = manifest.engine_model()? {
+        let path =
+            tokio::task::spawn_blocking(move || tokenscale_engine::fetch::ensure_model(&source))
+                .await
+                .map_err(|e| UpError::Fetch(e.to_string()))?
+                .map_err(|e| UpError::Fetch(e.to_string()))?;
+        args.extend(["--model".into(), path.display().to_string()]);
+        if let Some(n) = engine.max_num_seqs {
+            args.extend(["--max-num-seqs".into(), n.to_string()]);
+        }
+        if let Some(n) = engine.max_batch_tokens {
+            args.extend(["--max-batch-tokens".into(), n.to_string()]);
+        }
+    }
+    args.extend(engine.args.iter().cloned());
+    Ok(args)
+}
+
+/// A gateway for one model, open to keyless local clients (tenant `local`, no limits).
+fn gateway_config(model: &str) -> Result<tokenscale_gateway::config::Config, UpError> {
+    let name = serde_json::to_string(model).unwrap_or_default();
+    let text = format!("models:\n  - name: {name}\ntenants:\n  - name: local\nanonymous: local\n");
+    tokenscale_gateway::config::Config::from_yaml(&text)
+        .map_err(|e| UpError::Manifest(format!("gateway configuration: {e}")))
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term => {},
+    }
+}

@@ -1,0 +1,58 @@
+//! Small HTTP reads of the local processes: an engine's `/health` and load, any `/metrics`.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use tokenscale_common::metrics::engine as names;
+use tokenscale_operator::metrics_source::text_format;
+
+/// A pooled client for probes, each bounded by a short timeout.
+#[derive(Clone)]
+pub struct Probe(Client<HttpConnector, Empty<Bytes>>);
+
+impl Probe {
+    /// A probe client.
+    pub fn new() -> Self {
+        Self(Client::builder(TokioExecutor::new()).build(HttpConnector::new()))
+    }
+
+    /// `(status, body)` of `GET url`, or `None` on any failure within 2 s.
+    pub async fn get(&self, url: &str) -> Option<(u16, String)> {
+        let request = http::Request::get(url).body(Empty::new()).ok()?;
+        let exchange = async {
+            let response = self.0.request(request).await.ok()?;
+            let status = response.status().as_u16();
+            let bytes = response.into_body().collect().await.ok()?.to_bytes();
+            Some((status, String::from_utf8_lossy(&bytes).into_owned()))
+        };
+        tokio::time::timeout(Duration::from_secs(2), exchange)
+            .await
+            .ok()?
+    }
+
+    /// Whether `base/health` answers 200.
+    pub async fn healthy(&self, base: &str) -> bool {
+        self.get(&format!("{base}/health"))
+            .await
+            .is_some_and(|(s, _)| s == 200)
+    }
+
+    /// Requests running plus waiting on the engine at `base` (0 when it does not answer).
+    pub async fn in_flight(&self, base: &str) -> f64 {
+        let Some((_, text)) = self.get(&format!("{base}/metrics")).await else {
+            return 0.0;
+        };
+        text_format::parse(&text)
+            .samples
+            .iter()
+            .filter(|s| {
+                s.name == names::NUM_REQUESTS_RUNNING || s.name == names::NUM_REQUESTS_WAITING
+            })
+            .map(|s| s.value)
+            .sum()
+    }
+}

@@ -1,0 +1,208 @@
+//! `tokenscale sim` end to end through its library: determinism for a seed, the oracle as the
+//! lower bound on GPU-hours, and the autoscaling policy's acceptance claims on the bundled
+//! `diurnal` and `bursty` traces as shipped (if these fail, fix the policy, not the test).
+
+use clap::Parser;
+use tokenscale::sim::{Comparison, PolicyResult, SimArgs, SimError, run_command};
+
+#[derive(Parser)]
+struct Wrapper {
+    #[command(flatten)]
+    sim: SimArgs,
+}
+
+fn args(extra: &[&str]) -> SimArgs {
+    let argv = std::iter::once("tokenscale-sim").chain(extra.iter().copied());
+    Wrapper::parse_from(argv).sim
+}
+
+fn run(extra: &[&str]) -> Vec<PolicyResult> {
+    let comparison = Comparison::from_args(&args(extra)).expect("valid arguments");
+    comparison.run()
+}
+
+fn by_name<'a>(results: &'a [PolicyResult], name: &str) -> &'a PolicyResult {
+    results
+        .iter()
+        .find(|r| r.policy == name)
+        .expect("policy present")
+}
+
+/// The acceptance claims for one bundled trace, all policies in one run.
+fn acceptance(trace: &str) {
+    let results = run(&["--trace", trace, "--policy", "tokenscale,hpa,oracle"]);
+    let (ts, hpa, oracle) = (
+        by_name(&results, "tokenscale"),
+        by_name(&results, "hpa"),
+        by_name(&results, "oracle"),
+    );
+    let table = format!("{trace}: {results:#?}");
+    assert!(
+        ts.slo_minute_attainment >= 0.99,
+        "tokenscale met the SLO in only {:.2}% of minutes\n{table}",
+        ts.slo_minute_attainment * 100.0
+    );
+    assert!(
+        ts.gpu_hours <= 1.15 * oracle.gpu_hours,
+        "tokenscale used {:.1} GPU-hours, oracle {:.1}\n{table}",
+        ts.gpu_hours,
+        oracle.gpu_hours
+    );
+    assert!(
+        ts.request_attainment > hpa.request_attainment
+            && ts.slo_minute_attainment >= hpa.slo_minute_attainment,
+        "hpa attains more\n{table}"
+    );
+    assert!(
+        ts.gpu_hours <= hpa.gpu_hours,
+        "hpa used fewer GPU-hours\n{table}"
+    );
+    // The oracle is the lower bound on GPU-hours, also against a static fleet sized for its peak.
+    let static_peak = run(&[
+        "--trace",
+        trace,
+        "--policy",
+        &format!("static:{}", oracle.peak_replicas),
+    ]);
+    for other in results.iter().chain(&static_peak) {
+        assert!(
+            oracle.gpu_hours <= other.gpu_hours + 1e-9,
+            "oracle lost to {} on GPU-hours\n{table}",
+            other.policy
+        );
+    }
+}
+
+#[test]
+fn bundled_diurnal_meets_the_acceptance_claims() {
+    acceptance("diurnal");
+}
+
+#[test]
+fn bundled_bursty_meets_the_acceptance_claims() {
+    acceptance("bursty");
+}
+
+#[test]
+fn same_seed_same_result_other_seed_other_arrivals() {
+    let a = run_command(&args(&[
+        "--trace",
+        "bursty",
+        "--duration",
+        "20m",
+        "--policy",
+        "tokenscale,hpa",
+        "--json",
+    ]))
+    .expect("runs");
+    let b = run_command(&args(&[
+        "--trace",
+        "bursty",
+        "--duration",
+        "20m",
+        "--policy",
+        "tokenscale,hpa",
+        "--json",
+    ]))
+    .expect("runs");
+    assert_eq!(a, b);
+    let c = run_command(&args(&[
+        "--trace",
+        "bursty",
+        "--duration",
+        "20m",
+        "--policy",
+        "tokenscale,hpa",
+        "--json",
+        "--seed",
+        "9",
+    ]))
+    .expect("runs");
+    assert_ne!(a, c);
+    for line in a.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("one JSON object per line");
+        for key in [
+            "policy",
+            "slo_minute_attainment",
+            "request_attainment",
+            "gpu_hours",
+            "goodput_tokens_per_s_per_gpu",
+            "scale_events",
+            "direction_changes",
+        ] {
+            assert!(v.get(key).is_some(), "missing {key} in {line}");
+        }
+    }
+}
+
+#[test]
+fn a_recorded_jsonl_trace_replays_every_request() {
+    let dir = std::env::temp_dir().join(format!("tokenscale-sim-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("trace.jsonl");
+    let lines: Vec<String> = (0..600)
+        .map(|i| {
+            format!(
+                r#"{{"t": {}, "input_tokens": {}, "output_tokens": {}}}"#,
+                f64::from(i) * 0.5,
+                100 + i % 400,
+                20 + i % 90
+            )
+        })
+        .collect();
+    std::fs::write(&path, lines.join("\n")).expect("write trace");
+    let results = run(&[
+        "--trace",
+        path.to_str().expect("utf-8 path"),
+        "--policy",
+        "static:2",
+    ]);
+    // 600 requests over 300 s; the last ones may still be running when the trace ends.
+    assert!(
+        results[0].requests > 550.0 && results[0].requests <= 600.0,
+        "{}",
+        results[0].requests
+    );
+    assert!(results[0].request_attainment > 0.9);
+    let plot = dir.join("plot.svg");
+    run_command(&args(&[
+        "--trace",
+        path.to_str().expect("utf-8 path"),
+        "--policy",
+        "static:2,tokenscale",
+        "--plot",
+        plot.to_str().expect("utf-8 path"),
+    ]))
+    .expect("runs");
+    let svg = std::fs::read_to_string(&plot).expect("plot written");
+    assert!(
+        svg.contains("<svg") && svg.contains("polyline"),
+        "not an SVG with lines"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let err = |extra: &[&str]| {
+        Comparison::from_args(&args(extra))
+            .map(|_| ())
+            .expect_err("must fail")
+    };
+    assert!(matches!(err(&["--policy", "magic"]), SimError::Usage(m) if m.contains("magic")));
+    assert!(matches!(
+        err(&["--trace", "/nonexistent/trace.yaml"]),
+        SimError::Read { .. }
+    ));
+    assert!(matches!(err(&["--duration", "soon"]), SimError::Usage(m) if m.contains("soon")));
+    assert!(matches!(
+        err(&["--min-replicas", "5", "--max-replicas", "2"]),
+        SimError::Usage(_)
+    ));
+    assert!(matches!(
+        err(&["--profile", "/nonexistent/profile.yaml"]),
+        SimError::Read { .. }
+    ));
+    // An SLO nothing can meet: TTFT below one prefill.
+    assert!(matches!(err(&["--slo-ttft", "1ms"]), SimError::Usage(m) if m.contains("cannot meet")));
+}

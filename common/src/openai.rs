@@ -378,17 +378,30 @@ mod tests {
     fn sampling_fields_flatten_into_the_request() {
         let body = r#"{"model":"m","prompt":"x","max_tokens":-1,"top_k":5,"stop":"\n","stream":true,
                       "stream_options":{"include_usage":true},"extra":1}"#;
-        let req: CompletionRequest = serde_json::from_str(body).map_err(|e| e.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        let req: CompletionRequest = serde_json::from_str(body)
+            .map_err(|e| e.to_string())
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(req.sampling.max_tokens, Some(-1));
         assert_eq!(req.sampling.top_k, Some(5));
-        assert_eq!(req.sampling.stop.map(Stop::into_vec), Some(vec!["\n".to_string()]));
-        assert_eq!(req.sampling.stream_options.and_then(|o| o.include_usage), Some(true));
+        assert_eq!(
+            req.sampling.stop.map(Stop::into_vec),
+            Some(vec!["\n".to_string()])
+        );
+        assert_eq!(
+            req.sampling.stream_options.and_then(|o| o.include_usage),
+            Some(true)
+        );
     }
 
     #[test]
     fn errors_serialise_in_the_openai_shape() {
         let e = ErrorResponse {
-            error: ErrorBody { message: "m".into(), kind: "invalid_request_error".into(), param: None, code: None },
+            error: ErrorBody {
+                message: "m".into(),
+                kind: "invalid_request_error".into(),
+                param: None,
+                code: None,
+            },
         };
         let v = serde_json::to_value(&e).unwrap_or_default();
         assert_eq!(v["error"]["type"], "invalid_request_error");

@@ -78,14 +78,20 @@ pub enum PerfModelError {
 impl PerfProfile {
     /// Parses a YAML (or JSON, a subset) profile and checks it.
     pub fn from_yaml(text: &str) -> Result<Self, PerfModelError> {
-        let profile: Self = serde_saphyr::from_str(text).map_err(|e| PerfModelError::Parse(e.to_string()))?;
+        let profile: Self =
+            serde_saphyr::from_str(text).map_err(|e| PerfModelError::Parse(e.to_string()))?;
         profile.validate()?;
         Ok(profile)
     }
 
     /// Checks every number is in range.
     pub fn validate(&self) -> Result<(), PerfModelError> {
-        let invalid = |field, rule, value| PerfModelError::Invalid { profile: self.name.clone(), field, rule, value };
+        let invalid = |field, rule, value| PerfModelError::Invalid {
+            profile: self.name.clone(),
+            field,
+            rule,
+            value,
+        };
         let non_negative = [
             ("step.t0_s", self.step.t0_s),
             ("step.prefill_s_per_token", self.step.prefill_s_per_token),
@@ -99,7 +105,11 @@ impl PerfProfile {
             }
         }
         if self.step_time_s(0, 1, 0) <= 0.0 {
-            return Err(invalid("step", "a positive cost for a one-sequence step", 0.0));
+            return Err(invalid(
+                "step",
+                "a positive cost for a one-sequence step",
+                0.0,
+            ));
         }
         let positive = [
             ("kv.block_tokens", self.kv.block_tokens),
@@ -124,7 +134,10 @@ impl PerfProfile {
     /// `step_time_s` for fractional (fluid) quantities, as a fleet simulation averages them.
     pub fn step_time_s_f64(&self, prefill_tokens: f64, decode_seqs: f64, kv_tokens: f64) -> f64 {
         let s = &self.step;
-        s.t0_s + s.prefill_s_per_token * prefill_tokens + s.decode_s_per_seq * decode_seqs + s.kv_read_s_per_token * kv_tokens
+        s.t0_s
+            + s.prefill_s_per_token * prefill_tokens
+            + s.decode_s_per_seq * decode_seqs
+            + s.kv_read_s_per_token * kv_tokens
     }
 
     /// Tokens the KV cache holds.
@@ -193,8 +206,16 @@ cold_start_s: 30
         let err = PerfProfile::from_yaml(&negative).unwrap_err().to_string();
         assert!(err.contains("step.t0_s"), "{err}");
         let zero_blocks = PROFILE.replace("blocks: 1000", "blocks: 0");
-        assert!(PerfProfile::from_yaml(&zero_blocks).unwrap_err().to_string().contains("kv.blocks"));
+        assert!(
+            PerfProfile::from_yaml(&zero_blocks)
+                .unwrap_err()
+                .to_string()
+                .contains("kv.blocks")
+        );
         let unknown = format!("{PROFILE}\nturbo: true\n");
-        assert!(matches!(PerfProfile::from_yaml(&unknown), Err(PerfModelError::Parse(_))));
+        assert!(matches!(
+            PerfProfile::from_yaml(&unknown),
+            Err(PerfModelError::Parse(_))
+        ));
     }
 }

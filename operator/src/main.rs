@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::Parser;
-use kube::{Api, Client};
-use tokenscale_operator::controller::{self, Context, Settings};
-use tokenscale_operator::crd::ModelDeployment;
+use kube::Client;
+use tokenscale_operator::controller::{self, Context, Settings, WatchScope};
 use tokenscale_operator::leader::LeaderElector;
 use tokenscale_operator::metrics_source::{
     GatewayTargets, MetricsSource, PrometheusSource, ScrapeSource,
@@ -93,13 +92,12 @@ async fn main() -> anyhow::Result<()> {
     let client = Client::try_default()
         .await
         .context("connecting to the Kubernetes API")?;
-    // Fail early, and clearly, when the CRD is missing.
-    Api::<ModelDeployment>::all(client.clone())
-        .list(&kube::api::ListParams::default().limit(1))
+    // Fail early, and clearly, when the CRD is missing or RBAC does not reach a namespace;
+    // only the watched namespaces are listed, so namespaced Roles suffice.
+    let scope = WatchScope::from_flag(&args.watch_namespaces);
+    controller::check_access(&client, &scope)
         .await
-        .context(
-            "listing ModelDeployments failed: is the CRD installed? (kubectl apply -f crds/)",
-        )?;
+        .context("start-up check failed (kubectl apply -f crds/ installs the CRD)")?;
     let metrics = Arc::new(Metrics::default());
     let server = tokio::spawn(telemetry::server::serve(
         args.metrics_listen,
@@ -115,15 +113,11 @@ async fn main() -> anyhow::Result<()> {
         },
     ));
     let controllers = async {
-        if args.watch_namespaces.is_empty() {
-            controller::run(ctx.clone(), None).await;
-        } else {
-            let runs = args
-                .watch_namespaces
-                .iter()
-                .map(|ns| controller::run(ctx.clone(), Some(ns.clone())));
-            futures::future::join_all(runs).await;
-        }
+        let runs = scope
+            .controllers()
+            .into_iter()
+            .map(|ns| controller::run(ctx.clone(), ns));
+        futures::future::join_all(runs).await;
     };
     if args.no_leader_election || !args.leader_election {
         tracing::info!("leader election off");

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use kube::CustomResourceExt;
 use serde_json::Value;
 use tokenscale_operator::crd::ModelDeployment;
-use tokenscale_operator::crd::generate::{CRD_PATH, crd_yaml};
+use tokenscale_operator::crd::generate::{CRD_PATHS, crd_yaml};
+use tokenscale_operator::crd::spec::{Backend, DEFAULT_CUDA_IMAGE, DEFAULT_IMAGE};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -91,13 +92,15 @@ fn problems(manifest: &str) -> Vec<String> {
 }
 
 #[test]
-fn generated_crd_file_is_current() {
-    let on_disk = std::fs::read_to_string(root().join(CRD_PATH)).unwrap_or_default();
+fn generated_crd_files_are_current() {
     let fresh = crd_yaml().expect("CRD renders");
-    assert!(
-        on_disk == fresh,
-        "{CRD_PATH} is stale: run `cargo run -p tokenscale-operator --bin crdgen` and commit the result"
-    );
+    for path in CRD_PATHS {
+        let on_disk = std::fs::read_to_string(root().join(path)).unwrap_or_default();
+        assert!(
+            on_disk == fresh,
+            "{path} is stale: run `cargo run -p tokenscale-operator --bin crdgen` and commit the result"
+        );
+    }
 }
 
 #[test]
@@ -161,6 +164,49 @@ fn every_example_validates() {
         checked >= 3,
         "expected the SmolLM2, GPU and sim examples, found {checked}"
     );
+}
+
+/// The engine image each backend runs by default, and the one the examples name, are the
+/// tags docker/engine.Dockerfile documents: the CUDA libraries are only in `-cuda12.9`.
+#[test]
+fn engine_images_follow_the_backend_and_the_dockerfile_tags() {
+    let parse = |manifest: &str| -> ModelDeployment {
+        serde_saphyr::from_str(manifest).expect("test manifest parses")
+    };
+    assert_eq!(parse(VALID).spec.engine.image(), DEFAULT_IMAGE);
+    let cuda = VALID.replace("engine: {backend: cpu}", "engine: {backend: cuda}");
+    assert_eq!(parse(&cuda).spec.engine.image(), DEFAULT_CUDA_IMAGE);
+    let pinned = VALID.replace(
+        "engine: {backend: cpu}",
+        "engine: {backend: cuda, image: my/engine:1}",
+    );
+    assert_eq!(parse(&pinned).spec.engine.image(), "my/engine:1");
+    let dockerfile = std::fs::read_to_string(root().join("docker/engine.Dockerfile"))
+        .expect("docker/engine.Dockerfile");
+    for image in [DEFAULT_IMAGE, DEFAULT_CUDA_IMAGE] {
+        assert!(
+            dockerfile.contains(&format!("-t {image} ")),
+            "docker/engine.Dockerfile does not build {image}"
+        );
+    }
+    let mut cuda_examples = 0;
+    for entry in std::fs::read_dir(root().join("examples")).expect("examples/ exists") {
+        let path = entry.expect("readable entry").path();
+        let text = std::fs::read_to_string(&path).expect("readable example");
+        let Ok(md) = serde_saphyr::from_str::<ModelDeployment>(&text) else {
+            continue;
+        };
+        if md.spec.engine.backend == Backend::Cuda {
+            cuda_examples += 1;
+            assert!(
+                md.spec.engine.image().ends_with("-cuda12.9"),
+                "{}: a cuda backend needs the CUDA image, not {}",
+                path.display(),
+                md.spec.engine.image()
+            );
+        }
+    }
+    assert!(cuda_examples >= 1, "the GPU example is a cuda one");
 }
 
 const VALID: &str = "apiVersion: tokenscale.dev/v1alpha1\nkind: ModelDeployment\nmetadata: {name: m}\nspec:\n  \

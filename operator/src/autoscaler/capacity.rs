@@ -12,9 +12,11 @@ const MIN_COMPLETED_REQUESTS: u64 = 20;
 /// When the SLO breaks, move this share of the way from the estimate down to the observation.
 const LEARN_DOWN_GAIN: f64 = 0.5;
 /// Probe upward only while both p95s are below this share of their targets.
-const PROBE_HEADROOM: f64 = 0.6;
+const PROBE_HEADROOM: f64 = 0.5;
+/// Probing stops at this share of the throughput where the SLO last broke.
+const PROBE_CEILING_SHARE: f64 = 0.95;
 /// Upward probe per period (relative).
-const PROBE_STEP: f64 = 0.01;
+const PROBE_STEP: f64 = 0.005;
 
 /// How far the latencies are from the SLO: the larger of p95/target for TTFT and TPOT;
 /// `None` when neither p95 is known.
@@ -49,22 +51,41 @@ pub(crate) fn learn(
         return;
     }
     let saturated = demand.queued_requests > u64::from(ready);
-    let next = match state.capacity_tokens_per_s_per_replica {
+    let current = state.capacity_tokens_per_s_per_replica;
+    // A break counts as the knee only while these replicas are loaded now: requests waiting at
+    // them, or throughput near the plan. Otherwise the tail comes from somewhere else (a
+    // backlog from before the last scale-up still in the window, long prompts, a slow replica).
+    let real_load = |c: f64| saturated || x >= 0.9 * c * spec.target_utilization;
+    if ratio > 1.0 && current.is_none_or(real_load) {
+        state.capacity_ceiling_tokens_per_s = Some(
+            state
+                .capacity_ceiling_tokens_per_s
+                .map_or(x, |ceiling| ceiling.min(x)),
+        );
+    } else if ratio <= 1.0
+        && state
+            .capacity_ceiling_tokens_per_s
+            .is_some_and(|ceiling| x > ceiling)
+    {
+        // The SLO held above the old ceiling: the knee moved (a lighter mix, a faster engine).
+        state.capacity_ceiling_tokens_per_s = Some(x);
+    }
+    let ceiling = state.capacity_ceiling_tokens_per_s.unwrap_or(f64::INFINITY);
+    let next = match current {
         None if ratio > 1.0 => x,
         None => x / spec.target_utilization,
         Some(c) if ratio > 1.0 => {
-            // A break under light load is not about capacity (long prompts, a slow replica).
-            let real_load = saturated || x >= 0.3 * c;
-            if real_load && x < c {
+            if real_load(c) && x < c {
                 c - LEARN_DOWN_GAIN * (c - x)
             } else {
                 c
             }
         }
         Some(c) if x > c => x,
-        Some(c) if ratio < PROBE_HEADROOM && x >= 0.8 * c * spec.target_utilization => {
-            c * (1.0 + PROBE_STEP)
-        }
+        Some(c) if ratio < PROBE_HEADROOM && x >= 0.8 * c * spec.target_utilization => (c
+            * (1.0 + PROBE_STEP))
+            .min(PROBE_CEILING_SHARE * ceiling)
+            .max(c),
         Some(c) => c,
     };
     state.capacity_tokens_per_s_per_replica = Some(next);

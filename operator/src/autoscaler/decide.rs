@@ -7,11 +7,14 @@ use super::observations::{Demand, Observations};
 use super::spec::PolicySpec;
 use super::state::PolicyState;
 
+/// A trend must lift the planned demand by more than this share to count (noise floor).
+const TREND_NOISE_SHARE: f64 = 0.05;
 /// Scale-down needs both p95s below this share of their targets (Dynamo's 0.8 × SLO).
 const SCALE_DOWN_HEADROOM: f64 = 0.8;
 
 /// Demand in output tokens/s over both windows, and what it asks of the fleet.
 struct Need {
+    /// Stable-window demand plus its rising trend carried over the planning lead.
     stable_tokens_per_s: f64,
     panic_tokens_per_s: f64,
     stable_replicas: u32,
@@ -27,6 +30,7 @@ pub fn decide(
     now_s: f64,
 ) -> Decision {
     state.note_ready(obs.ready_replicas, now_s);
+    let first_seen_s = *state.first_seen_s.get_or_insert(now_s);
     let current = obs.current_replicas;
     let Some(demand) = obs.demand.as_ref() else {
         let replicas = clamp(spec, current);
@@ -54,7 +58,7 @@ pub fn decide(
     if let Some(decision) = zero_edges(spec, obs, demand, state, now_s) {
         return decision;
     }
-    let Some(need) = need(spec, obs, demand, state) else {
+    let Some(need) = need(spec, obs, demand, state, now_s) else {
         return unknown_capacity(spec, obs, state, now_s);
     };
     let panicking = update_panic(spec, obs, &need, state, now_s);
@@ -104,6 +108,12 @@ pub fn decide(
             current,
         );
     }
+    let warming_up = now_s - first_seen_s < window_s;
+    let stabilized = if warming_up {
+        stabilized.max(current)
+    } else {
+        stabilized
+    };
     let (replicas, reason, why) = scale_down(spec, obs, state, current, raw, stabilized, panicking);
     let message = format!("{numbers}: {why}");
     finish(
@@ -174,35 +184,48 @@ fn clamp(spec: &PolicySpec, replicas: u32) -> u32 {
 }
 
 /// Offered demand over both windows, in tokens/s and in replicas at the target utilisation.
-/// `None` while the capacity is unknown.
+/// A rising stable demand is extrapolated over the time new capacity needs to arrive (startup,
+/// one period, and the half window the mean lags by). `None` while the capacity is unknown.
 fn need(
     spec: &PolicySpec,
     obs: &Observations,
     demand: &Demand,
-    state: &PolicyState,
+    state: &mut PolicyState,
+    now_s: f64,
 ) -> Option<Need> {
-    let capacity = state
-        .capacity_tokens_per_s_per_replica
-        .filter(|c| *c > 0.0)?;
     let tokens_per_request = state.mean_output_tokens.unwrap_or(0.0);
     let offered = |arrivals: f64| arrivals * tokens_per_request;
     // Work already queued is spread over the stable window, but only when nothing is starting:
     // starting replicas will absorb it, and counting it again would cascade.
+    let window_s = spec.stable_window.as_secs_f64();
     let backlog_tokens_per_s = if obs.pending_replicas == 0 {
-        demand.queued_requests as f64 * tokens_per_request / spec.stable_window.as_secs_f64()
+        demand.queued_requests as f64 * tokens_per_request / window_s
     } else {
         0.0
     };
     let stable = demand
         .output_tokens_per_s
         .stable
-        .max(offered(demand.arrival_requests_per_s.stable))
-        + backlog_tokens_per_s;
+        .max(offered(demand.arrival_requests_per_s.stable));
     let panic = demand
         .output_tokens_per_s
         .panic
         .max(offered(demand.arrival_requests_per_s.panic))
         + backlog_tokens_per_s;
+    let rise_per_s = state.demand_trend(now_s, window_s, stable);
+    let lead_s = spec.startup_time.as_secs_f64() + spec.period.as_secs_f64() + 0.5 * window_s;
+    // A rise smaller than the noise of two window means is no trend.
+    let rise = rise_per_s * lead_s;
+    let rise = if rise > TREND_NOISE_SHARE * stable {
+        rise
+    } else {
+        0.0
+    };
+    let stable = stable + backlog_tokens_per_s + rise;
+
+    let capacity = state
+        .capacity_tokens_per_s_per_replica
+        .filter(|c| *c > 0.0)?;
     let per_replica = capacity * spec.target_utilization;
     let replicas =
         |tokens_per_s: f64| (tokens_per_s / per_replica).ceil().min(f64::from(u32::MAX)) as u32;

@@ -7,7 +7,9 @@
 //!   C ≥ x; breaking under real load means C ≈ x; ample latency headroom lets C creep up.
 //! - **Demand** `D` = max(served tokens/s, arrivals × mean output tokens) over the stable
 //!   window, plus queued requests spread over that window (only when nothing is starting:
-//!   starting replicas will absorb the queue, counting it twice would cascade).
+//!   starting replicas will absorb the queue, counting it twice would cascade). A rising
+//!   demand is extrapolated over the startup time, one period and half a window, so the new
+//!   replicas are ready when the demand gets there.
 //! - **Desired** = ceil(D / (C × targetUtilization)); the panic window (Knative: a burst that
 //!   needs ≥ 2× the ready replicas) turns on panic mode for a stable window, in which the burst
 //!   demand counts and nothing scales down.

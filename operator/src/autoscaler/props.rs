@@ -48,6 +48,11 @@ fn random_spec(g: &mut Gen) -> PolicySpec {
 
 fn random_observations(g: &mut Gen, spec: &PolicySpec, current: u32) -> Observations {
     let ready = g.below(u64::from(current) + 1) as u32;
+    let (tokens, ttft, tpot) = (
+        50.0 + 500.0 * g.unit(),
+        spec.slo.ttft_p95_s * 2.0 * g.unit(),
+        spec.slo.tpot_p95_s * 2.0 * g.unit(),
+    );
     let demand = Demand {
         output_tokens_per_s: WindowedRate {
             stable: 20_000.0 * g.unit(),
@@ -57,7 +62,7 @@ fn random_observations(g: &mut Gen, spec: &PolicySpec, current: u32) -> Observat
             stable: 100.0 * g.unit(),
             panic: 200.0 * g.unit(),
         },
-        mean_output_tokens_per_request: g.maybe(50.0 + 500.0 * g.unit()),
+        mean_output_tokens_per_request: g.maybe(tokens),
         queued_requests: g.below(3) * g.below(500),
         running_requests: g.below(200),
         completed_requests: g.below(1000),
@@ -67,8 +72,8 @@ fn random_observations(g: &mut Gen, spec: &PolicySpec, current: u32) -> Observat
         pending_replicas: current - ready,
         current_replicas: current,
         demand: (g.below(6) != 0).then_some(demand),
-        ttft_p95_s: g.maybe(spec.slo.ttft_p95_s * 2.0 * g.unit()),
-        tpot_p95_s: g.maybe(spec.slo.tpot_p95_s * 2.0 * g.unit()),
+        ttft_p95_s: g.maybe(ttft),
+        tpot_p95_s: g.maybe(tpot),
         replica_loads: Vec::new(),
     }
 }

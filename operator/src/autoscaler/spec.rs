@@ -46,6 +46,9 @@ pub struct PolicySpec {
     pub gpus_per_replica: u32,
     /// How often `decide` runs.
     pub period: Duration,
+    /// How long a new replica takes to become ready (scheduling, image, weights, warm-up).
+    /// On rising demand the policy plans this far ahead, so capacity arrives in time.
+    pub startup_time: Duration,
 }
 
 impl PolicySpec {
@@ -67,6 +70,7 @@ impl PolicySpec {
             initial_tokens_per_s_per_gpu: None,
             gpus_per_replica: 1,
             period: Duration::from_secs(10),
+            startup_time: Duration::from_secs(60),
         }
     }
 

@@ -1,9 +1,10 @@
-//! Writes the `ModelDeployment` CRD to `crds/modeldeployments.yaml` (or stdout with `-`).
+//! Writes the `ModelDeployment` CRD to `crds/modeldeployments.yaml` and the Helm chart's copy
+//! (byte-identical), or to stdout with `-`.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use tokenscale_operator::crd::generate::{CRD_PATH, crd_yaml};
+use tokenscale_operator::crd::generate::{CRD_PATHS, crd_yaml};
 
 fn main() -> anyhow::Result<()> {
     let yaml = crd_yaml()?;
@@ -13,8 +14,10 @@ fn main() -> anyhow::Result<()> {
     }
     // The workspace root is the operator crate's parent directory.
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let path = root.join(CRD_PATH);
-    std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
-    eprintln!("wrote {CRD_PATH}");
+    for relative in CRD_PATHS {
+        let path = root.join(relative);
+        std::fs::write(&path, &yaml).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {relative}");
+    }
     Ok(())
 }

@@ -186,7 +186,7 @@ fn engine_container(md: &ModelDeployment, source: &ModelSource) -> Container {
     env.extend(md.spec.engine.env.iter().cloned());
     Container {
         name: "engine".into(),
-        image: Some(md.spec.engine.image.clone()),
+        image: Some(md.spec.engine.image().to_string()),
         image_pull_policy: Some("IfNotPresent".into()),
         command: Some(vec!["tokenscale-engine".into()]),
         args: Some(engine_args(md, source)),

@@ -21,6 +21,7 @@ use crate::crd::{ModelDeployment, ModelDeploymentStatus};
 use crate::error::{Error, Result};
 use crate::metrics_source::{MetricsView, ModelRef, Observed};
 use crate::scale::{KubernetesScaleTarget, ReplicaCounts, ScaleTarget};
+use crate::telemetry::ModelFigures;
 
 /// Server-side applies `object` (named `name`) with the operator's field manager.
 async fn apply<K>(api: &Api<K>, name: &str, object: &K) -> Result<()>
@@ -79,6 +80,13 @@ pub async fn reconcile_model(md: &ModelDeployment, ctx: &Context) -> Result<Acti
 
     // A reconcile triggered by our own status write, or by a child's change, only re-applies.
     if let Some(wait) = ctx.not_due_for(md) {
+        ctx.metrics.models.set(
+            md,
+            ModelFigures {
+                desired_replicas: current,
+                ready_replicas: counts.map_or(0, |c| c.ready),
+            },
+        );
         return Ok(Action::requeue(wait));
     }
     let view = observe(md, ctx, &namespace, &name).await;
@@ -102,6 +110,13 @@ pub async fn reconcile_model(md: &ModelDeployment, ctx: &Context) -> Result<Acti
         selector: selector_string(md),
         now: k8s_openapi::jiff::Timestamp::now(),
     });
+    ctx.metrics.models.set(
+        md,
+        ModelFigures {
+            desired_replicas: desired,
+            ready_replicas: status.ready_replicas.max(0).unsigned_abs(),
+        },
+    );
     patch_status(md, ctx, &namespace, status).await?;
     ctx.mark_decided(md);
     Ok(Action::requeue(md.spec.scaling.period.get()))

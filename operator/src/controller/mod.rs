@@ -3,6 +3,7 @@
 
 pub mod apply;
 pub mod scaling;
+pub mod scope;
 pub mod status;
 
 use std::collections::HashMap;
@@ -23,6 +24,7 @@ use crate::error::{Error, Result};
 use crate::metrics_source::MetricsSource;
 use crate::telemetry::Metrics;
 use scaling::{BudgetBook, ModelMemory};
+pub use scope::{WatchScope, check_access};
 
 /// Settings of the controller that come from the command line.
 #[derive(Debug, Clone, Default)]
@@ -120,6 +122,7 @@ pub async fn reconcile(md: Arc<ModelDeployment>, ctx: Arc<Context>) -> Result<Ac
         lock(&ctx.memory).remove(&key);
         lock(&ctx.budget).forget(&key);
         lock(&ctx.decided).remove(&key);
+        ctx.metrics.models.remove(&md);
         return Ok(Action::await_change());
     }
     let action = apply::reconcile_model(&md, &ctx).await?;
@@ -153,8 +156,8 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Runs the controller until shutdown, watching ModelDeployments in `namespaces` (all when
-/// empty; the first one only is watched per controller, see the report) and their children.
+/// Runs the controller until shutdown, watching ModelDeployments and their children in
+/// `namespace` (all namespaces when `None`; see [`WatchScope::controllers`]).
 pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     let client = ctx.client.clone();
     let (mds, deployments, services, pdbs) = match &namespace {

@@ -1,4 +1,5 @@
-//! Renders the CRD as YAML, the one source of `crds/modeldeployments.yaml`.
+//! Renders the CRD as YAML, the one source of `crds/modeldeployments.yaml` and the Helm
+//! chart's copy of it.
 
 use kube::CustomResourceExt;
 
@@ -6,6 +7,10 @@ use super::spec::ModelDeployment;
 
 /// Path of the generated file, relative to the workspace root.
 pub const CRD_PATH: &str = "crds/modeldeployments.yaml";
+/// The Helm chart's copy (rendered by its CRD template), relative to the workspace root.
+pub const CHART_CRD_PATH: &str = "charts/tokenscale/files/crds/modeldeployments.yaml";
+/// Every file `crdgen` writes, byte-identical, so the chart's copy cannot drift.
+pub const CRD_PATHS: [&str; 2] = [CRD_PATH, CHART_CRD_PATH];
 
 /// Why the CRD could not be rendered.
 #[derive(Debug, thiserror::Error)]

@@ -137,10 +137,12 @@ impl Backend {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[x_kube(validation = Rule::new("self.backend == 'cuda' || !has(self.gpusPerReplica) || self.gpusPerReplica == 0").message("gpusPerReplica must be 0 or unset unless backend is cuda"))]
 pub struct EngineSpec {
-    /// Container image holding `tokenscale-engine`.
-    #[serde(default = "default_image")]
+    /// Container image holding `tokenscale-engine`; unset: the release's image for the
+    /// backend (`tokenscale/engine:VERSION-cuda12.9` for cuda, `tokenscale/engine:VERSION`
+    /// for cpu and sim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 512))]
-    pub image: String,
+    pub image: Option<String>,
     /// Compute backend.
     #[serde(default)]
     pub backend: Backend,
@@ -184,7 +186,7 @@ pub struct EngineSpec {
 impl Default for EngineSpec {
     fn default() -> Self {
         Self {
-            image: default_image(),
+            image: None,
             backend: Backend::default(),
             gpus_per_replica: None,
             resources: None,
@@ -200,7 +202,23 @@ impl Default for EngineSpec {
     }
 }
 
+/// The engine image of this release for the cpu and sim backends (docker/engine.Dockerfile).
+pub const DEFAULT_IMAGE: &str = concat!("tokenscale/engine:", env!("CARGO_PKG_VERSION"));
+/// The engine image of this release built on the CUDA 12.9 runtime base, for `cuda`.
+pub const DEFAULT_CUDA_IMAGE: &str =
+    concat!("tokenscale/engine:", env!("CARGO_PKG_VERSION"), "-cuda12.9");
+
 impl EngineSpec {
+    /// The image to run: the explicit one, else the release's image for the backend (the
+    /// CUDA libraries are only in the `-cuda12.9` build).
+    pub fn image(&self) -> &str {
+        match (&self.image, self.backend) {
+            (Some(image), _) => image,
+            (None, Backend::Cuda) => DEFAULT_CUDA_IMAGE,
+            (None, Backend::Cpu | Backend::Sim) => DEFAULT_IMAGE,
+        }
+    }
+
     /// GPUs one replica uses: the explicit value, else 1 for `cuda` and 0 for the others.
     pub fn gpus_per_replica(&self) -> u32 {
         self.gpus_per_replica.unwrap_or(match self.backend {
@@ -283,9 +301,6 @@ impl Default for ScalingSpec {
     }
 }
 
-fn default_image() -> String {
-    "tokenscale/engine:0.1.0".to_string()
-}
 fn default_min_replicas() -> i32 {
     1
 }

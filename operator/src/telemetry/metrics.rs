@@ -1,5 +1,5 @@
 //! The operator's own Prometheus metrics: reconciles, failures by reason, durations, scale
-//! decisions, leadership.
+//! decisions, leadership, and the per-model gauges of [`ModelGauges`].
 
 use std::time::Instant;
 
@@ -10,6 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::model_gauges::ModelGauges;
 use crate::error::Error;
 
 type Labels = Vec<(String, String)>;
@@ -27,6 +28,8 @@ pub struct Metrics {
     pub decisions: Family<Labels, Counter>,
     /// 1 while this replica holds the leader lease.
     pub leader: Gauge,
+    /// Per-model replicas, GPUs and SLO targets.
+    pub models: ModelGauges,
 }
 
 impl Default for Metrics {
@@ -65,6 +68,8 @@ impl Default for Metrics {
             "1 while this replica holds the leader lease",
             leader.clone(),
         );
+        let models = ModelGauges::default();
+        models.register(&mut registry);
         Self {
             registry,
             reconciliations,
@@ -72,6 +77,7 @@ impl Default for Metrics {
             duration,
             decisions,
             leader,
+            models,
         }
     }
 }
@@ -121,11 +127,11 @@ impl Metrics {
             .get()
     }
 
-    /// The text exposition of every metric.
+    /// The text exposition of every metric, in the classic Prometheus text format 0.0.4.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
-        out
+        super::exposition::to_classic_text(&out)
     }
 }

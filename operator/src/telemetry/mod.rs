@@ -1,10 +1,13 @@
 //! The operator's own telemetry: Prometheus metrics, the `/metrics` and `/health` endpoint,
 //! and JSON logs.
 
+pub mod exposition;
 pub mod metrics;
+pub mod model_gauges;
 pub mod server;
 
 pub use metrics::Metrics;
+pub use model_gauges::{ModelFigures, ModelGauges};
 
 /// Installs JSON logs on stderr, filtered by `RUST_LOG` (default `info`).
 pub fn init_logging() {

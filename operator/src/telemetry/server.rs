@@ -21,10 +21,7 @@ pub fn router(metrics: Arc<Metrics>) -> Router {
 
 async fn metrics_handler(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
     (
-        [(
-            CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
+        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
         metrics.encode(),
     )
 }

@@ -40,10 +40,13 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     runtime.block_on(async move {
         let (addr, model, stop) = match args.addr {
-            Some(addr) => (addr, "default".to_string(), None),
+            Some(addr) => (addr, String::new(), None),
             None => {
                 let config = ServeConfig {
                     model: args.model.clone(),
@@ -103,8 +106,9 @@ async fn wait_ready(addr: std::net::SocketAddr) -> anyhow::Result<()> {
     for _ in 0..600 {
         if let Ok(stream) = tokio::net::TcpStream::connect(addr).await {
             drop(stream);
-            let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-                .build_http::<http_body_util::Empty<bytes::Bytes>>();
+            let client =
+                hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                    .build_http::<http_body_util::Empty<bytes::Bytes>>();
             let uri: hyper::Uri = format!("http://{addr}/health").parse()?;
             if client.get(uri).await.is_ok_and(|r| r.status() == 200) {
                 return Ok(());

@@ -7,7 +7,10 @@ use tokenscale_engine::gguf::{GgmlType, GgufBuilder, GgufFile, Value, ValueType}
 fn valid() -> GgufBuilder {
     GgufBuilder::new()
         .kv("general.architecture", Value::String("llama".into()))
-        .kv("tokens", Value::Array(ValueType::String, vec![Value::String("a".into())]))
+        .kv(
+            "tokens",
+            Value::Array(ValueType::String, vec![Value::String("a".into())]),
+        )
         .tensor("w", &[32, 2], GgmlType::Q4_1, vec![0; 40])
 }
 
@@ -20,7 +23,9 @@ fn err(bytes: &[u8]) -> String {
 
 /// Offset of the first occurrence of `needle` in `hay`.
 fn find(hay: &[u8], needle: &[u8]) -> usize {
-    hay.windows(needle.len()).position(|w| w == needle).expect("pattern present")
+    hay.windows(needle.len())
+        .position(|w| w == needle)
+        .expect("pattern present")
 }
 
 #[test]
@@ -34,7 +39,10 @@ fn truncated_anywhere() {
     let bytes = valid().build();
     for len in [0, 3, 7, 20, bytes.len() / 2, bytes.len() - 1] {
         let msg = err(&bytes[..len]);
-        assert!(msg.contains("truncated") || msg.contains("runs past") || msg.contains("exceeds"), "{len}: {msg}");
+        assert!(
+            msg.contains("truncated") || msg.contains("runs past") || msg.contains("exceeds"),
+            "{len}: {msg}"
+        );
     }
 }
 
@@ -57,7 +65,10 @@ fn unknown_value_type_names_the_key() {
     let at = find(&bytes, b"general.architecture") + "general.architecture".len();
     bytes[at..at + 4].copy_from_slice(&13u32.to_le_bytes());
     let msg = err(&bytes);
-    assert!(msg.contains("general.architecture") && msg.contains("unknown value type 13"), "{msg}");
+    assert!(
+        msg.contains("general.architecture") && msg.contains("unknown value type 13"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -77,7 +88,10 @@ fn tensor_out_of_bounds_and_misaligned() {
     let mut bad = bytes.clone();
     bad.truncate(bytes.len() - 1);
     let msg = err(&bad);
-    assert!(msg.contains("tensor w") && msg.contains("runs past the end"), "{msg}");
+    assert!(
+        msg.contains("tensor w") && msg.contains("runs past the end"),
+        "{msg}"
+    );
 
     let mut bad = bytes.clone();
     // The offset is the u64 right after the tensor type (Q4_1 = 3) in the tensor info.
@@ -108,11 +122,18 @@ fn overflowing_counts_and_dims() {
     let msg = err(&bad);
     assert!(msg.contains("tokens") && msg.contains("exceeds"), "{msg}");
     // dims whose product overflows
-    let huge = GgufBuilder::new().tensor("big", &[1 << 40, 1 << 40], GgmlType::F32, vec![]).build();
+    let huge = GgufBuilder::new()
+        .tensor("big", &[1 << 40, 1 << 40], GgmlType::F32, vec![])
+        .build();
     let msg = err(&huge);
-    assert!(msg.contains("tensor big") && msg.contains("overflows"), "{msg}");
+    assert!(
+        msg.contains("tensor big") && msg.contains("overflows"),
+        "{msg}"
+    );
     // a row that is not whole blocks
-    let ragged = GgufBuilder::new().tensor("r", &[33], GgmlType::Q8_0, vec![0; 34]).build();
+    let ragged = GgufBuilder::new()
+        .tensor("r", &[33], GgmlType::Q8_0, vec![0; 34])
+        .build();
     assert!(err(&ragged).contains("not whole Q8_0 blocks"));
 }
 
@@ -123,15 +144,22 @@ fn nesting_duplicates_bools_and_alignment() {
         deep = Value::Array(ValueType::Array, vec![deep]);
     }
     assert!(err(&GgufBuilder::new().kv("deep", deep).build()).contains("nested too deeply"));
-    let dup = GgufBuilder::new().kv("k", Value::U8(1)).kv("k", Value::U8(2)).build();
+    let dup = GgufBuilder::new()
+        .kv("k", Value::U8(1))
+        .kv("k", Value::U8(2))
+        .build();
     assert!(err(&dup).contains("appears twice"));
     let mut bad_bool = GgufBuilder::new().kv("flag", Value::Bool(true)).build();
     let at = find(&bad_bool, b"flag") + 4 + 4; // key, then the u32 type tag, then the byte
     bad_bool[at] = 7;
     assert!(err(&bad_bool).contains("invalid bool"));
-    let align = GgufBuilder::new().kv("general.alignment", Value::U32(0)).build();
+    let align = GgufBuilder::new()
+        .kv("general.alignment", Value::U32(0))
+        .build();
     assert!(err(&align).contains("general.alignment"));
-    let mut utf8 = GgufBuilder::new().kv("s", Value::String("ab".into())).build();
+    let mut utf8 = GgufBuilder::new()
+        .kv("s", Value::String("ab".into()))
+        .build();
     let at = find(&utf8, b"ab");
     utf8[at] = 0xff;
     assert!(err(&utf8).contains("not valid UTF-8"));
@@ -142,7 +170,10 @@ fn fixture_files_are_rejected_with_their_message() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad-gguf");
     let expected = std::fs::read_to_string(dir.join("expected.txt")).expect("expected.txt");
     let mut checked = 0;
-    for line in expected.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')) {
+    for line in expected
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+    {
         let (name, fragment) = line.split_once(':').expect("`file: message fragment`");
         let msg = match GgufFile::open(dir.join(name.trim())) {
             Ok(_) => panic!("{name} parsed"),

@@ -11,6 +11,9 @@ use tokenscale_engine::backend::{Backend, SeqStep};
 
 const BLOCK_SIZE: usize = 16;
 
+/// Per step, the logits of the whole vocabulary: `[steps][vocab]`.
+type StepLogits = Vec<Vec<f32>>;
+
 /// Teacher-forced run of one case: the prompt in one call, then the fixture's greedy tokens
 /// one at a time; returns the logits of every step (`[24][vocab]`).
 fn forced_logits(backend: &mut CpuBackend, case: &Case) -> Vec<Vec<f32>> {
@@ -21,7 +24,12 @@ fn forced_logits(backend: &mut CpuBackend, case: &Case) -> Vec<Vec<f32>> {
     let mut computed = 0;
     let mut out = Vec::new();
     for step in 0..case.greedy_ids.len() {
-        let seq = SeqStep { tokens: &tokens[computed..], start_pos: computed, block_table: &table, want_logits: true };
+        let seq = SeqStep {
+            tokens: &tokens[computed..],
+            start_pos: computed,
+            block_table: &table,
+            want_logits: true,
+        };
         let result = backend.forward(&[seq]).expect("forward runs");
         out.push(result.logits_of(0, vocab).expect("logits").to_vec());
         computed = tokens.len();
@@ -37,11 +45,19 @@ fn reference_path_matches_golden_tokens_and_logits() {
     for (c, case) in cases().iter().enumerate() {
         let logits = forced_logits(&mut backend, case);
         for (step, (row, top5)) in logits.iter().zip(&case.top5).enumerate() {
-            assert_eq!(argmax(row), case.greedy_ids[step], "case {c} step {step}: greedy token");
+            assert_eq!(
+                argmax(row),
+                case.greedy_ids[step],
+                "case {c} step {step}: greedy token"
+            );
             for &(id, want) in top5 {
                 let err = (f64::from(row[id as usize]) - want).abs();
                 worst = worst.max(err);
-                assert!(err < 2e-2, "case {c} step {step} token {id}: logit {} vs {want}", row[id as usize]);
+                assert!(
+                    err < 2e-2,
+                    "case {c} step {step} token {id}: logit {} vs {want}",
+                    row[id as usize]
+                );
             }
         }
     }
@@ -53,8 +69,15 @@ fn fast_path_differs_only_within_its_measured_error() {
     let mut reference = backend(Precision::Reference, 8, BLOCK_SIZE);
     let mut fast = backend(Precision::Fast, 8, BLOCK_SIZE);
     let cases = cases();
-    let runs: Vec<(Vec<Vec<f32>>, Vec<Vec<f32>>)> =
-        cases.iter().map(|c| (forced_logits(&mut reference, c), forced_logits(&mut fast, c))).collect();
+    let runs: Vec<(StepLogits, StepLogits)> = cases
+        .iter()
+        .map(|c| {
+            (
+                forced_logits(&mut reference, c),
+                forced_logits(&mut fast, c),
+            )
+        })
+        .collect();
 
     // The fast path's error: the largest change of any logit against the reference path.
     let mut max_err = 0f32;

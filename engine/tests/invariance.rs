@@ -11,7 +11,11 @@ const NEW_TOKENS: usize = 12;
 
 /// The longest fixture prompt (a chat) and its greedy continuation run alone, in one call.
 fn prompt() -> Vec<u32> {
-    cases().into_iter().map(|c| c.prompt_ids).max_by_key(|p| p.len()).expect("cases")
+    cases()
+        .into_iter()
+        .map(|c| c.prompt_ids)
+        .max_by_key(|p| p.len())
+        .expect("cases")
 }
 
 fn alone(chunk: usize, block_size: usize, stride: u32) -> Vec<u32> {
@@ -34,7 +38,11 @@ fn prompt_chunking_does_not_change_the_continuation() {
 fn block_size_and_placement_do_not_change_the_continuation() {
     let reference = alone(usize::MAX, 16, 1);
     for (block_size, stride) in [(1, 3), (16, 2), (32, 1)] {
-        assert_eq!(alone(5, block_size, stride), reference, "block size {block_size}, stride {stride}");
+        assert_eq!(
+            alone(5, block_size, stride),
+            reference,
+            "block size {block_size}, stride {stride}"
+        );
     }
 }
 
@@ -52,18 +60,26 @@ fn a_sequence_decodes_the_same_alone_and_in_a_batch_of_16() {
         prompts.push(base[cut..].to_vec());
     }
     let block_size = 16;
-    let blocks = (prompts.iter().map(Vec::len).max().unwrap_or(0) + NEW_TOKENS).div_ceil(block_size);
+    let blocks =
+        (prompts.iter().map(Vec::len).max().unwrap_or(0) + NEW_TOKENS).div_ceil(block_size);
     let n = prompts.len() as u32;
     let mut b = backend(Precision::Fast, blocks * prompts.len(), block_size);
     // Interleaved tables: sequence s owns blocks s, s + 16, s + 32, …
-    let mut seqs: Vec<Seq> =
-        prompts.iter().enumerate().map(|(s, p)| Seq::new(p, strided_table(s as u32, n, blocks))).collect();
+    let mut seqs: Vec<Seq> = prompts
+        .iter()
+        .enumerate()
+        .map(|(s, p)| Seq::new(p, strided_table(s as u32, n, blocks)))
+        .collect();
     let out = run_greedy(&mut b, &mut seqs, 6, NEW_TOKENS);
     assert_eq!(out[0], alone, "the target sequence inside the batch");
     // Each other sequence matches its own run alone as well (checked for two of them).
     for s in [3usize, 11] {
         let mut single = backend(Precision::Fast, blocks, block_size);
         let mut one = [Seq::new(&prompts[s], strided_table(0, 1, blocks))];
-        assert_eq!(run_greedy(&mut single, &mut one, 64, NEW_TOKENS)[0], out[s], "sequence {s}");
+        assert_eq!(
+            run_greedy(&mut single, &mut one, 64, NEW_TOKENS)[0],
+            out[s],
+            "sequence {s}"
+        );
     }
 }

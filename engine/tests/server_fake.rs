@@ -42,16 +42,26 @@ async fn start(config: ServeConfig, step_delay: Duration) -> TestServer {
     TestServer::start(config, move || {
         let file = GgufFile::open(model_path()).map_err(tokenscale_engine::Error::from)?;
         let model_config = ModelConfig::from_gguf(&file)?;
-        let mut backend = FakeBackend::new(model_config, loader_config.block_size, loader_config.num_kv_blocks());
+        let mut backend = FakeBackend::new(
+            model_config,
+            loader_config.block_size,
+            loader_config.num_kv_blocks(),
+        );
         backend.step_delay = step_delay;
-        start_engine(Box::new(backend), Tokenizer::from_gguf(&file)?, &loader_config)
+        start_engine(
+            Box::new(backend),
+            Tokenizer::from_gguf(&file)?,
+            &loader_config,
+        )
     })
     .await
 }
 
 /// A token-id prompt of `len` ordinary tokens, distinct per `seed`.
 fn prompt(seed: u32, len: usize) -> Vec<u32> {
-    (0..len as u32).map(|i| 300 + (seed * 37 + i * 11) % 5000).collect()
+    (0..len as u32)
+        .map(|i| 300 + (seed * 37 + i * 11) % 5000)
+        .collect()
 }
 
 fn greedy(prompt: &[u32], max_tokens: usize) -> Value {
@@ -78,9 +88,14 @@ async fn concurrent_requests_under_preemption_return_their_solo_outputs() {
     for t in tasks {
         t.await.expect("request task");
     }
-    assert!(server.metric(m::NUM_PREEMPTIONS_TOTAL).await > 0.0, "the pool was meant to force preemption");
+    assert!(
+        server.metric(m::NUM_PREEMPTIONS_TOTAL).await > 0.0,
+        "the pool was meant to force preemption"
+    );
     // Every block comes back (the gauges trail the last response by at most one step).
-    server.wait_metric(m::KV_CACHE_USAGE_PERC, 0.0, Duration::from_secs(1)).await;
+    server
+        .wait_metric(m::KV_CACHE_USAGE_PERC, 0.0, Duration::from_secs(1))
+        .await;
     assert_eq!(server.metric(m::NUM_REQUESTS_RUNNING).await, 0.0);
 }
 
@@ -93,14 +108,23 @@ async fn a_shared_prefix_is_served_from_the_cache_without_changing_the_output() 
     a.extend(prompt(2, 5));
     let mut b = shared;
     b.extend(prompt(3, 7));
-    let first = post_json(server.addr, "/v1/completions", &greedy(&a, 8)).await.json();
+    let first = post_json(server.addr, "/v1/completions", &greedy(&a, 8))
+        .await
+        .json();
     assert_eq!(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
     let hits_before = server.metric(m::PREFIX_CACHE_HITS_TOTAL).await;
-    let second = post_json(server.addr, "/v1/completions", &greedy(&b, 8)).await.json();
-    let cached = second["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0);
+    let second = post_json(server.addr, "/v1/completions", &greedy(&b, 8))
+        .await
+        .json();
+    let cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0);
     assert!(cached >= 192, "cached_tokens = {cached}");
     assert!(server.metric(m::PREFIX_CACHE_HITS_TOTAL).await >= hits_before + 192.0);
-    assert_eq!(second["choices"][0]["text"], tok.decode(&expected(&b, 8), true).expect("decode"));
+    assert_eq!(
+        second["choices"][0]["text"],
+        tok.decode(&expected(&b, 8), true).expect("decode")
+    );
     assert_eq!(second["usage"]["prompt_tokens"], 207);
 }
 
@@ -125,14 +149,19 @@ async fn streamed_chunks_concatenate_to_the_plain_response() {
         for e in &events[..events.len() - 1] {
             for c in e["choices"].as_array().into_iter().flatten() {
                 let i = c["index"].as_u64().unwrap_or(9) as usize;
-                let piece = c["text"].as_str().or(c["delta"]["content"].as_str()).unwrap_or("");
+                let piece = c["text"]
+                    .as_str()
+                    .or(c["delta"]["content"].as_str())
+                    .unwrap_or("");
                 texts[i].push_str(piece);
                 finishes += usize::from(c["finish_reason"].is_string());
             }
         }
         assert_eq!(finishes, 2, "{path}");
         for (i, text) in texts.iter().enumerate() {
-            let want = plain["choices"][i]["text"].as_str().or(plain["choices"][i]["message"]["content"].as_str());
+            let want = plain["choices"][i]["text"]
+                .as_str()
+                .or(plain["choices"][i]["message"]["content"].as_str());
             assert_eq!(Some(text.as_str()), want, "{path} choice {i}");
         }
         let usage = &events[events.len() - 2]["usage"];
@@ -141,7 +170,10 @@ async fn streamed_chunks_concatenate_to_the_plain_response() {
             assert_eq!(usage[key], plain["usage"][key], "{path} {key}");
         }
         assert_eq!(usage["completion_tokens"], 20);
-        assert_eq!(usage["total_tokens"], usage["prompt_tokens"].as_u64().unwrap_or(0) + 20);
+        assert_eq!(
+            usage["total_tokens"],
+            usage["prompt_tokens"].as_u64().unwrap_or(0) + 20
+        );
     }
 }
 
@@ -151,12 +183,22 @@ async fn a_client_that_disconnects_frees_its_blocks_within_a_second() {
     let idle = server.metric(m::KV_CACHE_USAGE_PERC).await;
     let mut body = greedy(&prompt(5, 40), 2000);
     body["stream"] = json!(true);
-    let response = client::send(server.addr, "POST", "/v1/completions", body.to_string().into(), &[]).await.expect("send");
+    let response = client::send(
+        server.addr,
+        "POST",
+        "/v1/completions",
+        body.to_string().into(),
+        &[],
+    )
+    .await
+    .expect("send");
     let mut incoming = response.into_body();
     assert!(client::next_frame(&mut incoming).await.is_some());
     assert!(server.metric(m::KV_CACHE_USAGE_PERC).await > idle);
     drop(incoming);
-    server.wait_metric(m::KV_CACHE_USAGE_PERC, idle, Duration::from_secs(1)).await;
+    server
+        .wait_metric(m::KV_CACHE_USAGE_PERC, idle, Duration::from_secs(1))
+        .await;
     assert_eq!(server.metric(m::NUM_REQUESTS_RUNNING).await, 0.0);
 }
 
@@ -164,41 +206,181 @@ async fn a_client_that_disconnects_frees_its_blocks_within_a_second() {
 async fn bad_input_gets_its_status_and_an_openai_error_and_the_server_carries_on() {
     let server = start(config(1024, 16), Duration::ZERO).await;
     let too_long: Vec<u32> = vec![400; 1100];
-    let cases: Vec<(&str, &str, Vec<u8>, u16, Option<&str>)> = vec![
-        ("malformed JSON", "/v1/completions", b"{\"prompt\": ".to_vec(), 400, None),
-        ("wrong type", "/v1/completions", br#"{"prompt": "hi", "max_tokens": "ten"}"#.to_vec(), 400, None),
-        ("missing prompt", "/v1/completions", br#"{"model": "fake-model"}"#.to_vec(), 400, None),
-        ("unknown model", "/v1/completions", br#"{"model": "gpt-9", "prompt": "hi"}"#.to_vec(), 404, Some("model")),
-        ("negative max_tokens", "/v1/completions", br#"{"prompt": "hi", "max_tokens": -3}"#.to_vec(), 400, Some("max_tokens")),
-        ("huge max_tokens", "/v1/completions", br#"{"prompt": "hi", "max_tokens": 1000000000000}"#.to_vec(), 400, Some("messages")),
-        ("prompt past the context", "/v1/completions", json!({"prompt": too_long}).to_string().into_bytes(), 400, Some("messages")),
-        ("empty prompt", "/v1/completions", br#"{"prompt": ""}"#.to_vec(), 400, Some("prompt")),
-        ("empty prompt list", "/v1/completions", br#"{"prompt": []}"#.to_vec(), 400, Some("prompt")),
-        ("token out of vocab", "/v1/completions", br#"{"prompt": [1, 99999999]}"#.to_vec(), 400, Some("prompt")),
-        ("invalid UTF-8", "/v1/completions", b"{\"prompt\": \"caf\xc3\x28\"}".to_vec(), 400, None),
-        ("temperature", "/v1/completions", br#"{"prompt": "hi", "temperature": 7}"#.to_vec(), 400, Some("temperature")),
-        ("n = 0", "/v1/completions", br#"{"prompt": "hi", "n": 0}"#.to_vec(), 400, Some("n")),
-        ("no messages", "/v1/chat/completions", br#"{"messages": []}"#.to_vec(), 400, Some("messages")),
-        ("message wrong type", "/v1/chat/completions", br#"{"messages": [{"role": 3}]}"#.to_vec(), 400, None),
-        ("body over the limit", "/v1/completions", vec![b' '; 100 * 1024], 413, None),
+    // (what, path, body, status, param)
+    type Case = (
+        &'static str,
+        &'static str,
+        Vec<u8>,
+        u16,
+        Option<&'static str>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "malformed JSON",
+            "/v1/completions",
+            b"{\"prompt\": ".to_vec(),
+            400,
+            None,
+        ),
+        (
+            "wrong type",
+            "/v1/completions",
+            br#"{"prompt": "hi", "max_tokens": "ten"}"#.to_vec(),
+            400,
+            None,
+        ),
+        (
+            "missing prompt",
+            "/v1/completions",
+            br#"{"model": "fake-model"}"#.to_vec(),
+            400,
+            None,
+        ),
+        (
+            "unknown model",
+            "/v1/completions",
+            br#"{"model": "gpt-9", "prompt": "hi"}"#.to_vec(),
+            404,
+            Some("model"),
+        ),
+        (
+            "negative max_tokens",
+            "/v1/completions",
+            br#"{"prompt": "hi", "max_tokens": -3}"#.to_vec(),
+            400,
+            Some("max_tokens"),
+        ),
+        (
+            "huge max_tokens",
+            "/v1/completions",
+            br#"{"prompt": "hi", "max_tokens": 1000000000000}"#.to_vec(),
+            400,
+            Some("messages"),
+        ),
+        (
+            "prompt past the context",
+            "/v1/completions",
+            json!({"prompt": too_long}).to_string().into_bytes(),
+            400,
+            Some("messages"),
+        ),
+        (
+            "empty prompt",
+            "/v1/completions",
+            br#"{"prompt": ""}"#.to_vec(),
+            400,
+            Some("prompt"),
+        ),
+        (
+            "empty prompt list",
+            "/v1/completions",
+            br#"{"prompt": []}"#.to_vec(),
+            400,
+            Some("prompt"),
+        ),
+        (
+            "token out of vocab",
+            "/v1/completions",
+            br#"{"prompt": [1, 99999999]}"#.to_vec(),
+            400,
+            Some("prompt"),
+        ),
+        (
+            "invalid UTF-8",
+            "/v1/completions",
+            b"{\"prompt\": \"caf\xc3\x28\"}".to_vec(),
+            400,
+            None,
+        ),
+        (
+            "temperature",
+            "/v1/completions",
+            br#"{"prompt": "hi", "temperature": 7}"#.to_vec(),
+            400,
+            Some("temperature"),
+        ),
+        (
+            "n = 0",
+            "/v1/completions",
+            br#"{"prompt": "hi", "n": 0}"#.to_vec(),
+            400,
+            Some("n"),
+        ),
+        (
+            "no messages",
+            "/v1/chat/completions",
+            br#"{"messages": []}"#.to_vec(),
+            400,
+            Some("messages"),
+        ),
+        (
+            "message wrong type",
+            "/v1/chat/completions",
+            br#"{"messages": [{"role": 3}]}"#.to_vec(),
+            400,
+            None,
+        ),
+        (
+            "body over the limit",
+            "/v1/completions",
+            vec![b' '; 100 * 1024],
+            413,
+            None,
+        ),
     ];
     for (what, path, body, status, param) in cases {
-        let reply = post_raw(server.addr, path, body, &[("content-type", "application/json")]).await;
+        let reply = post_raw(
+            server.addr,
+            path,
+            body,
+            &[("content-type", "application/json")],
+        )
+        .await;
         assert_eq!(reply.status, status, "{what}: {}", reply.body);
         let error = &reply.json()["error"];
-        assert!(error["message"].as_str().is_some_and(|s| !s.is_empty()), "{what}: {}", reply.body);
+        assert!(
+            error["message"].as_str().is_some_and(|s| !s.is_empty()),
+            "{what}: {}",
+            reply.body
+        );
         assert!(error["type"].is_string(), "{what}");
-        assert!(error.get("param").is_some() && error.get("code").is_some(), "{what}: {}", reply.body);
+        assert!(
+            error.get("param").is_some() && error.get("code").is_some(),
+            "{what}: {}",
+            reply.body
+        );
         if let Some(param) = param {
             assert_eq!(error["param"], param, "{what}: {}", reply.body);
         }
     }
-    let priority = post_raw(server.addr, "/v1/completions", br#"{"prompt": "hi"}"#.to_vec(), &[("x-tokenscale-priority", "urgent")]).await;
+    let priority = post_raw(
+        server.addr,
+        "/v1/completions",
+        br#"{"prompt": "hi"}"#.to_vec(),
+        &[("x-tokenscale-priority", "urgent")],
+    )
+    .await;
     assert_eq!(priority.status, 400);
-    assert_eq!(client::get(server.addr, "/v1/nothing").await.map(|r| r.status), Ok(404));
-    assert_eq!(client::get(server.addr, "/v1/completions").await.map(|r| r.status), Ok(405));
+    assert_eq!(
+        client::get(server.addr, "/v1/nothing")
+            .await
+            .map(|r| r.status),
+        Ok(404)
+    );
+    assert_eq!(
+        client::get(server.addr, "/v1/completions")
+            .await
+            .map(|r| r.status),
+        Ok(405)
+    );
     // Unharmed: a normal request (batch class, by header) succeeds.
-    let ok = post_raw(server.addr, "/v1/completions", br#"{"prompt": "hi", "max_tokens": 3}"#.to_vec(), &[("x-tokenscale-priority", "batch")]).await;
+    let ok = post_raw(
+        server.addr,
+        "/v1/completions",
+        br#"{"prompt": "hi", "max_tokens": 3}"#.to_vec(),
+        &[("x-tokenscale-priority", "batch")],
+    )
+    .await;
     assert_eq!(ok.status, 200, "{}", ok.body);
     assert_eq!(ok.json()["usage"]["completion_tokens"], 3);
 }
@@ -207,24 +389,56 @@ async fn bad_input_gets_its_status_and_an_openai_error_and_the_server_carries_on
 async fn the_small_routes_answer_and_metrics_pass_promtool() {
     let server = start(config(1024, 16), Duration::ZERO).await;
     let _ = post_json(server.addr, "/v1/completions", &greedy(&prompt(1, 5), 3)).await;
-    assert_eq!(client::get(server.addr, "/health").await.map(|r| r.status), Ok(200));
-    let models = client::get(server.addr, "/v1/models").await.expect("models").json();
+    assert_eq!(
+        client::get(server.addr, "/health").await.map(|r| r.status),
+        Ok(200)
+    );
+    let models = client::get(server.addr, "/v1/models")
+        .await
+        .expect("models")
+        .json();
     assert_eq!(models["data"][0]["id"], MODEL);
     assert_eq!(models["data"][0]["max_model_len"], 1024);
-    let version = client::get(server.addr, "/version").await.expect("version").json();
+    let version = client::get(server.addr, "/version")
+        .await
+        .expect("version")
+        .json();
     assert_eq!(version["version"], env!("CARGO_PKG_VERSION"));
-    let text = client::get(server.addr, "/metrics").await.expect("metrics").body;
-    for name in [m::NUM_REQUESTS_RUNNING, m::NUM_REQUESTS_WAITING, m::KV_CACHE_USAGE_PERC, m::CACHE_CONFIG_INFO,
-        m::PROMPT_TOKENS_TOTAL, m::GENERATION_TOKENS_TOTAL, m::NUM_PREEMPTIONS_TOTAL, m::PREFIX_CACHE_QUERIES_TOTAL,
-        m::PREFIX_CACHE_HITS_TOTAL, m::TIME_TO_FIRST_TOKEN_SECONDS, m::INTER_TOKEN_LATENCY_SECONDS,
-        m::E2E_REQUEST_LATENCY_SECONDS, m::REQUEST_QUEUE_TIME_SECONDS, m::STEP_DURATION_SECONDS, m::BATCH_SIZE]
-    {
+    let text = client::get(server.addr, "/metrics")
+        .await
+        .expect("metrics")
+        .body;
+    for name in [
+        m::NUM_REQUESTS_RUNNING,
+        m::NUM_REQUESTS_WAITING,
+        m::KV_CACHE_USAGE_PERC,
+        m::CACHE_CONFIG_INFO,
+        m::PROMPT_TOKENS_TOTAL,
+        m::GENERATION_TOKENS_TOTAL,
+        m::NUM_PREEMPTIONS_TOTAL,
+        m::PREFIX_CACHE_QUERIES_TOTAL,
+        m::PREFIX_CACHE_HITS_TOTAL,
+        m::TIME_TO_FIRST_TOKEN_SECONDS,
+        m::INTER_TOKEN_LATENCY_SECONDS,
+        m::E2E_REQUEST_LATENCY_SECONDS,
+        m::REQUEST_QUEUE_TIME_SECONDS,
+        m::STEP_DURATION_SECONDS,
+        m::BATCH_SIZE,
+    ] {
         assert!(text.contains(&format!("# TYPE {name} ")), "{name} missing");
         assert!(text.contains(&format!("model_name=\"{MODEL}\"")));
     }
-    assert!(text.contains(r#"vllm:cache_config_info{model_name="fake-model",block_size="16",num_gpu_blocks="64"} 1"#));
-    assert_eq!(server_support::metric_value(&text, m::GENERATION_TOKENS_TOTAL), Some(3.0));
-    assert_eq!(server_support::metric_value(&text, m::PROMPT_TOKENS_TOTAL), Some(5.0));
+    assert!(text.contains(
+        r#"vllm:cache_config_info{model_name="fake-model",block_size="16",num_gpu_blocks="64"} 1"#
+    ));
+    assert_eq!(
+        server_support::metric_value(&text, m::GENERATION_TOKENS_TOTAL),
+        Some(3.0)
+    );
+    assert_eq!(
+        server_support::metric_value(&text, m::PROMPT_TOKENS_TOTAL),
+        Some(5.0)
+    );
     server_support::promtool_check(&text);
 }
 
@@ -232,7 +446,9 @@ async fn the_small_routes_answer_and_metrics_pass_promtool() {
 async fn shutdown_drains_running_requests_and_turns_new_ones_away() {
     let mut server = start(config(4096, 16), Duration::from_millis(20)).await;
     let addr = server.addr;
-    let running = tokio::spawn(async move { post_json(addr, "/v1/completions", &greedy(&prompt(9, 8), 40)).await });
+    let running = tokio::spawn(async move {
+        post_json(addr, "/v1/completions", &greedy(&prompt(9, 8), 40)).await
+    });
     // Wait until the request is in the engine.
     let deadline = Instant::now() + Duration::from_secs(10);
     while server.metric(m::NUM_REQUESTS_RUNNING).await < 1.0 {
@@ -241,7 +457,10 @@ async fn shutdown_drains_running_requests_and_turns_new_ones_away() {
     }
     server.signal_shutdown();
     tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(client::get(addr, "/health").await.map(|r| r.status), Ok(503));
+    assert_eq!(
+        client::get(addr, "/health").await.map(|r| r.status),
+        Ok(503)
+    );
     let turned_away = post_json(addr, "/v1/completions", &greedy(&prompt(1, 4), 2)).await;
     assert_eq!(turned_away.status, 503);
     assert_eq!(turned_away.json()["error"]["type"], "service_unavailable");

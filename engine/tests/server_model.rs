@@ -11,21 +11,46 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use server_support::client::{self, post_json, post_stream};
 use server_support::{MODEL_NAME, model_config, model_path, start_model_server};
-use tokenscale_engine::server::ServeConfig;
 use tokenscale_common::metrics::engine as m;
+use tokenscale_engine::server::ServeConfig;
 
 /// 64 different short prompts.
 fn prompts() -> Vec<String> {
-    let subjects = ["The capital of France", "A good breakfast", "The ocean", "My favourite book", "Rust", "The moon", "Music", "A small cat"];
-    let verbs = ["is", "has always been", "can be", "was once", "will be", "looks like", "sounds like", "feels like"];
-    subjects.iter().flat_map(|s| verbs.iter().map(move |v| format!("{s} {v}"))).collect()
+    let subjects = [
+        "The capital of France",
+        "A good breakfast",
+        "The ocean",
+        "My favourite book",
+        "Rust",
+        "The moon",
+        "Music",
+        "A small cat",
+    ];
+    let verbs = [
+        "is",
+        "has always been",
+        "can be",
+        "was once",
+        "will be",
+        "looks like",
+        "sounds like",
+        "feels like",
+    ];
+    subjects
+        .iter()
+        .flat_map(|s| verbs.iter().map(move |v| format!("{s} {v}")))
+        .collect()
 }
 
 fn greedy(prompt: &str, max_tokens: usize) -> Value {
     json!({"model": MODEL_NAME, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0})
 }
 
-async fn texts_concurrently(addr: std::net::SocketAddr, prompts: &[String], max_tokens: usize) -> Vec<String> {
+async fn texts_concurrently(
+    addr: std::net::SocketAddr,
+    prompts: &[String],
+    max_tokens: usize,
+) -> Vec<String> {
     let tasks: Vec<_> = prompts
         .iter()
         .map(|p| {
@@ -33,7 +58,10 @@ async fn texts_concurrently(addr: std::net::SocketAddr, prompts: &[String], max_
             tokio::spawn(async move {
                 let reply = post_json(addr, "/v1/completions", &body).await;
                 assert_eq!(reply.status, 200, "{}", reply.body);
-                reply.json()["choices"][0]["text"].as_str().unwrap_or_default().to_string()
+                reply.json()["choices"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
             })
         })
         .collect();
@@ -53,7 +81,12 @@ async fn batched_and_preempted_greedy_requests_return_their_solo_outputs() {
     for p in &prompts {
         let reply = post_json(server.addr, "/v1/completions", &greedy(p, MAX_TOKENS)).await;
         assert_eq!(reply.status, 200, "{}", reply.body);
-        solo.push(reply.json()["choices"][0]["text"].as_str().unwrap_or_default().to_string());
+        solo.push(
+            reply.json()["choices"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        );
     }
     let batched = texts_concurrently(server.addr, &prompts, MAX_TOKENS).await;
     for (i, (b, s)) in batched.iter().zip(&solo).enumerate() {
@@ -63,12 +96,19 @@ async fn batched_and_preempted_greedy_requests_return_their_solo_outputs() {
 
     // 24 blocks of 4 tokens for 16 requests of ~14 tokens (4 blocks) each: requests admitted
     // with their prompt's blocks must preempt each other to grow.
-    let tiny = start_model_server(ServeConfig { block_size: 4, ..model_config(96) }).await;
+    let tiny = start_model_server(ServeConfig {
+        block_size: 4,
+        ..model_config(96)
+    })
+    .await;
     let pressured = texts_concurrently(tiny.addr, &prompts[..16], MAX_TOKENS).await;
     for (i, (p, s)) in pressured.iter().zip(&solo).enumerate() {
         assert_eq!(p, s, "prompt {i} {:?} differs under preemption", prompts[i]);
     }
-    assert!(tiny.metric(m::NUM_PREEMPTIONS_TOTAL).await > 0.0, "the tiny pool was meant to force preemption");
+    assert!(
+        tiny.metric(m::NUM_PREEMPTIONS_TOTAL).await > 0.0,
+        "the tiny pool was meant to force preemption"
+    );
     tiny.stop().await;
 }
 
@@ -78,13 +118,24 @@ async fn a_shared_200_token_prefix_is_reused_and_the_output_is_unchanged() {
     // 200 token ids of real text, then two different endings.
     let text = "Once upon a time, in a small village by the sea, there lived an old fisherman who told stories. ".repeat(12);
     let tokenize = json!({"model": MODEL_NAME, "prompt": text, "max_tokens": 1, "logprobs": 0});
-    assert_eq!(post_json(server.addr, "/v1/completions", &tokenize).await.status, 200);
+    assert_eq!(
+        post_json(server.addr, "/v1/completions", &tokenize)
+            .await
+            .status,
+        200
+    );
     let file = tokenscale_engine::gguf::GgufFile::open(model_path()).expect("model");
     let tok = tokenscale_engine::tokenizer::Tokenizer::from_gguf(&file).expect("tokenizer");
     let ids = tok.encode(&text, true).expect("encode");
     assert!(ids.len() >= 200);
     let prefix = &ids[..200];
-    let with = |tail: &str| -> Vec<u32> { prefix.iter().copied().chain(tok.encode(tail, false).unwrap_or_default()).collect() };
+    let with = |tail: &str| -> Vec<u32> {
+        prefix
+            .iter()
+            .copied()
+            .chain(tok.encode(tail, false).unwrap_or_default())
+            .collect()
+    };
     let (a, b) = (with(" The end."), with(" And then the storm came."));
     let body = |p: &Vec<u32>, salt: Option<&str>| {
         let mut v = json!({"model": MODEL_NAME, "prompt": p, "max_tokens": 8, "temperature": 0});
@@ -94,15 +145,32 @@ async fn a_shared_200_token_prefix_is_reused_and_the_output_is_unchanged() {
         v
     };
     // Reference: `b` under a private salt, so nothing is shared with what follows.
-    let reference = post_json(server.addr, "/v1/completions", &body(&b, Some("reference"))).await.json();
-    assert_eq!(post_json(server.addr, "/v1/completions", &body(&a, None)).await.status, 200);
+    let reference = post_json(server.addr, "/v1/completions", &body(&b, Some("reference")))
+        .await
+        .json();
+    assert_eq!(
+        post_json(server.addr, "/v1/completions", &body(&a, None))
+            .await
+            .status,
+        200
+    );
     let hits_before = server.metric(m::PREFIX_CACHE_HITS_TOTAL).await;
-    let second = post_json(server.addr, "/v1/completions", &body(&b, None)).await.json();
-    let cached = second["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0);
+    let second = post_json(server.addr, "/v1/completions", &body(&b, None))
+        .await
+        .json();
+    let cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .unwrap_or(0);
     assert!(cached >= 192, "cached_tokens = {cached}");
     assert!(server.metric(m::PREFIX_CACHE_HITS_TOTAL).await >= hits_before + 192.0);
-    assert_eq!(second["choices"][0]["text"], reference["choices"][0]["text"]);
-    assert_eq!(reference["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    assert_eq!(
+        second["choices"][0]["text"],
+        reference["choices"][0]["text"]
+    );
+    assert_eq!(
+        reference["usage"]["prompt_tokens_details"]["cached_tokens"],
+        0
+    );
     server.stop().await;
 }
 
@@ -111,7 +179,10 @@ async fn streams_match_plain_responses_and_disconnects_free_blocks() {
     let server = start_model_server(model_config(8192)).await;
     for (path, mut body) in [
         ("/v1/completions", greedy("The capital of France is", 16)),
-        ("/v1/chat/completions", json!({"model": MODEL_NAME, "messages": [{"role": "user", "content": "Name three colours."}], "max_tokens": 16, "temperature": 0})),
+        (
+            "/v1/chat/completions",
+            json!({"model": MODEL_NAME, "messages": [{"role": "user", "content": "Name three colours."}], "max_tokens": 16, "temperature": 0}),
+        ),
     ] {
         let plain = post_json(server.addr, path, &body).await.json();
         body["stream"] = json!(true);
@@ -122,27 +193,53 @@ async fn streams_match_plain_responses_and_disconnects_free_blocks() {
         let text: String = events
             .iter()
             .flat_map(|e| e["choices"].as_array().cloned().unwrap_or_default())
-            .map(|c| c["text"].as_str().or(c["delta"]["content"].as_str()).unwrap_or("").to_string())
+            .map(|c| {
+                c["text"]
+                    .as_str()
+                    .or(c["delta"]["content"].as_str())
+                    .unwrap_or("")
+                    .to_string()
+            })
             .collect();
-        let want = plain["choices"][0]["text"].as_str().or(plain["choices"][0]["message"]["content"].as_str());
+        let want = plain["choices"][0]["text"]
+            .as_str()
+            .or(plain["choices"][0]["message"]["content"].as_str());
         assert_eq!(Some(text.as_str()), want, "{path}");
         let usage = &events[events.len() - 2]["usage"];
         let completion = usage["completion_tokens"].as_u64().unwrap_or(0);
         assert!((1..=16).contains(&completion), "{path}: {usage}");
-        assert_eq!(usage["completion_tokens"], plain["usage"]["completion_tokens"]);
+        assert_eq!(
+            usage["completion_tokens"],
+            plain["usage"]["completion_tokens"]
+        );
         assert_eq!(usage["prompt_tokens"], plain["usage"]["prompt_tokens"]);
-        assert_eq!(usage["total_tokens"].as_u64(), Some(usage["prompt_tokens"].as_u64().unwrap_or(0) + completion));
+        assert_eq!(
+            usage["total_tokens"].as_u64(),
+            Some(usage["prompt_tokens"].as_u64().unwrap_or(0) + completion)
+        );
     }
 
     // Disconnect mid-stream: the blocks come back within a second.
-    server.wait_metric(m::KV_CACHE_USAGE_PERC, 0.0, Duration::from_secs(1)).await;
+    server
+        .wait_metric(m::KV_CACHE_USAGE_PERC, 0.0, Duration::from_secs(1))
+        .await;
     let body = json!({"model": MODEL_NAME, "prompt": "Tell me a long story.", "max_tokens": 2000, "ignore_eos": true, "stream": true});
-    let response = client::send(server.addr, "POST", "/v1/completions", body.to_string().into(), &[]).await.expect("send");
+    let response = client::send(
+        server.addr,
+        "POST",
+        "/v1/completions",
+        body.to_string().into(),
+        &[],
+    )
+    .await
+    .expect("send");
     let mut incoming = response.into_body();
     assert!(client::next_frame(&mut incoming).await.is_some());
     assert!(server.metric(m::KV_CACHE_USAGE_PERC).await > 0.0);
     drop(incoming);
-    server.wait_metric(m::KV_CACHE_USAGE_PERC, 0.0, Duration::from_secs(1)).await;
+    server
+        .wait_metric(m::KV_CACHE_USAGE_PERC, 0.0, Duration::from_secs(1))
+        .await;
     server.stop().await;
 }
 
@@ -151,7 +248,11 @@ async fn the_official_openai_python_client_completes_streams_and_chats() {
     let server = start_model_server(model_config(4096)).await;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let python_path = root.join(".cache/tools/python");
-    assert!(python_path.join("openai").exists(), "the openai package is missing from {} (run scripts/setup)", python_path.display());
+    assert!(
+        python_path.join("openai").exists(),
+        "the openai package is missing from {} (run scripts/setup)",
+        python_path.display()
+    );
     let addr = server.addr;
     let script = root.join("scripts/openai_client_check.py");
     let output = tokio::task::spawn_blocking(move || {
@@ -165,8 +266,15 @@ async fn the_official_openai_python_client_completes_streams_and_chats() {
     .await
     .expect("join")
     .expect("python3 must be installed");
-    let report = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success(), "openai client check failed:\n{report}");
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success(),
+        "openai client check failed:\n{report}"
+    );
     assert!(report.contains("openai client ok"), "{report}");
     server.stop().await;
 }
@@ -188,7 +296,16 @@ async fn the_binary_drains_on_sigterm_and_exits_zero() {
         Command::new(env!("CARGO_BIN_EXE_tokenscale-engine"))
             .args(["serve", "--model"])
             .arg(&model)
-            .args(["--port", "0", "--kv-cache-tokens", "4096", "--max-batch-tokens", "256", "--drain-timeout", "30"])
+            .args([
+                "--port",
+                "0",
+                "--kv-cache-tokens",
+                "4096",
+                "--max-batch-tokens",
+                "256",
+                "--drain-timeout",
+                "30",
+            ])
             .args(["--served-model-name", MODEL_NAME])
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
@@ -198,7 +315,10 @@ async fn the_binary_drains_on_sigterm_and_exits_zero() {
     let stderr = child.0.stderr.take().expect("stderr");
     let addr = tokio::task::spawn_blocking(move || {
         let mut lines = BufReader::new(stderr).lines();
-        let addr = lines.by_ref().map_while(Result::ok).find_map(|l| l.strip_prefix("listening on http://").map(str::to_string));
+        let addr = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| l.strip_prefix("listening on http://").map(str::to_string));
         // Keep draining stderr so the child never blocks on a full pipe.
         std::thread::spawn(move || lines.for_each(drop));
         addr
@@ -216,11 +336,22 @@ async fn the_binary_drains_on_sigterm_and_exits_zero() {
     let running = tokio::spawn(async move { post_json(addr, "/v1/completions", &long).await });
     tokio::time::sleep(Duration::from_millis(300)).await;
     let pid = child.0.id().to_string();
-    let kill = Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+    let kill = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
     assert!(kill.success());
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(client::get(addr, "/health").await.map(|r| r.status), Ok(503));
-    assert_eq!(post_json(addr, "/v1/completions", &greedy("Hi", 2)).await.status, 503);
+    assert_eq!(
+        client::get(addr, "/health").await.map(|r| r.status),
+        Ok(503)
+    );
+    assert_eq!(
+        post_json(addr, "/v1/completions", &greedy("Hi", 2))
+            .await
+            .status,
+        503
+    );
     let finished = running.await.expect("running request");
     assert_eq!(finished.status, 200, "{}", finished.body);
     assert_eq!(finished.json()["usage"]["completion_tokens"], 48);
@@ -238,5 +369,8 @@ async fn the_binary_drains_on_sigterm_and_exits_zero() {
     })
     .await
     .expect("join");
-    assert!(status.is_some_and(|s| s.success()), "exit status {status:?}");
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "exit status {status:?}"
+    );
 }

@@ -66,21 +66,44 @@ const BLOCK_SIZE: usize = 16;
 
 /// Runs `bench`.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(args.prompt_tokens > 0 && args.gen_tokens > 0, "--prompt-tokens and --gen-tokens must be > 0");
-    let path = crate::fetch::ensure_model(&args.model).with_context(|| format!("model {}", args.model))?;
+    anyhow::ensure!(
+        args.prompt_tokens > 0 && args.gen_tokens > 0,
+        "--prompt-tokens and --gen-tokens must be > 0"
+    );
+    let path =
+        crate::fetch::ensure_model(&args.model).with_context(|| format!("model {}", args.model))?;
     eprintln!("loading {}", path.display());
     let (_, model) = crate::model::load(&path)?;
     let model = Arc::new(model);
     let max_batch = args.batch.iter().copied().max().unwrap_or(1).max(1);
     let blocks_per_seq = (args.prompt_tokens + args.gen_tokens).div_ceil(BLOCK_SIZE);
-    let precision = if args.reference { Precision::Reference } else { Precision::Fast };
-    let options = CpuOptions { precision, threads: args.threads };
-    let mut backend = CpuBackend::new(model.clone(), max_batch * blocks_per_seq, BLOCK_SIZE, options)?;
-    let threads = if args.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { args.threads };
+    let precision = if args.reference {
+        Precision::Reference
+    } else {
+        Precision::Fast
+    };
+    let options = CpuOptions {
+        precision,
+        threads: args.threads,
+    };
+    let mut backend = CpuBackend::new(
+        model.clone(),
+        max_batch * blocks_per_seq,
+        BLOCK_SIZE,
+        options,
+    )?;
+    let threads = if args.threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        args.threads
+    };
 
     let prefill_tokens_per_s = measure_prefill(&mut backend, &model, &args, blocks_per_seq)?;
     if !args.json {
-        println!("prefill {} tokens: {prefill_tokens_per_s:.1} tokens/s", args.prompt_tokens);
+        println!(
+            "prefill {} tokens: {prefill_tokens_per_s:.1} tokens/s",
+            args.prompt_tokens
+        );
     }
     let mut points = Vec::new();
     for &batch in &args.batch {
@@ -114,20 +137,34 @@ fn prompt(seq: usize, len: usize, vocab: usize) -> Vec<u32> {
     let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (seq as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
     (0..len)
         .map(|_| {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (1000 + (state >> 33) as usize % (vocab.saturating_sub(1000).max(1))) as u32
         })
         .collect()
 }
 
 fn table(seq: usize, blocks_per_seq: usize) -> Vec<u32> {
-    (seq * blocks_per_seq..(seq + 1) * blocks_per_seq).map(|b| b as u32).collect()
+    (seq * blocks_per_seq..(seq + 1) * blocks_per_seq)
+        .map(|b| b as u32)
+        .collect()
 }
 
-fn measure_prefill(backend: &mut CpuBackend, model: &Model, args: &BenchArgs, bps: usize) -> anyhow::Result<f64> {
+fn measure_prefill(
+    backend: &mut CpuBackend,
+    model: &Model,
+    args: &BenchArgs,
+    bps: usize,
+) -> anyhow::Result<f64> {
     let tokens = prompt(0, args.prompt_tokens, model.config.vocab_size);
     let block_table = table(0, bps);
-    let step = SeqStep { tokens: &tokens, start_pos: 0, block_table: &block_table, want_logits: true };
+    let step = SeqStep {
+        tokens: &tokens,
+        start_pos: 0,
+        block_table: &block_table,
+        want_logits: true,
+    };
     backend.forward(&[step])?; // warm-up: page in weights, start threads
     let mut best_s = f64::INFINITY;
     for _ in 0..2 {
@@ -147,12 +184,19 @@ fn measure_decode(
 ) -> anyhow::Result<BenchPoint> {
     let vocab = model.config.vocab_size;
     let tables: Vec<Vec<u32>> = (0..batch).map(|s| table(s, bps)).collect();
-    let prompts: Vec<Vec<u32>> = (0..batch).map(|s| prompt(s, args.prompt_tokens, vocab)).collect();
+    let prompts: Vec<Vec<u32>> = (0..batch)
+        .map(|s| prompt(s, args.prompt_tokens, vocab))
+        .collect();
     // Prefill (not timed) in groups that keep each step's matrices a reasonable size.
     for group in (0..batch).collect::<Vec<_>>().chunks(8) {
         let steps: Vec<SeqStep<'_>> = group
             .iter()
-            .map(|&s| SeqStep { tokens: &prompts[s], start_pos: 0, block_table: &tables[s], want_logits: true })
+            .map(|&s| SeqStep {
+                tokens: &prompts[s],
+                start_pos: 0,
+                block_table: &tables[s],
+                want_logits: true,
+            })
             .collect();
         backend.forward(&steps)?;
     }
@@ -162,7 +206,12 @@ fn measure_decode(
     for i in 0..args.gen_tokens {
         let pos = args.prompt_tokens + i;
         let steps: Vec<SeqStep<'_>> = (0..batch)
-            .map(|s| SeqStep { tokens: std::slice::from_ref(&next[s]), start_pos: pos, block_table: &tables[s], want_logits: true })
+            .map(|s| SeqStep {
+                tokens: std::slice::from_ref(&next[s]),
+                start_pos: pos,
+                block_table: &tables[s],
+                want_logits: true,
+            })
             .collect();
         let out = backend.forward(&steps)?;
         let chosen: Vec<u32> = (0..batch)

@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 pub mod bench;
 pub mod cuda_check;
+pub mod generate;
 pub mod pull;
 pub mod serve;
 
@@ -22,6 +23,8 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Compile the CUDA kernels (`--compile-only`), or check them and the model on a GPU.
     CudaCheck(cuda_check::CudaCheckArgs),
+    /// Generate one completion of a prompt on the CPU backend.
+    Generate(generate::GenerateArgs),
     /// Fetch a model alias into the cache (verifying it) and print its path.
     Pull(pull::PullArgs),
     /// Serve the OpenAI-compatible API (continuous batching over a paged KV cache).
@@ -33,6 +36,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Bench(args) => bench::run(args),
         Command::CudaCheck(args) => cuda_check::run(args),
+        Command::Generate(args) => generate::run(args),
         Command::Pull(args) => pull::run(args),
         Command::Serve(args) => serve::run(args),
     }

@@ -25,7 +25,8 @@ impl GgufBuilder {
 
     /// Adds a tensor with GGUF-order `dims` and its raw bytes.
     pub fn tensor(mut self, name: &str, dims: &[u64], ty: GgmlType, data: Vec<u8>) -> Self {
-        self.tensors.push((name.to_string(), dims.to_vec(), ty, data));
+        self.tensors
+            .push((name.to_string(), dims.to_vec(), ty, data));
         self
     }
 
@@ -121,10 +122,14 @@ fn write_value(out: &mut Vec<u8>, v: &Value) {
 
 /// The on-disk id of a value type.
 fn value_type_id(t: super::ValueType) -> u32 {
-    (0..=12u32).find(|&id| super::ValueType::from_id(id) == Some(t)).unwrap_or(0)
+    (0..=12u32)
+        .find(|&id| super::ValueType::from_id(id) == Some(t))
+        .unwrap_or(0)
 }
 
 /// The on-disk id of a tensor type.
 pub fn ggml_type_id(t: GgmlType) -> u32 {
-    (0..=40u32).find(|&id| GgmlType::from_id(id) == Some(t)).unwrap_or(0)
+    (0..=40u32)
+        .find(|&id| GgmlType::from_id(id) == Some(t))
+        .unwrap_or(0)
 }

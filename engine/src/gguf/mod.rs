@@ -30,7 +30,11 @@ pub enum Error {
     #[error("file truncated while reading {what} at byte {offset}")]
     Truncated { what: String, offset: u64 },
     #[error("{what}: count {count} at byte {offset} exceeds what the rest of the file can hold")]
-    CountTooLarge { what: String, count: u64, offset: u64 },
+    CountTooLarge {
+        what: String,
+        count: u64,
+        offset: u64,
+    },
     #[error("{what}: string at byte {offset} is not valid UTF-8")]
     InvalidUtf8 { what: String, offset: u64 },
     #[error("metadata {key}: unknown value type {id} at byte {offset}")]
@@ -44,22 +48,39 @@ pub enum Error {
     #[error("general.alignment must be a power of two, got {value}")]
     BadAlignment { value: String },
     #[error("tensor {tensor}: unknown or unsupported tensor type {id} at byte {offset}")]
-    UnknownTensorType { tensor: String, id: u32, offset: u64 },
+    UnknownTensorType {
+        tensor: String,
+        id: u32,
+        offset: u64,
+    },
     #[error("tensor {tensor}: bad shape ({reason})")]
     BadDims { tensor: String, reason: String },
     #[error("tensor {name} appears twice")]
     DuplicateTensor { name: String },
     #[error("tensor {tensor}: data offset {offset} is not a multiple of the alignment {alignment}")]
-    MisalignedTensor { tensor: String, offset: u64, alignment: u64 },
+    MisalignedTensor {
+        tensor: String,
+        offset: u64,
+        alignment: u64,
+    },
     #[error(
         "tensor {tensor}: data at offset {offset} ({size} bytes) runs past the end of the \
          file ({file_len} bytes)"
     )]
-    TensorOutOfBounds { tensor: String, offset: u64, size: u64, file_len: u64 },
+    TensorOutOfBounds {
+        tensor: String,
+        offset: u64,
+        size: u64,
+        file_len: u64,
+    },
     #[error("metadata key {key} is missing")]
     MissingKey { key: String },
     #[error("metadata {key}: expected {expected}, found {found}")]
-    WrongType { key: String, expected: &'static str, found: String },
+    WrongType {
+        key: String,
+        expected: &'static str,
+        found: String,
+    },
     #[error("tensor {name} is missing")]
     MissingTensor { name: String },
 }

@@ -37,9 +37,15 @@ struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).filter(|&end| end <= self.bytes.len());
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&end| end <= self.bytes.len());
         let Some(end) = end else {
-            return Err(Error::Truncated { what: what.to_string(), offset: self.pos as u64 });
+            return Err(Error::Truncated {
+                what: what.to_string(),
+                offset: self.pos as u64,
+            });
         };
         let out = &self.bytes[self.pos..end];
         self.pos = end;
@@ -85,14 +91,20 @@ impl<'a> Cursor<'a> {
         let len = self.u64(what)?;
         let len = self.check_count(len, 1, what)?;
         let bytes = self.take(len, what)?;
-        String::from_utf8(bytes.to_vec())
-            .map_err(|_| Error::InvalidUtf8 { what: what.to_string(), offset })
+        String::from_utf8(bytes.to_vec()).map_err(|_| Error::InvalidUtf8 {
+            what: what.to_string(),
+            offset,
+        })
     }
 
     fn value_type(&mut self, what: &str) -> Result<ValueType> {
         let offset = self.pos as u64;
         let id = self.u32(what)?;
-        ValueType::from_id(id).ok_or(Error::UnknownValueType { key: what.to_string(), id, offset })
+        ValueType::from_id(id).ok_or(Error::UnknownValueType {
+            key: what.to_string(),
+            id,
+            offset,
+        })
     }
 
     fn value(&mut self, ty: ValueType, key: &str, depth: usize) -> Result<Value> {
@@ -112,7 +124,13 @@ impl<'a> Cursor<'a> {
                 match self.array::<1>(key)?[0] {
                     0 => Value::Bool(false),
                     1 => Value::Bool(true),
-                    byte => return Err(Error::InvalidBool { key: key.to_string(), byte, offset }),
+                    byte => {
+                        return Err(Error::InvalidBool {
+                            key: key.to_string(),
+                            byte,
+                            offset,
+                        });
+                    }
                 }
             }
             ValueType::String => Value::String(self.string(key)?),
@@ -122,7 +140,10 @@ impl<'a> Cursor<'a> {
 
     fn array_value(&mut self, key: &str, depth: usize) -> Result<Value> {
         if depth >= MAX_ARRAY_DEPTH {
-            return Err(Error::NestedTooDeep { key: key.to_string(), offset: self.pos as u64 });
+            return Err(Error::NestedTooDeep {
+                key: key.to_string(),
+                offset: self.pos as u64,
+            });
         }
         let elem = self.value_type(key)?;
         let count = self.u64(key)?;
@@ -168,7 +189,11 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<Header> {
         None => DEFAULT_ALIGNMENT,
         Some(v) => match v.as_i128() {
             Some(a) if a > 0 && (a as u64).is_power_of_two() && a <= 1 << 30 => a as u64,
-            _ => return Err(Error::BadAlignment { value: format!("{v:?}") }),
+            _ => {
+                return Err(Error::BadAlignment {
+                    value: format!("{v:?}"),
+                });
+            }
         },
     };
 
@@ -178,25 +203,41 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<Header> {
     let mut tensor_index = HashMap::with_capacity(tensor_count);
     for i in 0..tensor_count {
         let info = tensor_info(&mut cur, i)?;
-        if tensor_index.insert(info.name.clone(), tensors.len()).is_some() {
+        if tensor_index
+            .insert(info.name.clone(), tensors.len())
+            .is_some()
+        {
             return Err(Error::DuplicateTensor { name: info.name });
         }
         tensors.push(info);
     }
 
-    let data_start = align_up(cur.pos as u64, alignment)
-        .ok_or(Error::Truncated { what: "data section".into(), offset: cur.pos as u64 })?;
+    let data_start = align_up(cur.pos as u64, alignment).ok_or(Error::Truncated {
+        what: "data section".into(),
+        offset: cur.pos as u64,
+    })?;
     for t in &tensors {
         check_tensor_bounds(t, data_start, alignment, bytes.len() as u64)?;
     }
-    Ok(Header { version, metadata, index, tensors, tensor_index, alignment, data_start })
+    Ok(Header {
+        version,
+        metadata,
+        index,
+        tensors,
+        tensor_index,
+        alignment,
+        data_start,
+    })
 }
 
 fn tensor_info(cur: &mut Cursor<'_>, i: usize) -> Result<TensorInfo> {
     let name = cur.string(&format!("tensor #{i} name"))?;
     let n_dims = cur.u32(&name)?;
     if n_dims == 0 || n_dims > MAX_DIMS {
-        return Err(Error::BadDims { tensor: name, reason: format!("{n_dims} dimensions") });
+        return Err(Error::BadDims {
+            tensor: name,
+            reason: format!("{n_dims} dimensions"),
+        });
     }
     let mut dims = Vec::with_capacity(n_dims as usize);
     for _ in 0..n_dims {
@@ -205,28 +246,58 @@ fn tensor_info(cur: &mut Cursor<'_>, i: usize) -> Result<TensorInfo> {
     let type_offset = cur.pos as u64;
     let type_id = cur.u32(&name)?;
     let Some(ggml_type) = GgmlType::from_id(type_id) else {
-        return Err(Error::UnknownTensorType { tensor: name, id: type_id, offset: type_offset });
+        return Err(Error::UnknownTensorType {
+            tensor: name,
+            id: type_id,
+            offset: type_offset,
+        });
     };
     let offset = cur.u64(&name)?;
     let elements = dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
     let Some(elements) = elements else {
-        return Err(Error::BadDims { tensor: name, reason: format!("{dims:?} overflows") });
+        return Err(Error::BadDims {
+            tensor: name,
+            reason: format!("{dims:?} overflows"),
+        });
     };
     if dims[0] % ggml_type.block_len() as u64 != 0 {
         let reason = format!("row of {} is not whole {ggml_type} blocks", dims[0]);
-        return Err(Error::BadDims { tensor: name, reason });
+        return Err(Error::BadDims {
+            tensor: name,
+            reason,
+        });
     }
     let Some(size_bytes) = ggml_type.bytes_for(elements) else {
-        return Err(Error::BadDims { tensor: name, reason: format!("{dims:?} overflows") });
+        return Err(Error::BadDims {
+            tensor: name,
+            reason: format!("{dims:?} overflows"),
+        });
     };
-    Ok(TensorInfo { name, dims, ggml_type, offset, size_bytes })
+    Ok(TensorInfo {
+        name,
+        dims,
+        ggml_type,
+        offset,
+        size_bytes,
+    })
 }
 
-fn check_tensor_bounds(t: &TensorInfo, data_start: u64, alignment: u64, file_len: u64) -> Result<()> {
-    if t.offset % alignment != 0 {
-        return Err(Error::MisalignedTensor { tensor: t.name.clone(), offset: t.offset, alignment });
+fn check_tensor_bounds(
+    t: &TensorInfo,
+    data_start: u64,
+    alignment: u64,
+    file_len: u64,
+) -> Result<()> {
+    if !t.offset.is_multiple_of(alignment) {
+        return Err(Error::MisalignedTensor {
+            tensor: t.name.clone(),
+            offset: t.offset,
+            alignment,
+        });
     }
-    let end = data_start.checked_add(t.offset).and_then(|s| s.checked_add(t.size_bytes));
+    let end = data_start
+        .checked_add(t.offset)
+        .and_then(|s| s.checked_add(t.size_bytes));
     match end {
         Some(end) if end <= file_len => Ok(()),
         _ => Err(Error::TensorOutOfBounds {

@@ -92,7 +92,7 @@ impl GgmlType {
     /// blocks or the size overflows.
     pub fn bytes_for(self, elements: u64) -> Option<u64> {
         let block_len = self.block_len() as u64;
-        if elements % block_len != 0 {
+        if !elements.is_multiple_of(block_len) {
             return None;
         }
         (elements / block_len).checked_mul(self.block_bytes() as u64)

@@ -1,5 +1,7 @@
 //! Unit tests of the GGUF reader: round trips through the builder, and every error path.
 
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
 use super::*;
 
 fn sample() -> GgufBuilder {
@@ -19,12 +21,18 @@ fn sample() -> GgufBuilder {
                 vec![Value::String("a".into()), Value::String("bé".into())],
             ),
         )
-        .kv("types", Value::Array(ValueType::I32, vec![Value::I32(1), Value::I32(3)]))
+        .kv(
+            "types",
+            Value::Array(ValueType::I32, vec![Value::I32(1), Value::I32(3)]),
+        )
         .kv(
             "nested",
             Value::Array(
                 ValueType::Array,
-                vec![Value::Array(ValueType::U8, vec![Value::U8(1), Value::U8(2)])],
+                vec![Value::Array(
+                    ValueType::U8,
+                    vec![Value::U8(1), Value::U8(2)],
+                )],
             ),
         )
         .tensor("w", &[4, 2], GgmlType::F32, (0..32).collect())
@@ -50,7 +58,10 @@ fn round_trip_metadata_and_tensors() {
     let w = file.tensor("w").unwrap();
     assert_eq!(w.matrix_shape(), Some((2, 4)));
     assert_eq!(w.ggml_type, GgmlType::F32);
-    assert_eq!(file.tensor_data("w").unwrap(), (0..32).collect::<Vec<u8>>().as_slice());
+    assert_eq!(
+        file.tensor_data("w").unwrap(),
+        (0..32).collect::<Vec<u8>>().as_slice()
+    );
     assert_eq!(file.tensor_data("b").unwrap(), &[7; 34][..]);
     assert_eq!(file.tensors().len(), 2);
 }
@@ -64,14 +75,20 @@ fn typed_getters_name_the_key() {
     assert!(err.contains("nope"), "{err}");
     let err = file.get_i32_array("tokens").unwrap_err().to_string();
     assert!(err.contains("tokens"), "{err}");
-    assert!(matches!(file.tensor_data("x"), Err(Error::MissingTensor { .. })));
+    assert!(matches!(
+        file.tensor_data("x"),
+        Err(Error::MissingTensor { .. })
+    ));
 }
 
 #[test]
 fn every_truncation_is_an_error() {
     let bytes = sample().build();
     for len in 0..bytes.len() {
-        assert!(GgufFile::parse(&bytes[..len]).is_err(), "prefix of {len} bytes parsed");
+        assert!(
+            GgufFile::parse(&bytes[..len]).is_err(),
+            "prefix of {len} bytes parsed"
+        );
     }
 }
 
@@ -79,10 +96,16 @@ fn every_truncation_is_an_error() {
 fn bad_magic_and_version() {
     let mut bytes = sample().build();
     bytes[0] = b'X';
-    assert!(matches!(GgufFile::parse(&bytes), Err(Error::BadMagic { .. })));
+    assert!(matches!(
+        GgufFile::parse(&bytes),
+        Err(Error::BadMagic { .. })
+    ));
     let mut bytes = sample().build();
     bytes[4] = 1;
-    assert!(matches!(GgufFile::parse(&bytes), Err(Error::UnsupportedVersion { version: 1 })));
+    assert!(matches!(
+        GgufFile::parse(&bytes),
+        Err(Error::UnsupportedVersion { version: 1 })
+    ));
 }
 
 #[test]
@@ -96,6 +119,11 @@ fn alignment_is_honoured() {
     assert_eq!(file.alignment(), 64);
     assert_eq!(file.tensor("b").unwrap().offset, 64);
     assert_eq!(file.tensor_data("b").unwrap(), &[2; 4]);
-    let bad = GgufBuilder::new().kv("general.alignment", Value::U32(3)).build();
-    assert!(matches!(GgufFile::parse(&bad), Err(Error::BadAlignment { .. })));
+    let bad = GgufBuilder::new()
+        .kv("general.alignment", Value::U32(3))
+        .build();
+    assert!(matches!(
+        GgufFile::parse(&bad),
+        Err(Error::BadAlignment { .. })
+    ));
 }

@@ -85,6 +85,9 @@ mod tests {
         assert_ne!(none, empty);
         assert_ne!(a, b);
         assert_ne!(a[1], b[1]);
-        assert_eq!(a, block_hashes(&[1, 2, 3, 4, 5, 6, 7, 8], 4, Some("tenant-a")));
+        assert_eq!(
+            a,
+            block_hashes(&[1, 2, 3, 4, 5, 6, 7, 8], 4, Some("tenant-a"))
+        );
     }
 }

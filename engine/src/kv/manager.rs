@@ -63,7 +63,9 @@ impl KvCacheManager {
 
     /// The block table of `request` (empty when it holds none).
     pub fn block_table(&self, request: RequestId) -> &[BlockId] {
-        self.tables.get(&request).map_or(&[], |t| t.blocks.as_slice())
+        self.tables
+            .get(&request)
+            .map_or(&[], |t| t.blocks.as_slice())
     }
 
     /// The longest cached prefix of `tokens`, whole blocks only, and always leaving at least
@@ -94,11 +96,18 @@ impl KvCacheManager {
         prefix: &CachedPrefix,
     ) -> Option<&[BlockId]> {
         let held = self.tables.get(&request).map_or(0, |t| t.blocks.len());
-        let prefix_blocks = if held == 0 { prefix.blocks.as_slice() } else { &[] };
+        let prefix_blocks = if held == 0 {
+            prefix.blocks.as_slice()
+        } else {
+            &[]
+        };
         let needed = num_tokens.div_ceil(self.block_size);
         let num_new = needed.saturating_sub(held + prefix_blocks.len());
         // Reviving a free cached block takes it out of the free queue too.
-        let revived = prefix_blocks.iter().filter(|&&b| self.pool.ref_count(b) == 0).count();
+        let revived = prefix_blocks
+            .iter()
+            .filter(|&&b| self.pool.ref_count(b) == 0)
+            .count();
         if num_new + revived > self.pool.num_free_blocks() {
             return None;
         }
@@ -107,7 +116,9 @@ impl KvCacheManager {
         let table = self.tables.entry(request).or_default();
         // Blocks found by hash are registered: keep their hashes so the chain continues.
         let pool = &self.pool;
-        table.hashes.extend(prefix_blocks.iter().map_while(|&id| pool.hash_of(id)));
+        table
+            .hashes
+            .extend(prefix_blocks.iter().map_while(|&id| pool.hash_of(id)));
         table.blocks.extend_from_slice(prefix_blocks);
         table.blocks.extend(fresh);
         Some(table.blocks.as_slice())
@@ -125,7 +136,9 @@ impl KvCacheManager {
         if !self.prefix_caching {
             return;
         }
-        let Some(table) = self.tables.get_mut(&request) else { return };
+        let Some(table) = self.tables.get_mut(&request) else {
+            return;
+        };
         let full = num_computed_tokens.min(tokens.len()) / self.block_size;
         let full = full.min(table.blocks.len());
         while table.hashes.len() < full {

@@ -9,7 +9,10 @@ fn tokens(n: usize, seed: u32) -> Vec<u32> {
 /// Allocates, "computes" and registers `toks` for `id` in one go, like one prefill step.
 fn prefill(kv: &mut KvCacheManager, id: RequestId, toks: &[u32]) -> Vec<BlockId> {
     let prefix = kv.find_cached_prefix(toks, None);
-    let blocks = kv.allocate_slots(id, toks.len(), &prefix).map(<[_]>::to_vec).unwrap_or_default();
+    let blocks = kv
+        .allocate_slots(id, toks.len(), &prefix)
+        .map(<[_]>::to_vec)
+        .unwrap_or_default();
     kv.cache_computed_blocks(id, toks, toks.len(), None);
     blocks
 }
@@ -46,7 +49,13 @@ fn a_second_request_shares_every_full_block_of_a_common_prefix() {
     a.truncate(8);
     a.extend([7, 7, 7]);
     let prefix = kv.find_cached_prefix(&a, None);
-    assert_eq!(prefix, CachedPrefix { blocks: vec![0, 1], num_tokens: 8 });
+    assert_eq!(
+        prefix,
+        CachedPrefix {
+            blocks: vec![0, 1],
+            num_tokens: 8
+        }
+    );
     assert_eq!(kv.allocate_slots(2, a.len(), &prefix), Some(&[0, 1, 3][..]));
     assert_eq!(kv.pool().ref_count(0), 2);
     assert_eq!(kv.pool().ref_count(2), 1);

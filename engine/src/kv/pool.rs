@@ -47,12 +47,26 @@ impl BlockPool {
                 ref_count: 0,
                 hash: None,
                 prev: if id == 0 { NIL } else { id - 1 },
-                next: if id as usize + 1 == num_blocks { NIL } else { id + 1 },
+                next: if id as usize + 1 == num_blocks {
+                    NIL
+                } else {
+                    id + 1
+                },
             })
             .collect();
-        let tail = if num_blocks == 0 { NIL } else { num_blocks as u32 - 1 };
+        let tail = if num_blocks == 0 {
+            NIL
+        } else {
+            num_blocks as u32 - 1
+        };
         let head = if num_blocks == 0 { NIL } else { 0 };
-        Self { blocks, head, tail, num_free: num_blocks, cached: HashMap::new() }
+        Self {
+            blocks,
+            head,
+            tail,
+            num_free: num_blocks,
+            cached: HashMap::new(),
+        }
     }
 
     /// Blocks in the pool.
@@ -127,7 +141,9 @@ impl BlockPool {
     /// Adds a reference to each block (a prefix-cache hit); a free one leaves the free queue.
     pub fn touch(&mut self, ids: &[BlockId]) {
         for &id in ids {
-            let Some(block) = self.blocks.get(id as usize) else { continue };
+            let Some(block) = self.blocks.get(id as usize) else {
+                continue;
+            };
             if block.ref_count == 0 {
                 self.unlink(id);
             }
@@ -139,7 +155,9 @@ impl BlockPool {
     /// joins the free queue (tail if it caches a prefix, head if not).
     pub fn free(&mut self, ids: impl IntoIterator<Item = BlockId>) {
         for id in ids {
-            let Some(block) = self.blocks.get_mut(id as usize) else { continue };
+            let Some(block) = self.blocks.get_mut(id as usize) else {
+                continue;
+            };
             if block.ref_count == 0 {
                 continue;
             }
@@ -157,7 +175,9 @@ impl BlockPool {
     /// Registers block `id` as holding the prefix `hash`. Returns false when another block
     /// already holds that prefix (the first one stays the cached copy) or `id` already has one.
     pub fn cache_block(&mut self, id: BlockId, hash: BlockHash) -> bool {
-        let Some(block) = self.blocks.get_mut(id as usize) else { return false };
+        let Some(block) = self.blocks.get_mut(id as usize) else {
+            return false;
+        };
         if block.hash.is_some() || self.cached.contains_key(&hash) {
             return false;
         }
@@ -171,8 +191,16 @@ impl BlockPool {
             let b = &self.blocks[id as usize];
             (b.prev, b.next)
         };
-        if prev == NIL { self.head = next } else { self.blocks[prev as usize].next = next }
-        if next == NIL { self.tail = prev } else { self.blocks[next as usize].prev = prev }
+        if prev == NIL {
+            self.head = next
+        } else {
+            self.blocks[prev as usize].next = next
+        }
+        if next == NIL {
+            self.tail = prev
+        } else {
+            self.blocks[next as usize].prev = prev
+        }
         let b = &mut self.blocks[id as usize];
         b.prev = NIL;
         b.next = NIL;
@@ -182,7 +210,11 @@ impl BlockPool {
     fn push_tail(&mut self, id: BlockId) {
         self.blocks[id as usize].prev = self.tail;
         self.blocks[id as usize].next = NIL;
-        if self.tail == NIL { self.head = id } else { self.blocks[self.tail as usize].next = id }
+        if self.tail == NIL {
+            self.head = id
+        } else {
+            self.blocks[self.tail as usize].next = id
+        }
         self.tail = id;
         self.num_free += 1;
     }
@@ -190,7 +222,11 @@ impl BlockPool {
     fn push_head(&mut self, id: BlockId) {
         self.blocks[id as usize].prev = NIL;
         self.blocks[id as usize].next = self.head;
-        if self.head == NIL { self.tail = id } else { self.blocks[self.head as usize].prev = id }
+        if self.head == NIL {
+            self.tail = id
+        } else {
+            self.blocks[self.head as usize].prev = id
+        }
         self.head = id;
         self.num_free += 1;
     }

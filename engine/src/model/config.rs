@@ -59,7 +59,10 @@ impl ModelConfig {
         };
         let vocab_size = match file.get_array("tokenizer.ggml.tokens") {
             Ok(tokens) => tokens.len(),
-            Err(_) => file.tensor("token_embd.weight").and_then(|t| t.matrix_shape()).map_or(0, |s| s.0),
+            Err(_) => file
+                .tensor("token_embd.weight")
+                .and_then(|t| t.matrix_shape())
+                .map_or(0, |s| s.0),
         };
         let rope_base = match file.get(&key("rope.freq_base")) {
             Some(_) => file.get_f32(&key("rope.freq_base"))?,
@@ -71,7 +74,7 @@ impl ModelConfig {
             ffn_size: usize_of("feed_forward_length")?,
             num_heads,
             num_kv_heads,
-            head_dim: if num_heads == 0 { 0 } else { hidden_size / num_heads },
+            head_dim: hidden_size.checked_div(num_heads).unwrap_or(0),
             rope_base,
             rope_layout,
             rms_norm_eps: file.get_f32(&key("attention.layer_norm_rms_epsilon"))?,
@@ -100,20 +103,28 @@ impl ModelConfig {
         if let Some((name, _)) = sizes.iter().find(|(_, v)| *v == 0) {
             return bad(format!("{}.{name} is zero", self.architecture));
         }
-        if self.hidden_size % self.num_heads != 0 || self.num_heads % self.num_kv_heads != 0 {
+        if !self.hidden_size.is_multiple_of(self.num_heads)
+            || !self.num_heads.is_multiple_of(self.num_kv_heads)
+        {
             return bad(format!(
                 "{} heads and {} KV heads do not divide a width of {}",
                 self.num_heads, self.num_kv_heads, self.hidden_size
             ));
         }
-        if self.head_dim % 2 != 0 || self.hidden_size % 32 != 0 || self.ffn_size % 32 != 0 {
+        if !self.head_dim.is_multiple_of(2)
+            || !self.hidden_size.is_multiple_of(32)
+            || !self.ffn_size.is_multiple_of(32)
+        {
             return bad(format!(
                 "width {}, FFN {} and head size {} must be multiples of 32, 32 and 2",
                 self.hidden_size, self.ffn_size, self.head_dim
             ));
         }
         if !(self.rms_norm_eps.is_finite() && self.rms_norm_eps > 0.0 && self.rope_base > 0.0) {
-            return bad(format!("bad rms_norm_eps {} or rope base {}", self.rms_norm_eps, self.rope_base));
+            return bad(format!(
+                "bad rms_norm_eps {} or rope base {}",
+                self.rms_norm_eps, self.rope_base
+            ));
         }
         Ok(())
     }

@@ -53,13 +53,14 @@ impl Model {
         for i in 0..c.num_layers {
             let name = |t: &str| format!("blk.{i}.{t}");
             let rows = [q_dim, kv_dim, kv_dim];
-            let qkv = ["attn_q.weight", "attn_k.weight", "attn_v.weight"].map(|t| name(t));
-            let bias = ["attn_q.bias", "attn_k.bias", "attn_v.bias"].map(|t| name(t));
+            let qkv = ["attn_q.weight", "attn_k.weight", "attn_v.weight"].map(&name);
+            let bias = ["attn_q.bias", "attn_k.bias", "attn_v.bias"].map(&name);
             let bqkv = match file.tensor(&bias[0]) {
                 None => None,
                 Some(_) => {
                     let parts = [(&bias[0], q_dim), (&bias[1], kv_dim), (&bias[2], kv_dim)];
-                    let parts: Result<Vec<_>> = parts.iter().map(|(n, len)| vector(file, n, *len)).collect();
+                    let parts: Result<Vec<_>> =
+                        parts.iter().map(|(n, len)| vector(file, n, *len)).collect();
                     Some(parts?.concat())
                 }
             };
@@ -78,7 +79,13 @@ impl Model {
                 w_down: matrix(file, &name("ffn_down.weight"), h, c.ffn_size)?,
             });
         }
-        Ok(Self { config, token_embd, output_norm, output, layers })
+        Ok(Self {
+            config,
+            token_embd,
+            output_norm,
+            output,
+            layers,
+        })
     }
 
     /// The output head: `output.weight`, or `token_embd` when tied. `[vocab, hidden]`
@@ -88,37 +95,54 @@ impl Model {
 }
 
 fn shape_error(name: &str, want: String, info_dims: &[u64]) -> Error {
-    Error::Model(format!("tensor {name}: expected shape {want}, found dims {info_dims:?}"))
+    Error::Model(format!(
+        "tensor {name}: expected shape {want}, found dims {info_dims:?}"
+    ))
 }
 
 /// A `[rows, cols]` matrix (GGUF dims `[cols, rows]`).
 fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<QMatrix> {
-    let info = file.tensor(name).ok_or_else(|| Error::Model(format!("tensor {name} is missing")))?;
+    let info = file
+        .tensor(name)
+        .ok_or_else(|| Error::Model(format!("tensor {name} is missing")))?;
     if info.dims != [cols as u64, rows as u64] {
         return Err(shape_error(name, format!("[{rows}, {cols}]"), &info.dims));
     }
     let bytes = file.tensor_data(name)?;
-    QMatrix::from_ggml(info.ggml_type, bytes, rows, cols)
-        .map_err(|source| Error::Tensor { tensor: name.to_string(), source })
+    QMatrix::from_ggml(info.ggml_type, bytes, rows, cols).map_err(|source| Error::Tensor {
+        tensor: name.to_string(),
+        source,
+    })
 }
 
 /// Several matrices with the same input width and type, stacked along rows.
 fn stacked(file: &GgufFile, names: &[String], rows: &[usize], cols: usize) -> Result<QMatrix> {
-    let parts: Vec<QMatrix> =
-        names.iter().zip(rows).map(|(n, &r)| matrix(file, n, r, cols)).collect::<Result<_>>()?;
+    let parts: Vec<QMatrix> = names
+        .iter()
+        .zip(rows)
+        .map(|(n, &r)| matrix(file, n, r, cols))
+        .collect::<Result<_>>()?;
     QMatrix::stack(&parts).ok_or_else(|| {
-        Error::Model(format!("tensors {names:?} have different types and cannot be stacked"))
+        Error::Model(format!(
+            "tensors {names:?} have different types and cannot be stacked"
+        ))
     })
 }
 
 /// A `[len]` f32 vector (norm weights, biases) of any float type.
 fn vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
-    let info = file.tensor(name).ok_or_else(|| Error::Model(format!("tensor {name} is missing")))?;
+    let info = file
+        .tensor(name)
+        .ok_or_else(|| Error::Model(format!("tensor {name} is missing")))?;
     if info.dims != [len as u64] {
         return Err(shape_error(name, format!("[{len}]"), &info.dims));
     }
     let mut out = vec![0f32; len];
-    crate::quant::dequantize(info.ggml_type, file.tensor_data(name)?, &mut out)
-        .map_err(|source| Error::Tensor { tensor: name.to_string(), source })?;
+    crate::quant::dequantize(info.ggml_type, file.tensor_data(name)?, &mut out).map_err(
+        |source| Error::Tensor {
+            tensor: name.to_string(),
+            source,
+        },
+    )?;
     Ok(out)
 }

@@ -2,8 +2,8 @@
 
 use half::{bf16, f16};
 
-use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, QK};
 use super::Error;
+use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8_0, QK};
 use crate::gguf::GgmlType;
 
 fn half_at(bytes: &[u8], at: usize) -> f32 {
@@ -11,7 +11,11 @@ fn half_at(bytes: &[u8], at: usize) -> f32 {
 }
 
 fn check(ty: GgmlType, bytes: &[u8], elements: usize) -> Result<usize, Error> {
-    let mismatch = || Error::SizeMismatch { ty, bytes: bytes.len(), elements };
+    let mismatch = || Error::SizeMismatch {
+        ty,
+        bytes: bytes.len(),
+        elements,
+    };
     let want = ty.bytes_for(elements as u64).ok_or_else(mismatch)?;
     if want != bytes.len() as u64 {
         return Err(mismatch());
@@ -28,7 +32,11 @@ pub(crate) fn repack_q4_1(bytes: &[u8], elements: usize) -> Result<Vec<BlockQ4_1
         .map(|b| {
             let mut qs = [0u8; 16];
             qs.copy_from_slice(&b[4..20]);
-            BlockQ4_1 { d: half_at(b, 0), m: half_at(b, 2), qs }
+            BlockQ4_1 {
+                d: half_at(b, 0),
+                m: half_at(b, 2),
+                qs,
+            }
         })
         .collect())
 }
@@ -42,7 +50,10 @@ pub(crate) fn repack_q4_0(bytes: &[u8], elements: usize) -> Result<Vec<BlockQ4_0
         .map(|b| {
             let mut qs = [0u8; 16];
             qs.copy_from_slice(&b[2..18]);
-            BlockQ4_0 { d: half_at(b, 0), qs }
+            BlockQ4_0 {
+                d: half_at(b, 0),
+                qs,
+            }
         })
         .collect())
 }
@@ -58,7 +69,10 @@ pub(crate) fn repack_q8_0(bytes: &[u8], elements: usize) -> Result<Vec<BlockQ8_0
             for (q, &byte) in qs.iter_mut().zip(&b[2..34]) {
                 *q = byte as i8;
             }
-            BlockQ8_0 { d: half_at(b, 0), qs }
+            BlockQ8_0 {
+                d: half_at(b, 0),
+                qs,
+            }
         })
         .collect())
 }

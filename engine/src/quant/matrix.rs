@@ -52,7 +52,12 @@ impl QMatrix {
                 Weights::F32(out)
             }
         };
-        Ok(Self { rows, cols, weights, simd: Simd::detect() })
+        Ok(Self {
+            rows,
+            cols,
+            weights,
+            simd: Simd::detect(),
+        })
     }
 
     /// Stacks matrices with the same width and block type along rows (`None` otherwise).
@@ -78,7 +83,12 @@ impl QMatrix {
             })?),
         };
         let rows = parts.iter().map(|p| p.rows).sum();
-        same.then_some(QMatrix { rows, cols: first.cols, weights, simd: first.simd })
+        same.then_some(QMatrix {
+            rows,
+            cols: first.cols,
+            weights,
+            simd: first.simd,
+        })
     }
 
     /// Output features.
@@ -122,7 +132,14 @@ impl QMatrix {
 
     /// `out[r * rows.len() + i] = dot(weight row rows.start + i, activation row m0 + r)` for
     /// `r < tile` (`1 ≤ tile ≤ TILE_ROWS`).
-    pub fn gemv_tile(&self, acts: Acts<'_>, m0: usize, tile: usize, rows: Range<usize>, out: &mut [f32]) {
+    pub fn gemv_tile(
+        &self,
+        acts: Acts<'_>,
+        m0: usize,
+        tile: usize,
+        rows: Range<usize>,
+        out: &mut [f32],
+    ) {
         match tile {
             1 => self.tile::<1>(acts, m0, rows, out),
             2 => self.tile::<2>(acts, m0, rows, out),
@@ -135,8 +152,9 @@ impl QMatrix {
         let (cols, bpr) = (self.cols, self.cols / QK);
         let f32_rows: [&[f32]; R] =
             std::array::from_fn(|r| &acts.f32[(m0 + r) * cols..(m0 + r + 1) * cols]);
-        let q8_rows: Option<[&[BlockQ8]; R]> =
-            acts.q8.map(|q| std::array::from_fn(|r| &q[(m0 + r) * bpr..(m0 + r + 1) * bpr]));
+        let q8_rows: Option<[&[BlockQ8]; R]> = acts
+            .q8
+            .map(|q| std::array::from_fn(|r| &q[(m0 + r) * bpr..(m0 + r + 1) * bpr]));
         match &self.weights {
             Weights::Q4_1(w) => self.run(w, rows, f32_rows, q8_rows, out),
             Weights::Q4_0(w) => self.run(w, rows, f32_rows, q8_rows, out),
@@ -183,7 +201,10 @@ impl QMatrix {
     }
 }
 
-fn concat<T: Clone>(parts: &[QMatrix], get: impl Fn(&Weights) -> Option<&Vec<T>>) -> Option<Vec<T>> {
+fn concat<T: Clone>(
+    parts: &[QMatrix],
+    get: impl Fn(&Weights) -> Option<&Vec<T>>,
+) -> Option<Vec<T>> {
     let mut out = Vec::new();
     for p in parts {
         out.extend_from_slice(get(&p.weights)?);

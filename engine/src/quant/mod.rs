@@ -25,7 +25,11 @@ pub enum Error {
     #[error("tensor type {0} is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)")]
     Unsupported(GgmlType),
     #[error("{ty} data of {bytes} bytes does not hold {elements} elements")]
-    SizeMismatch { ty: GgmlType, bytes: usize, elements: usize },
+    SizeMismatch {
+        ty: GgmlType,
+        bytes: usize,
+        elements: usize,
+    },
 }
 
 /// Which SIMD kernels this CPU runs (detected once at run time).

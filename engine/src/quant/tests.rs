@@ -1,5 +1,7 @@
 //! Dequantisation against hand-made blocks, and SIMD kernels against the portable ones.
 
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
 use half::{bf16, f16};
 
 use super::*;
@@ -51,8 +53,14 @@ fn q8_0_hand_made_block() {
 fn float_formats() {
     let vals = [1.5f32, -2.25, 0.0, 65504.0];
     let f32_bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let f16b: Vec<u8> = vals.iter().flat_map(|v| f16::from_f32(*v).to_le_bytes()).collect();
-    let bf16b: Vec<u8> = vals.iter().flat_map(|v| bf16::from_f32(*v).to_le_bytes()).collect();
+    let f16b: Vec<u8> = vals
+        .iter()
+        .flat_map(|v| f16::from_f32(*v).to_le_bytes())
+        .collect();
+    let bf16b: Vec<u8> = vals
+        .iter()
+        .flat_map(|v| bf16::from_f32(*v).to_le_bytes())
+        .collect();
     let mut out = [0f32; 4];
     dequantize(GgmlType::F32, &f32_bytes, &mut out).unwrap();
     assert_eq!(out, vals);
@@ -66,13 +74,21 @@ fn float_formats() {
 #[test]
 fn wrong_sizes_and_types_are_errors() {
     let mut out = [0f32; 32];
-    assert!(matches!(dequantize(GgmlType::Q4_1, &[0; 19], &mut out), Err(Error::SizeMismatch { .. })));
-    assert!(matches!(dequantize(GgmlType::Q6K, &[0; 210], &mut out), Err(Error::Unsupported(_))));
+    assert!(matches!(
+        dequantize(GgmlType::Q4_1, &[0; 19], &mut out),
+        Err(Error::SizeMismatch { .. })
+    ));
+    assert!(matches!(
+        dequantize(GgmlType::Q6K, &[0; 210], &mut out),
+        Err(Error::Unsupported(_))
+    ));
 }
 
 /// A deterministic pseudo-random stream (no dependency needed for test data).
 fn lcg(seed: &mut u64) -> f32 {
-    *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    *seed = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     ((*seed >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0
 }
 
@@ -116,8 +132,11 @@ fn kernels_agree_with_dequantised_reference() {
                     for r in 0..tile {
                         for n in 0..rows {
                             let xr = &x[(m0 + r) * cols..(m0 + r + 1) * cols];
-                            let exact: f32 =
-                                dense[n * cols..(n + 1) * cols].iter().zip(xr).map(|(w, v)| w * v).sum();
+                            let exact: f32 = dense[n * cols..(n + 1) * cols]
+                                .iter()
+                                .zip(xr)
+                                .map(|(w, v)| w * v)
+                                .sum();
                             let (fa, pb) = (a[r * rows + n], b[r * rows + n]);
                             assert!((fa - pb).abs() < 1e-4, "{ty} simd {fa} vs scalar {pb}");
                             // Quantised activations are off by at most half a step per

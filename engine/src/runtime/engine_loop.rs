@@ -43,13 +43,26 @@ impl EngineLoop {
         metrics: Arc<EngineMetrics>,
         inbox: Receiver<Command>,
     ) -> Self {
-        let kv = KvCacheManager::new(backend.num_kv_blocks(), backend.block_size(), config.enable_prefix_caching);
+        let kv = KvCacheManager::new(
+            backend.num_kv_blocks(),
+            backend.block_size(),
+            config.enable_prefix_caching,
+        );
         let scheduler = Scheduler::new(SchedulerConfig {
             max_batch_tokens: config.max_batch_tokens,
             max_num_seqs: config.max_num_seqs,
         });
         let vocab_size = backend.model_config().vocab_size;
-        Self { backend, config, metrics, inbox, scheduler, kv, active: HashMap::new(), vocab_size }
+        Self {
+            backend,
+            config,
+            metrics,
+            inbox,
+            scheduler,
+            kv,
+            active: HashMap::new(),
+            vocab_size,
+        }
     }
 
     /// Runs until every handle is dropped and no request is left.
@@ -99,12 +112,17 @@ impl EngineLoop {
 
     fn apply(&mut self, command: Command) {
         match command {
-            Command::Add { id, request, events } => self.add(id, request, events),
+            Command::Add {
+                id,
+                request,
+                events,
+            } => self.add(id, request, events),
             Command::Abort { id, completed } => {
-                if let Some(active) = self.active.remove(&id) {
-                    if completed {
-                        self.metrics.e2e_request_latency_s.observe(active.arrival.elapsed().as_secs_f64());
-                    }
+                let active = self.active.remove(&id);
+                if let Some(active) = active.filter(|_| completed) {
+                    self.metrics
+                        .e2e_request_latency_s
+                        .observe(active.arrival.elapsed().as_secs_f64());
                 }
                 self.scheduler.remove(id, &mut self.kv);
             }
@@ -113,20 +131,46 @@ impl EngineLoop {
         self.publish_gauges();
     }
 
-    fn add(&mut self, id: RequestId, request: GenerateRequest, events: UnboundedSender<TokenEvent>) {
-        let GenerateRequest { prompt_tokens, params, priority, cache_salt, arrival } = request;
-        let max_len = self.config.max_model_len.min(self.kv.pool().num_blocks() * self.kv.block_size());
+    fn add(
+        &mut self,
+        id: RequestId,
+        request: GenerateRequest,
+        events: UnboundedSender<TokenEvent>,
+    ) {
+        let GenerateRequest {
+            prompt_tokens,
+            params,
+            priority,
+            cache_salt,
+            arrival,
+        } = request;
+        let max_len = self
+            .config
+            .max_model_len
+            .min(self.kv.pool().num_blocks() * self.kv.block_size());
         let wanted = prompt_tokens.len() + params.max_tokens.unwrap_or(1) as usize;
         if prompt_tokens.is_empty() || wanted > max_len {
             // The server checks this first; the loop must still never admit a request that
             // could not fit even alone (it would wait forever).
-            let message = format!("prompt plus max_tokens is {wanted} tokens; this engine holds at most {max_len}");
+            let message = format!(
+                "prompt plus max_tokens is {wanted} tokens; this engine holds at most {max_len}"
+            );
             let _ = events.send(TokenEvent::Failed(message));
             return;
         }
         let sampler = Sampler::new(&params, &prompt_tokens);
-        self.scheduler.add(SchedRequest::new(id, prompt_tokens, priority, cache_salt));
-        self.active.insert(id, Active { sampler, events, arrival, last_token_at: None, num_generated: 0 });
+        self.scheduler
+            .add(SchedRequest::new(id, prompt_tokens, priority, cache_salt));
+        self.active.insert(
+            id,
+            Active {
+                sampler,
+                events,
+                arrival,
+                last_token_at: None,
+                num_generated: 0,
+            },
+        );
     }
 
     /// One forward step over `out.seqs`, then sampling and delivery.
@@ -135,7 +179,9 @@ impl EngineLoop {
         let result = {
             let mut batch = Vec::with_capacity(out.seqs.len());
             for seq in &out.seqs {
-                let Some(request) = self.scheduler.request(seq.id) else { continue };
+                let Some(request) = self.scheduler.request(seq.id) else {
+                    continue;
+                };
                 batch.push(SeqStep {
                     tokens: &request.tokens[seq.start_pos..seq.start_pos + seq.num_tokens],
                     start_pos: seq.start_pos,
@@ -153,11 +199,16 @@ impl EngineLoop {
             Err(err) => {
                 tracing::error!(error = %err, "forward step failed; failing its requests");
                 for seq in &out.seqs {
-                    self.finish(seq.id, TokenEvent::Failed(format!("engine step failed: {err}")));
+                    self.finish(
+                        seq.id,
+                        TokenEvent::Failed(format!("engine step failed: {err}")),
+                    );
                 }
             }
         }
-        self.metrics.step_duration_s.observe(started.elapsed().as_secs_f64());
+        self.metrics
+            .step_duration_s
+            .observe(started.elapsed().as_secs_f64());
         self.metrics.batch_size.observe(out.seqs.len() as f64);
     }
 
@@ -165,10 +216,15 @@ impl EngineLoop {
         let now = Instant::now();
         for (index, seq) in out.seqs.iter().enumerate().filter(|(_, s)| s.want_logits) {
             let Some(logits) = output.logits_of(index, self.vocab_size) else {
-                self.finish(seq.id, TokenEvent::Failed("the backend returned no logits".into()));
+                self.finish(
+                    seq.id,
+                    TokenEvent::Failed("the backend returned no logits".into()),
+                );
                 continue;
             };
-            let Some(active) = self.active.get_mut(&seq.id) else { continue };
+            let Some(active) = self.active.get_mut(&seq.id) else {
+                continue;
+            };
             let token = match active.sampler.sample(logits) {
                 Ok(token) => token,
                 Err(err) => {
@@ -178,20 +234,43 @@ impl EngineLoop {
             };
             active.num_generated += 1;
             match active.last_token_at {
-                None => self.metrics.time_to_first_token_s.observe((now - active.arrival).as_secs_f64()),
-                Some(last) => self.metrics.inter_token_latency_s.observe((now - last).as_secs_f64()),
+                None => self
+                    .metrics
+                    .time_to_first_token_s
+                    .observe((now - active.arrival).as_secs_f64()),
+                Some(last) => self
+                    .metrics
+                    .inter_token_latency_s
+                    .observe((now - last).as_secs_f64()),
             }
             active.last_token_at = Some(now);
             self.metrics.generation_tokens.add(1);
             let token_id = token.token_id;
-            let finish = finish_on_token(active.sampler.params(), token_id, active.num_generated, &self.config.eos_token_ids);
+            let finish = finish_on_token(
+                active.sampler.params(),
+                token_id,
+                active.num_generated,
+                &self.config.eos_token_ids,
+            );
             self.scheduler.append_token(seq.id, token_id);
-            let Some(request) = self.scheduler.request(seq.id) else { continue };
+            let Some(request) = self.scheduler.request(seq.id) else {
+                continue;
+            };
             let cached = request.num_cached_tokens.unwrap_or(0);
-            let finish = finish.or_else(|| (request.tokens.len() >= self.config.max_model_len).then_some(FinishReason::Length));
+            let finish = finish.or_else(|| {
+                (request.tokens.len() >= self.config.max_model_len).then_some(FinishReason::Length)
+            });
             // EOS and stop tokens end the request without joining the output.
             let is_output = !matches!(finish, Some(FinishReason::Eos | FinishReason::StopToken(_)));
-            if is_output && active.events.send(TokenEvent::Token { token, num_cached_tokens: cached }).is_err() {
+            if is_output
+                && active
+                    .events
+                    .send(TokenEvent::Token {
+                        token,
+                        num_cached_tokens: cached,
+                    })
+                    .is_err()
+            {
                 // The receiver is gone: the client disconnected.
                 self.scheduler.remove(seq.id, &mut self.kv);
                 self.active.remove(&seq.id);
@@ -203,7 +282,9 @@ impl EngineLoop {
                     completion_tokens: active.num_generated as usize - usize::from(!is_output),
                     cached_tokens: cached,
                 };
-                self.metrics.e2e_request_latency_s.observe((now - active.arrival).as_secs_f64());
+                self.metrics
+                    .e2e_request_latency_s
+                    .observe((now - active.arrival).as_secs_f64());
                 self.finish(seq.id, TokenEvent::Finished { reason, usage });
             }
         }
@@ -223,16 +304,23 @@ impl EngineLoop {
         m.prefix_cache_queries.add(out.prefix_query_tokens);
         m.prefix_cache_hits.add(out.prefix_hit_tokens);
         for id in &out.first_scheduled {
-            if let (Some(active), Some(request)) = (self.active.get(id), self.scheduler.request(*id)) {
-                m.request_queue_time_s.observe(active.arrival.elapsed().as_secs_f64());
+            if let (Some(active), Some(request)) =
+                (self.active.get(id), self.scheduler.request(*id))
+            {
+                m.request_queue_time_s
+                    .observe(active.arrival.elapsed().as_secs_f64());
                 m.prompt_tokens.add(request.num_prompt_tokens as u64);
             }
         }
     }
 
     fn publish_gauges(&self) {
-        self.metrics.num_requests_running.set(self.scheduler.num_running() as f64);
-        self.metrics.num_requests_waiting.set(self.scheduler.num_waiting() as f64);
+        self.metrics
+            .num_requests_running
+            .set(self.scheduler.num_running() as f64);
+        self.metrics
+            .num_requests_waiting
+            .set(self.scheduler.num_waiting() as f64);
         self.metrics.kv_cache_usage_perc.set(self.kv.usage());
     }
 }

@@ -9,13 +9,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokenscale_common::metrics::{LABEL_MODEL_NAME, engine as names};
 
 /// Bucket bounds of latency histograms, in seconds (vLLM's, so dashboards line up).
-const TTFT_BUCKETS_S: &[f64] =
-    &[0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0];
-const ITL_BUCKETS_S: &[f64] =
-    &[0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0];
-const REQUEST_BUCKETS_S: &[f64] =
-    &[0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0];
-const STEP_BUCKETS_S: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+const TTFT_BUCKETS_S: &[f64] = &[
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+];
+const ITL_BUCKETS_S: &[f64] = &[
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+    40.0, 80.0,
+];
+const REQUEST_BUCKETS_S: &[f64] = &[
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0,
+];
+const STEP_BUCKETS_S: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
 const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
 
 /// A histogram with fixed bucket bounds.
@@ -34,7 +42,13 @@ struct HistogramState {
 
 impl Histogram {
     fn new(bounds: &'static [f64]) -> Self {
-        Self { bounds, state: Mutex::new(HistogramState { counts: vec![0; bounds.len() + 1], sum: 0.0 }) }
+        Self {
+            bounds,
+            state: Mutex::new(HistogramState {
+                counts: vec![0; bounds.len() + 1],
+                sum: 0.0,
+            }),
+        }
     }
 
     /// Records one observation.
@@ -47,7 +61,12 @@ impl Histogram {
 
     /// Observations so far.
     pub fn count(&self) -> u64 {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).counts.iter().sum()
+        self.state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .counts
+            .iter()
+            .sum()
     }
 }
 
@@ -107,7 +126,13 @@ pub struct EngineMetrics {
 
 impl EngineMetrics {
     /// Zeroed metrics for a model served under `model_name` on `backend`.
-    pub fn new(model_name: &str, backend: &str, simulated: bool, block_size: usize, num_blocks: usize) -> Self {
+    pub fn new(
+        model_name: &str,
+        backend: &str,
+        simulated: bool,
+        block_size: usize,
+        num_blocks: usize,
+    ) -> Self {
         Self {
             model_name: model_name.to_string(),
             backend: backend.to_string(),
@@ -136,38 +161,111 @@ impl EngineMetrics {
         let model = format!("{LABEL_MODEL_NAME}=\"{}\"", escape_label(&self.model_name));
         let mut out = String::with_capacity(8192);
         let gauges = [
-            (names::NUM_REQUESTS_RUNNING, "Requests in the running batch.", self.num_requests_running.get()),
-            (names::NUM_REQUESTS_WAITING, "Requests waiting to be scheduled.", self.num_requests_waiting.get()),
-            (names::KV_CACHE_USAGE_PERC, "Fraction (0-1) of KV-cache blocks in use.", self.kv_cache_usage_perc.get()),
+            (
+                names::NUM_REQUESTS_RUNNING,
+                "Requests in the running batch.",
+                self.num_requests_running.get(),
+            ),
+            (
+                names::NUM_REQUESTS_WAITING,
+                "Requests waiting to be scheduled.",
+                self.num_requests_waiting.get(),
+            ),
+            (
+                names::KV_CACHE_USAGE_PERC,
+                "Fraction (0-1) of KV-cache blocks in use.",
+                self.kv_cache_usage_perc.get(),
+            ),
         ];
         for (name, help, value) in gauges {
             family(&mut out, name, help, "gauge");
             let _ = writeln!(out, "{name}{{{model}}} {value}");
         }
-        let info = format!("{model},block_size=\"{}\",num_gpu_blocks=\"{}\"", self.block_size, self.num_blocks);
-        family(&mut out, names::CACHE_CONFIG_INFO, "KV-cache configuration.", "gauge");
+        let info = format!(
+            "{model},block_size=\"{}\",num_gpu_blocks=\"{}\"",
+            self.block_size, self.num_blocks
+        );
+        family(
+            &mut out,
+            names::CACHE_CONFIG_INFO,
+            "KV-cache configuration.",
+            "gauge",
+        );
         let _ = writeln!(out, "{}{{{info}}} 1", names::CACHE_CONFIG_INFO);
-        let backend = format!("{model},backend=\"{}\",simulated=\"{}\"", escape_label(&self.backend), self.simulated);
-        family(&mut out, names::BACKEND_INFO, "Compute backend of this engine.", "gauge");
+        let backend = format!(
+            "{model},backend=\"{}\",simulated=\"{}\"",
+            escape_label(&self.backend),
+            self.simulated
+        );
+        family(
+            &mut out,
+            names::BACKEND_INFO,
+            "Compute backend of this engine.",
+            "gauge",
+        );
         let _ = writeln!(out, "{}{{{backend}}} 1", names::BACKEND_INFO);
         let counters = [
-            (names::PROMPT_TOKENS_TOTAL, "Prompt tokens processed.", &self.prompt_tokens),
-            (names::GENERATION_TOKENS_TOTAL, "Tokens generated.", &self.generation_tokens),
-            (names::NUM_PREEMPTIONS_TOTAL, "Requests preempted to free KV blocks.", &self.num_preemptions),
-            (names::PREFIX_CACHE_QUERIES_TOTAL, "Prompt tokens looked up in the prefix cache.", &self.prefix_cache_queries),
-            (names::PREFIX_CACHE_HITS_TOTAL, "Prompt tokens found in the prefix cache.", &self.prefix_cache_hits),
+            (
+                names::PROMPT_TOKENS_TOTAL,
+                "Prompt tokens processed.",
+                &self.prompt_tokens,
+            ),
+            (
+                names::GENERATION_TOKENS_TOTAL,
+                "Tokens generated.",
+                &self.generation_tokens,
+            ),
+            (
+                names::NUM_PREEMPTIONS_TOTAL,
+                "Requests preempted to free KV blocks.",
+                &self.num_preemptions,
+            ),
+            (
+                names::PREFIX_CACHE_QUERIES_TOTAL,
+                "Prompt tokens looked up in the prefix cache.",
+                &self.prefix_cache_queries,
+            ),
+            (
+                names::PREFIX_CACHE_HITS_TOTAL,
+                "Prompt tokens found in the prefix cache.",
+                &self.prefix_cache_hits,
+            ),
         ];
         for (name, help, counter) in counters {
             family(&mut out, name, help, "counter");
             let _ = writeln!(out, "{name}{{{model}}} {}", counter.get());
         }
         let histograms = [
-            (names::TIME_TO_FIRST_TOKEN_SECONDS, "Arrival to first token, seconds.", &self.time_to_first_token_s),
-            (names::INTER_TOKEN_LATENCY_SECONDS, "Between consecutive output tokens, seconds.", &self.inter_token_latency_s),
-            (names::E2E_REQUEST_LATENCY_SECONDS, "Arrival to last token, seconds.", &self.e2e_request_latency_s),
-            (names::REQUEST_QUEUE_TIME_SECONDS, "Arrival to first scheduling, seconds.", &self.request_queue_time_s),
-            (names::STEP_DURATION_SECONDS, "One engine step, seconds.", &self.step_duration_s),
-            (names::BATCH_SIZE, "Sequences in one engine step.", &self.batch_size),
+            (
+                names::TIME_TO_FIRST_TOKEN_SECONDS,
+                "Arrival to first token, seconds.",
+                &self.time_to_first_token_s,
+            ),
+            (
+                names::INTER_TOKEN_LATENCY_SECONDS,
+                "Between consecutive output tokens, seconds.",
+                &self.inter_token_latency_s,
+            ),
+            (
+                names::E2E_REQUEST_LATENCY_SECONDS,
+                "Arrival to last token, seconds.",
+                &self.e2e_request_latency_s,
+            ),
+            (
+                names::REQUEST_QUEUE_TIME_SECONDS,
+                "Arrival to first scheduling, seconds.",
+                &self.request_queue_time_s,
+            ),
+            (
+                names::STEP_DURATION_SECONDS,
+                "One engine step, seconds.",
+                &self.step_duration_s,
+            ),
+            (
+                names::BATCH_SIZE,
+                "Sequences in one engine step.",
+                &self.batch_size,
+            ),
         ];
         for (name, help, histogram) in histograms {
             family(&mut out, name, help, "histogram");
@@ -183,11 +281,18 @@ fn family(out: &mut String, name: &str, help: &str, kind: &str) {
 }
 
 fn render_histogram(out: &mut String, name: &str, labels: &str, histogram: &Histogram) {
-    let state = histogram.state.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let state = histogram
+        .state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
     let mut cumulative = 0u64;
     for (bound, count) in histogram.bounds.iter().zip(&state.counts) {
         cumulative += count;
-        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound:?}\"}} {cumulative}");
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{{labels},le=\"{bound:?}\"}} {cumulative}"
+        );
     }
     cumulative += state.counts.last().copied().unwrap_or(0);
     let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
@@ -197,7 +302,10 @@ fn render_histogram(out: &mut String, name: &str, labels: &str, histogram: &Hist
 
 /// Escapes a label value (backslash, double quote, newline), as the text format requires.
 fn escape_label(value: &str) -> String {
-    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 #[cfg(test)]
@@ -211,9 +319,15 @@ mod tests {
         m.batch_size.observe(1.0);
         m.batch_size.observe(1000.0);
         let text = m.render();
-        assert!(text.contains("tokenscale_engine_batch_size_bucket{model_name=\"m\",le=\"1.0\"} 1\n"));
-        assert!(text.contains("tokenscale_engine_batch_size_bucket{model_name=\"m\",le=\"4.0\"} 2\n"));
-        assert!(text.contains("tokenscale_engine_batch_size_bucket{model_name=\"m\",le=\"+Inf\"} 3\n"));
+        assert!(
+            text.contains("tokenscale_engine_batch_size_bucket{model_name=\"m\",le=\"1.0\"} 1\n")
+        );
+        assert!(
+            text.contains("tokenscale_engine_batch_size_bucket{model_name=\"m\",le=\"4.0\"} 2\n")
+        );
+        assert!(
+            text.contains("tokenscale_engine_batch_size_bucket{model_name=\"m\",le=\"+Inf\"} 3\n")
+        );
         assert!(text.contains("tokenscale_engine_batch_size_sum{model_name=\"m\"} 1004\n"));
         assert!(text.contains("tokenscale_engine_batch_size_count{model_name=\"m\"} 3\n"));
     }
@@ -222,8 +336,13 @@ mod tests {
     fn labels_are_escaped_and_info_gauges_carry_the_cache_shape() {
         let m = EngineMetrics::new("a\"b", "cpu", false, 16, 64);
         let text = m.render();
-        assert!(text.contains(r#"vllm:cache_config_info{model_name="a\"b",block_size="16",num_gpu_blocks="64"} 1"#));
+        assert!(text.contains(
+            r#"vllm:cache_config_info{model_name="a\"b",block_size="16",num_gpu_blocks="64"} 1"#
+        ));
         m.num_preemptions.add(2);
-        assert!(m.render().contains(r#"vllm:num_preemptions_total{model_name="a\"b"} 2"#));
+        assert!(
+            m.render()
+                .contains(r#"vllm:num_preemptions_total{model_name="a\"b"} 2"#)
+        );
     }
 }

@@ -49,10 +49,16 @@ pub struct GenerateRequest {
 #[derive(Debug, Clone)]
 pub enum TokenEvent {
     /// A generated token. `num_cached_tokens`: prompt tokens the prefix cache supplied.
-    Token { token: SampledToken, num_cached_tokens: usize },
+    Token {
+        token: SampledToken,
+        num_cached_tokens: usize,
+    },
     /// Generation ended (the token that ended it, if any, was sent before unless it is EOS or
     /// a stop token, which are not part of the output).
-    Finished { reason: FinishReason, usage: RequestUsage },
+    Finished {
+        reason: FinishReason,
+        usage: RequestUsage,
+    },
     /// The engine could not run the request.
     Failed(String),
 }
@@ -68,7 +74,11 @@ pub struct RequestUsage {
 /// Messages into the loop.
 #[derive(Debug)]
 enum Command {
-    Add { id: RequestId, request: GenerateRequest, events: tokio_mpsc::UnboundedSender<TokenEvent> },
+    Add {
+        id: RequestId,
+        request: GenerateRequest,
+        events: tokio_mpsc::UnboundedSender<TokenEvent>,
+    },
     /// Stop a request: `completed` when its handler finished it (a stop string), false when
     /// the client went away.
     Abort { id: RequestId, completed: bool },
@@ -89,11 +99,21 @@ pub struct EngineHandle {
 
 impl EngineHandle {
     /// Starts the loop on its own thread, owning `backend`.
-    pub fn spawn(backend: Box<dyn Backend>, config: EngineConfig, metrics: Arc<EngineMetrics>) -> std::io::Result<Self> {
+    pub fn spawn(
+        backend: Box<dyn Backend>,
+        config: EngineConfig,
+        metrics: Arc<EngineMetrics>,
+    ) -> std::io::Result<Self> {
         let (commands, inbox) = mpsc::channel();
         let state = engine_loop::EngineLoop::new(backend, config, metrics.clone(), inbox);
-        std::thread::Builder::new().name("engine-loop".into()).spawn(move || state.run())?;
-        Ok(Self { commands, next_id: Arc::new(AtomicU64::new(1)), metrics })
+        std::thread::Builder::new()
+            .name("engine-loop".into())
+            .spawn(move || state.run())?;
+        Ok(Self {
+            commands,
+            next_id: Arc::new(AtomicU64::new(1)),
+            metrics,
+        })
     }
 
     /// Queues a request; its tokens arrive on the returned stream. Dropping the stream before
@@ -101,8 +121,19 @@ impl EngineHandle {
     pub fn submit(&self, request: GenerateRequest) -> Result<RequestStream, EngineStopped> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (events, rx) = tokio_mpsc::unbounded_channel();
-        self.commands.send(Command::Add { id, request, events }).map_err(|_| EngineStopped)?;
-        Ok(RequestStream { id, rx, commands: self.commands.clone(), done: AtomicBool::new(false) })
+        self.commands
+            .send(Command::Add {
+                id,
+                request,
+                events,
+            })
+            .map_err(|_| EngineStopped)?;
+        Ok(RequestStream {
+            id,
+            rx,
+            commands: self.commands.clone(),
+            done: AtomicBool::new(false),
+        })
     }
 
     /// The metrics the loop keeps.
@@ -144,12 +175,18 @@ impl RequestStream {
     /// matched): it counts as finished, not cancelled.
     pub fn complete(self) {
         if !self.done.swap(true, Ordering::Relaxed) {
-            let _ = self.commands.send(Command::Abort { id: self.id, completed: true });
+            let _ = self.commands.send(Command::Abort {
+                id: self.id,
+                completed: true,
+            });
         }
     }
 
     fn note(&self, event: &Option<TokenEvent>) {
-        if matches!(event, None | Some(TokenEvent::Finished { .. } | TokenEvent::Failed(_))) {
+        if matches!(
+            event,
+            None | Some(TokenEvent::Finished { .. } | TokenEvent::Failed(_))
+        ) {
             self.done.store(true, Ordering::Relaxed);
         }
     }
@@ -158,7 +195,10 @@ impl RequestStream {
 impl Drop for RequestStream {
     fn drop(&mut self) {
         if !self.done.load(Ordering::Relaxed) {
-            let _ = self.commands.send(Command::Abort { id: self.id, completed: false });
+            let _ = self.commands.send(Command::Abort {
+                id: self.id,
+                completed: false,
+            });
         }
     }
 }

@@ -62,7 +62,13 @@ impl Scheduler {
             max_batch_tokens: config.max_batch_tokens.max(1),
             max_num_seqs: config.max_num_seqs.max(1),
         };
-        Self { config, requests: HashMap::new(), waiting: Default::default(), running: Vec::new(), next_arrival_seq: 0 }
+        Self {
+            config,
+            requests: HashMap::new(),
+            waiting: Default::default(),
+            running: Vec::new(),
+            next_arrival_seq: 0,
+        }
     }
 
     /// The limits this scheduler runs with.
@@ -140,7 +146,9 @@ impl Scheduler {
     /// blocks that became full in the prefix cache.
     pub fn on_step_computed(&mut self, out: &SchedulerOutput, kv: &mut KvCacheManager) {
         for seq in &out.seqs {
-            let Some(request) = self.requests.get_mut(&seq.id) else { continue };
+            let Some(request) = self.requests.get_mut(&seq.id) else {
+                continue;
+            };
             request.num_computed_tokens = seq.start_pos + seq.num_tokens;
             let salt = request.cache_salt.as_deref();
             kv.cache_computed_blocks(seq.id, &request.tokens, request.num_computed_tokens, salt);
@@ -150,7 +158,12 @@ impl Scheduler {
     /// Running requests, oldest admission first: each gets its remaining tokens within the
     /// budget. When its blocks cannot grow, the lowest-priority newest running request is
     /// preempted (possibly itself) until they can.
-    fn schedule_running(&mut self, kv: &mut KvCacheManager, out: &mut SchedulerOutput, budget: &mut usize) {
+    fn schedule_running(
+        &mut self,
+        kv: &mut KvCacheManager,
+        out: &mut SchedulerOutput,
+        budget: &mut usize,
+    ) {
         let mut i = 0;
         while i < self.running.len() && *budget > 0 {
             let id = self.running[i];
@@ -164,13 +177,18 @@ impl Scheduler {
                 i += 1;
                 continue;
             }
-            if kv.allocate_slots(id, target, &CachedPrefix::default()).is_some() {
+            if kv
+                .allocate_slots(id, target, &CachedPrefix::default())
+                .is_some()
+            {
                 self.push_seq(out, id, num_new);
                 *budget -= num_new;
                 i += 1;
                 continue;
             }
-            let Some(victim) = self.victim_position(None) else { break };
+            let Some(victim) = self.victim_position(None) else {
+                break;
+            };
             self.preempt(victim, kv, out, budget);
             // A victim before `i` was scheduled already: the current request moved down.
             if victim < i {
@@ -182,7 +200,12 @@ impl Scheduler {
     /// Waiting requests, interactive class first, each in FIFO order, until the budget, the
     /// sequence cap or the KV pool says stop. An interactive request that does not fit
     /// preempts running batch work; batch work never preempts anything to get in.
-    fn schedule_waiting(&mut self, kv: &mut KvCacheManager, out: &mut SchedulerOutput, budget: &mut usize) {
+    fn schedule_waiting(
+        &mut self,
+        kv: &mut KvCacheManager,
+        out: &mut SchedulerOutput,
+        budget: &mut usize,
+    ) {
         for class in [Priority::Interactive, Priority::Batch] {
             // Batch work preempted for interactive work this step stays out this step.
             if class == Priority::Batch && !out.preempted.is_empty() {
@@ -196,7 +219,8 @@ impl Scheduler {
                 if has_seat && self.admit(id, kv, out, budget) {
                     continue;
                 }
-                let victim = (class == Priority::Interactive).then(|| self.victim_position(Some(Priority::Batch)));
+                let victim = (class == Priority::Interactive)
+                    .then(|| self.victim_position(Some(Priority::Batch)));
                 match victim.flatten() {
                     Some(position) => self.preempt(position, kv, out, budget),
                     None => return,
@@ -207,7 +231,13 @@ impl Scheduler {
 
     /// Moves the head of a waiting queue to running with its first chunk, reusing its cached
     /// prefix. False (nothing changed) when its blocks do not fit.
-    fn admit(&mut self, id: RequestId, kv: &mut KvCacheManager, out: &mut SchedulerOutput, budget: &mut usize) -> bool {
+    fn admit(
+        &mut self,
+        id: RequestId,
+        kv: &mut KvCacheManager,
+        out: &mut SchedulerOutput,
+        budget: &mut usize,
+    ) -> bool {
         let Some(request) = self.requests.get(&id) else {
             self.waiting.iter_mut().for_each(|q| q.retain(|&r| r != id));
             return true;
@@ -218,7 +248,9 @@ impl Scheduler {
         if kv.allocate_slots(id, start + num_new, &prefix).is_none() {
             return false;
         }
-        let Some(request) = self.requests.get_mut(&id) else { return false };
+        let Some(request) = self.requests.get_mut(&id) else {
+            return false;
+        };
         request.num_computed_tokens = start;
         if request.num_cached_tokens.is_none() {
             request.num_cached_tokens = Some(start);
@@ -235,7 +267,13 @@ impl Scheduler {
 
     /// Evicts the running request at `position`: frees its blocks, takes it out of this step's
     /// batch (refunding its budget) and requeues it at the front of its class to recompute.
-    fn preempt(&mut self, position: usize, kv: &mut KvCacheManager, out: &mut SchedulerOutput, budget: &mut usize) {
+    fn preempt(
+        &mut self,
+        position: usize,
+        kv: &mut KvCacheManager,
+        out: &mut SchedulerOutput,
+        budget: &mut usize,
+    ) {
         let id = self.running.remove(position);
         kv.free(id);
         if let Some(k) = out.seqs.iter().position(|s| s.id == id) {
@@ -262,10 +300,17 @@ impl Scheduler {
     }
 
     fn push_seq(&self, out: &mut SchedulerOutput, id: RequestId, num_tokens: usize) {
-        let Some(request) = self.requests.get(&id) else { return };
+        let Some(request) = self.requests.get(&id) else {
+            return;
+        };
         let start_pos = request.num_computed_tokens;
         let want_logits = start_pos + num_tokens == request.tokens.len();
-        out.seqs.push(ScheduledSeq { id, start_pos, num_tokens, want_logits });
+        out.seqs.push(ScheduledSeq {
+            id,
+            start_pos,
+            num_tokens,
+            want_logits,
+        });
     }
 }
 

@@ -6,7 +6,10 @@ use crate::kv::KvCacheManager;
 use crate::sched::request::{Priority, SchedRequest};
 
 fn sched(max_batch_tokens: usize, max_num_seqs: usize) -> Scheduler {
-    Scheduler::new(SchedulerConfig { max_batch_tokens, max_num_seqs })
+    Scheduler::new(SchedulerConfig {
+        max_batch_tokens,
+        max_num_seqs,
+    })
 }
 
 fn req(id: u64, len: usize, priority: Priority) -> SchedRequest {
@@ -15,7 +18,12 @@ fn req(id: u64, len: usize, priority: Priority) -> SchedRequest {
 }
 
 fn seq(id: u64, start_pos: usize, num_tokens: usize, want_logits: bool) -> ScheduledSeq {
-    ScheduledSeq { id, start_pos, num_tokens, want_logits }
+    ScheduledSeq {
+        id,
+        start_pos,
+        num_tokens,
+        want_logits,
+    }
 }
 
 /// One engine step without a model: schedule, "compute", append token 7 where logits came out.
@@ -52,7 +60,10 @@ fn the_sequence_cap_keeps_later_requests_waiting() {
         s.add(req(id, 3, Priority::Interactive));
     }
     let out = step(&mut s, &mut kv);
-    assert_eq!(out.seqs.iter().map(|q| q.id).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(
+        out.seqs.iter().map(|q| q.id).collect::<Vec<_>>(),
+        vec![1, 2]
+    );
     assert_eq!(s.waiting(), vec![3]);
     s.remove(1, &mut kv);
     let out = step(&mut s, &mut kv);
@@ -64,7 +75,12 @@ fn a_shared_prefix_is_not_recomputed_and_is_counted() {
     let mut kv = KvCacheManager::new(16, 4, true);
     let mut s = sched(100, 8);
     let shared: Vec<u32> = (0..9).collect();
-    s.add(SchedRequest::new(1, shared.clone(), Priority::Interactive, None));
+    s.add(SchedRequest::new(
+        1,
+        shared.clone(),
+        Priority::Interactive,
+        None,
+    ));
     let first = step(&mut s, &mut kv);
     assert_eq!((first.prefix_query_tokens, first.prefix_hit_tokens), (9, 0));
     let mut other = shared.clone();
@@ -96,7 +112,11 @@ fn no_free_block_preempts_the_newest_request_which_recomputes_later() {
     assert_eq!(kv.block_table(1), &[0, 1, 2]);
     assert_eq!(s.waiting(), vec![2]);
     let r2 = s.request(2).cloned();
-    assert_eq!(r2.as_ref().map(|r| (r.num_computed_tokens, r.num_preemptions)), Some((0, 1)));
+    assert_eq!(
+        r2.as_ref()
+            .map(|r| (r.num_computed_tokens, r.num_preemptions)),
+        Some((0, 1))
+    );
     // Its generated token is kept and recomputed with the prompt once room returns.
     assert_eq!(r2.map(|r| r.tokens.len()), Some(5));
     s.remove(1, &mut kv);
@@ -209,7 +229,10 @@ fn removing_a_request_frees_its_blocks_wherever_it_is() {
 #[test]
 fn priorities_parse_from_their_wire_names() {
     assert_eq!(Priority::parse("batch"), Some(Priority::Batch));
-    assert_eq!(Priority::parse(" Interactive "), Some(Priority::Interactive));
+    assert_eq!(
+        Priority::parse(" Interactive "),
+        Some(Priority::Interactive)
+    );
     assert_eq!(Priority::parse("urgent"), None);
     assert_eq!(Priority::Batch.as_str(), "batch");
 }

@@ -10,16 +10,27 @@ use serde::de::DeserializeOwned;
 use super::ApiError;
 
 /// Reads at most `limit_bytes` of `request`'s body and parses it as `T`.
-pub async fn read_json<T: DeserializeOwned>(request: Request<Body>, limit_bytes: usize) -> Result<(HeaderMap, T), ApiError> {
+pub async fn read_json<T: DeserializeOwned>(
+    request: Request<Body>,
+    limit_bytes: usize,
+) -> Result<(HeaderMap, T), ApiError> {
     let (parts, body) = request.into_parts();
-    let declared = parts.headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let declared = parts
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit_bytes as u64) {
         return Err(ApiError::too_large(limit_bytes));
     }
     let bytes = match Limited::new(body, limit_bytes).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(err) if err.is::<LengthLimitError>() => return Err(ApiError::too_large(limit_bytes)),
-        Err(err) => return Err(ApiError::bad_request(format!("could not read the request body: {err}"))),
+        Err(err) => {
+            return Err(ApiError::bad_request(format!(
+                "could not read the request body: {err}"
+            )));
+        }
     };
     Ok((parts.headers, parse_json(&bytes)?))
 }
@@ -27,13 +38,22 @@ pub async fn read_json<T: DeserializeOwned>(request: Request<Body>, limit_bytes:
 /// Parses a request body; the message says what is wrong and where.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::bad_request("the request body is empty; expected a JSON object"));
+        return Err(ApiError::bad_request(
+            "the request body is empty; expected a JSON object",
+        ));
     }
     if let Err(err) = std::str::from_utf8(bytes) {
-        return Err(ApiError::bad_request(format!("the request body is not valid UTF-8 (at byte {})", err.valid_up_to())));
+        return Err(ApiError::bad_request(format!(
+            "the request body is not valid UTF-8 (at byte {})",
+            err.valid_up_to()
+        )));
     }
     serde_json::from_slice(bytes).map_err(|err| {
-        let what = if err.is_data() { "invalid request" } else { "malformed JSON" };
+        let what = if err.is_data() {
+            "invalid request"
+        } else {
+            "malformed JSON"
+        };
         ApiError::bad_request(format!("{what}: {err}"))
     })
 }
@@ -55,7 +75,9 @@ mod tests {
         assert!(error_of(b"").contains("empty"));
         assert!(error_of(b"{\"prompt\": ").contains("malformed JSON"));
         assert!(error_of(b"{\"prompt\": \"a\xff\"}").contains("UTF-8"));
-        assert!(error_of(b"{\"prompt\": \"a\", \"max_tokens\": \"ten\"}").contains("invalid request"));
+        assert!(
+            error_of(b"{\"prompt\": \"a\", \"max_tokens\": \"ten\"}").contains("invalid request")
+        );
         assert!(error_of(b"{\"max_tokens\": 3}").contains("prompt"));
         assert_eq!(error_of(b"{\"prompt\": \"a\"}"), "");
     }

@@ -9,9 +9,9 @@ use axum::extract::State;
 use axum::http::Request;
 use axum::response::{IntoResponse, Response};
 use tokenscale_common::openai::{
-    ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCompletionRequest, ChatCompletionResponse, ChatDelta,
-    ChatLogprobs, ChatResponseMessage, ChatTokenLogprob, OBJECT_CHAT_COMPLETION, OBJECT_CHAT_COMPLETION_CHUNK,
-    TopLogprob, Usage,
+    ChatChoice, ChatChunkChoice, ChatCompletionChunk, ChatCompletionRequest,
+    ChatCompletionResponse, ChatDelta, ChatLogprobs, ChatResponseMessage, ChatTokenLogprob,
+    OBJECT_CHAT_COMPLETION, OBJECT_CHAT_COMPLETION_CHUNK, TopLogprob, Usage,
 };
 
 use super::body::read_json;
@@ -26,32 +26,72 @@ const ASSISTANT: &str = "assistant";
 
 /// The handler.
 pub async fn chat_completions(State(state): State<AppState>, request: Request<Body>) -> Response {
-    handle(state, request).await.unwrap_or_else(IntoResponse::into_response)
+    handle(state, request)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn handle(state: AppState, request: Request<Body>) -> Result<Response, ApiError> {
     let arrival = Instant::now();
     let (model, in_flight) = state.admit()?;
-    let (headers, body): (_, ChatCompletionRequest) = read_json(request, state.max_body_bytes()).await?;
+    let (headers, body): (_, ChatCompletionRequest) =
+        read_json(request, state.max_body_bytes()).await?;
     check_model(body.model.as_deref(), state.served_model_name())?;
     if body.messages.is_empty() {
-        return Err(ApiError::invalid_param("messages", "messages must hold at least one message"));
+        return Err(ApiError::invalid_param(
+            "messages",
+            "messages must hold at least one message",
+        ));
     }
     let logprobs = match (body.logprobs.unwrap_or(false), body.top_logprobs) {
-        (false, Some(n)) if n > 0 => return Err(ApiError::invalid_param("top_logprobs", "top_logprobs needs logprobs: true")),
+        (false, Some(n)) if n > 0 => {
+            return Err(ApiError::invalid_param(
+                "top_logprobs",
+                "top_logprobs needs logprobs: true",
+            ));
+        }
         (false, _) => None,
-        (true, n) => Some(u32::try_from(n.unwrap_or(0)).map_err(|_| ApiError::invalid_param("top_logprobs", "top_logprobs must be 0 to 20"))?),
+        (true, n) => Some(u32::try_from(n.unwrap_or(0)).map_err(|_| {
+            ApiError::invalid_param("top_logprobs", "top_logprobs must be 0 to 20")
+        })?),
     };
     let max_tokens = body.max_completion_tokens.or(body.sampling.max_tokens);
-    let resolved = resolve(&body.sampling, max_tokens, logprobs, &headers, model.vocab_size)?;
-    let messages: Vec<ChatMessage> =
-        body.messages.iter().map(|m| ChatMessage::new(m.role.clone(), m.content.as_ref().map(|c| c.text()).unwrap_or_default())).collect();
-    let prompt = model.tokenizer.encode_chat(&messages, true).map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
+    let resolved = resolve(
+        &body.sampling,
+        max_tokens,
+        logprobs,
+        &headers,
+        model.vocab_size,
+    )?;
+    let messages: Vec<ChatMessage> = body
+        .messages
+        .iter()
+        .map(|m| {
+            ChatMessage::new(
+                m.role.clone(),
+                m.content.as_ref().map(|c| c.text()).unwrap_or_default(),
+            )
+        })
+        .collect();
+    let prompt = model
+        .tokenizer
+        .encode_chat(&messages, true)
+        .map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
     // A chat without max_tokens may use whatever room the context leaves.
     let runners = generate::start(model, &[prompt], &resolved, None, arrival)?;
-    let format = Format { id: generate::response_id("chatcmpl"), created: generate::unix_now_s(), model: state.served_model_name().to_string() };
+    let format = Format {
+        id: generate::response_id("chatcmpl"),
+        created: generate::unix_now_s(),
+        model: state.served_model_name().to_string(),
+    };
     if resolved.stream {
-        return Ok(generate::sse(runners, format, resolved.n, resolved.include_usage, in_flight));
+        return Ok(generate::sse(
+            runners,
+            format,
+            resolved.n,
+            resolved.include_usage,
+            in_flight,
+        ));
     }
     let collected = generate::collect(runners).await?;
     let mut usage = UsageSum::new(resolved.n);
@@ -61,7 +101,10 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
             usage.add(c.index, &c.finish);
             ChatChoice {
                 index: c.index,
-                message: ChatResponseMessage { role: ASSISTANT.to_string(), content: Some(c.text) },
+                message: ChatResponseMessage {
+                    role: ASSISTANT.to_string(),
+                    content: Some(c.text),
+                },
                 logprobs: logprobs.map(|_| chat_logprobs(&c.logprobs)),
                 finish_reason: Some(c.finish.reason.to_string()),
             }
@@ -88,7 +131,11 @@ fn chat_logprobs(tokens: &[TokenLogprobs]) -> ChatLogprobs {
             top_logprobs: t
                 .top
                 .iter()
-                .map(|(token, bytes, logprob)| TopLogprob { token: token.clone(), logprob: *logprob, bytes: Some(bytes.clone()) })
+                .map(|(token, bytes, logprob)| TopLogprob {
+                    token: token.clone(),
+                    logprob: *logprob,
+                    bytes: Some(bytes.clone()),
+                })
                 .collect(),
         })
         .collect();
@@ -117,8 +164,19 @@ impl Format {
 
 impl ChunkFormat for Format {
     fn start(&self, index: u32) -> Option<String> {
-        let delta = ChatDelta { role: Some(ASSISTANT.to_string()), content: Some(String::new()) };
-        Some(self.chunk(vec![ChatChunkChoice { index, delta, logprobs: None, finish_reason: None }], None))
+        let delta = ChatDelta {
+            role: Some(ASSISTANT.to_string()),
+            content: Some(String::new()),
+        };
+        Some(self.chunk(
+            vec![ChatChunkChoice {
+                index,
+                delta,
+                logprobs: None,
+                finish_reason: None,
+            }],
+            None,
+        ))
     }
 
     fn delta(&self, index: u32, delta: &ChoiceDelta) -> Option<String> {
@@ -128,7 +186,15 @@ impl ChunkFormat for Format {
         let content = (!delta.text.is_empty()).then(|| delta.text.clone());
         let logprobs = (!delta.logprobs.is_empty()).then(|| chat_logprobs(&delta.logprobs));
         let finish_reason = delta.finish.map(|f| f.reason.to_string());
-        let choice = ChatChunkChoice { index, delta: ChatDelta { role: None, content }, logprobs, finish_reason };
+        let choice = ChatChunkChoice {
+            index,
+            delta: ChatDelta {
+                role: None,
+                content,
+            },
+            logprobs,
+            finish_reason,
+        };
         Some(self.chunk(vec![choice], None))
     }
 

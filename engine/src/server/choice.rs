@@ -80,15 +80,26 @@ impl ChoiceRunner {
     pub async fn next(&mut self) -> Option<Result<ChoiceDelta, ApiError>> {
         let event = self.stream.as_mut()?.next().await;
         Some(match event {
-            Some(TokenEvent::Token { token, num_cached_tokens }) => self.on_token(token, num_cached_tokens),
+            Some(TokenEvent::Token {
+                token,
+                num_cached_tokens,
+            }) => self.on_token(token, num_cached_tokens),
             Some(TokenEvent::Finished { reason, usage }) => {
                 self.stream = None;
                 let tail = self.decoder.finish();
                 let check = self.stop.push(&tail);
                 let mut text = check.text;
-                let reason = if check.stopped.is_some() { "stop" } else { reason.as_openai() };
+                let reason = if check.stopped.is_some() {
+                    "stop"
+                } else {
+                    reason.as_openai()
+                };
                 text.push_str(&self.stop.finish());
-                Ok(ChoiceDelta { text, logprobs: Vec::new(), finish: Some(Finish { reason, usage }) })
+                Ok(ChoiceDelta {
+                    text,
+                    logprobs: Vec::new(),
+                    finish: Some(Finish { reason, usage }),
+                })
             }
             Some(TokenEvent::Failed(message)) => {
                 self.stream = None;
@@ -96,18 +107,35 @@ impl ChoiceRunner {
             }
             None => {
                 self.stream = None;
-                Err(ApiError::unavailable("the engine stopped before the request finished"))
+                Err(ApiError::unavailable(
+                    "the engine stopped before the request finished",
+                ))
             }
         })
     }
 
-    fn on_token(&mut self, token: SampledToken, num_cached_tokens: usize) -> Result<ChoiceDelta, ApiError> {
+    fn on_token(
+        &mut self,
+        token: SampledToken,
+        num_cached_tokens: usize,
+    ) -> Result<ChoiceDelta, ApiError> {
         self.num_tokens += 1;
         self.cached_tokens = num_cached_tokens;
-        let piece = self.decoder.push(&self.tokenizer, token.token_id).map_err(|e| ApiError::internal(e.to_string()))?;
+        let piece = self
+            .decoder
+            .push(&self.tokenizer, token.token_id)
+            .map_err(|e| ApiError::internal(e.to_string()))?;
         let check = self.stop.push(&piece);
-        let logprobs = if self.want_logprobs { vec![self.logprobs_of(&token)] } else { Vec::new() };
-        let mut delta = ChoiceDelta { text: check.text, logprobs, finish: None };
+        let logprobs = if self.want_logprobs {
+            vec![self.logprobs_of(&token)]
+        } else {
+            Vec::new()
+        };
+        let mut delta = ChoiceDelta {
+            text: check.text,
+            logprobs,
+            finish: None,
+        };
         if check.stopped.is_some() {
             // The handler saw the stop string: the request is complete, not cancelled.
             if let Some(stream) = self.stream.take() {
@@ -118,7 +146,10 @@ impl ChoiceRunner {
                 completion_tokens: self.num_tokens,
                 cached_tokens: self.cached_tokens,
             };
-            delta.finish = Some(Finish { reason: "stop", usage });
+            delta.finish = Some(Finish {
+                reason: "stop",
+                usage,
+            });
         }
         Ok(delta)
     }
@@ -137,6 +168,11 @@ impl ChoiceRunner {
                 (text, bytes, t.logprob)
             })
             .collect();
-        TokenLogprobs { token: text, bytes, logprob: token.logprob.unwrap_or(f32::NAN), top }
+        TokenLogprobs {
+            token: text,
+            bytes,
+            logprob: token.logprob.unwrap_or(f32::NAN),
+            top,
+        }
     }
 }

@@ -10,7 +10,8 @@ use axum::extract::State;
 use axum::http::Request;
 use axum::response::{IntoResponse, Response};
 use tokenscale_common::openai::{
-    CompletionChoice, CompletionLogprobs, CompletionRequest, CompletionResponse, OBJECT_TEXT_COMPLETION, Prompt, Usage,
+    CompletionChoice, CompletionLogprobs, CompletionRequest, CompletionResponse,
+    OBJECT_TEXT_COMPLETION, Prompt, Usage,
 };
 
 use super::body::read_json;
@@ -22,27 +23,54 @@ use super::{ApiError, check_model};
 
 /// The handler.
 pub async fn completions(State(state): State<AppState>, request: Request<Body>) -> Response {
-    handle(state, request).await.unwrap_or_else(IntoResponse::into_response)
+    handle(state, request)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn handle(state: AppState, request: Request<Body>) -> Result<Response, ApiError> {
     let arrival = Instant::now();
     let (model, in_flight) = state.admit()?;
-    let (headers, body): (_, CompletionRequest) = read_json(request, state.max_body_bytes()).await?;
+    let (headers, body): (_, CompletionRequest) =
+        read_json(request, state.max_body_bytes()).await?;
     check_model(body.model.as_deref(), state.served_model_name())?;
     if body.echo == Some(true) {
         return Err(ApiError::invalid_param("echo", "echo is not supported"));
     }
     let logprobs = match body.logprobs {
         None => None,
-        Some(n) => Some(u32::try_from(n).map_err(|_| ApiError::invalid_param("logprobs", format!("logprobs must be 0 to 20, got {n}")))?),
+        Some(n) => Some(u32::try_from(n).map_err(|_| {
+            ApiError::invalid_param("logprobs", format!("logprobs must be 0 to 20, got {n}"))
+        })?),
     };
-    let resolved = resolve(&body.sampling, body.sampling.max_tokens, logprobs, &headers, model.vocab_size)?;
+    let resolved = resolve(
+        &body.sampling,
+        body.sampling.max_tokens,
+        logprobs,
+        &headers,
+        model.vocab_size,
+    )?;
     let prompts = tokenize(&body.prompt, model)?;
-    let runners = generate::start(model, &prompts, &resolved, Some(DEFAULT_COMPLETION_MAX_TOKENS), arrival)?;
-    let format = Format { id: generate::response_id("cmpl"), created: generate::unix_now_s(), model: state.served_model_name().to_string() };
+    let runners = generate::start(
+        model,
+        &prompts,
+        &resolved,
+        Some(DEFAULT_COMPLETION_MAX_TOKENS),
+        arrival,
+    )?;
+    let format = Format {
+        id: generate::response_id("cmpl"),
+        created: generate::unix_now_s(),
+        model: state.served_model_name().to_string(),
+    };
     if resolved.stream {
-        return Ok(generate::sse(runners, format, resolved.n, resolved.include_usage, in_flight));
+        return Ok(generate::sse(
+            runners,
+            format,
+            resolved.n,
+            resolved.include_usage,
+            in_flight,
+        ));
     }
     let collected = generate::collect(runners).await?;
     let mut usage = UsageSum::new(resolved.n);
@@ -51,7 +79,12 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
         .map(|c| {
             usage.add(c.index, &c.finish);
             let logprobs = logprobs.map(|_| legacy_logprobs(&c.logprobs, 0));
-            CompletionChoice { index: c.index, text: c.text, logprobs, finish_reason: Some(c.finish.reason.to_string()) }
+            CompletionChoice {
+                index: c.index,
+                text: c.text,
+                logprobs,
+                finish_reason: Some(c.finish.reason.to_string()),
+            }
         })
         .collect();
     Ok(Json(format.response(choices, Some(usage.usage()))).into_response())
@@ -59,7 +92,12 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
 
 /// Token ids of each prompt (text is encoded with BOS when the model wants one).
 fn tokenize(prompt: &Prompt, model: &LoadedModel) -> Result<Vec<Vec<u32>>, ApiError> {
-    let encode = |text: &str| model.tokenizer.encode(text, true).map_err(|e| ApiError::invalid_param("prompt", e.to_string()));
+    let encode = |text: &str| {
+        model
+            .tokenizer
+            .encode(text, true)
+            .map_err(|e| ApiError::invalid_param("prompt", e.to_string()))
+    };
     let prompts = match prompt {
         Prompt::Text(text) => vec![encode(text)?],
         Prompt::Texts(texts) => texts.iter().map(|t| encode(t)).collect::<Result<_, _>>()?,
@@ -71,7 +109,10 @@ fn tokenize(prompt: &Prompt, model: &LoadedModel) -> Result<Vec<Vec<u32>>, ApiEr
     }
     let vocab = model.vocab_size;
     if let Some(&id) = prompts.iter().flatten().find(|&&id| id as usize >= vocab) {
-        return Err(ApiError::invalid_param("prompt", format!("token id {id} is outside the vocabulary of {vocab} tokens")));
+        return Err(ApiError::invalid_param(
+            "prompt",
+            format!("token id {id} is outside the vocabulary of {vocab} tokens"),
+        ));
     }
     Ok(prompts)
 }
@@ -83,7 +124,12 @@ fn legacy_logprobs(tokens: &[TokenLogprobs], offset: usize) -> CompletionLogprob
     for t in tokens {
         out.tokens.push(t.token.clone());
         out.token_logprobs.push(Some(t.logprob));
-        out.top_logprobs.push(Some(t.top.iter().map(|(text, _, lp)| (text.clone(), *lp)).collect::<BTreeMap<_, _>>()));
+        out.top_logprobs.push(Some(
+            t.top
+                .iter()
+                .map(|(text, _, lp)| (text.clone(), *lp))
+                .collect::<BTreeMap<_, _>>(),
+        ));
         out.text_offset.push(at as u32);
         at += t.token.len();
     }
@@ -120,7 +166,12 @@ impl ChunkFormat for Format {
         }
         let logprobs = (!delta.logprobs.is_empty()).then(|| legacy_logprobs(&delta.logprobs, 0));
         let finish_reason = delta.finish.map(|f| f.reason.to_string());
-        let choice = CompletionChoice { index, text: delta.text.clone(), logprobs, finish_reason };
+        let choice = CompletionChoice {
+            index,
+            text: delta.text.clone(),
+            logprobs,
+            finish_reason,
+        };
         serde_json::to_string(&self.response(vec![choice], None)).ok()
     }
 

@@ -56,12 +56,13 @@ impl ServeConfig {
             return name.clone();
         }
         let path = Path::new(&self.model);
-        if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf")) {
-            if let Some(stem) = path.file_stem() {
-                return stem.to_string_lossy().into_owned();
-            }
+        let is_gguf = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
+        match path.file_stem() {
+            Some(stem) if is_gguf => stem.to_string_lossy().into_owned(),
+            _ => self.model.clone(),
         }
-        self.model.clone()
     }
 
     /// KV blocks the pool holds.
@@ -76,7 +77,10 @@ mod tests {
 
     #[test]
     fn the_served_name_comes_from_the_flag_the_alias_or_the_file() {
-        let mut c = ServeConfig { model: "/models/SmolLM2-135M.Q4_1.gguf".into(), ..ServeConfig::default() };
+        let mut c = ServeConfig {
+            model: "/models/SmolLM2-135M.Q4_1.gguf".into(),
+            ..ServeConfig::default()
+        };
         assert_eq!(c.served_model_name(), "SmolLM2-135M.Q4_1");
         c.model = "smollm2-135m".into();
         assert_eq!(c.served_model_name(), "smollm2-135m");

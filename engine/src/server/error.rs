@@ -21,7 +21,13 @@ pub struct ApiError {
 
 impl ApiError {
     fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
-        Self { status, message: message.into(), kind, param: None, code: None }
+        Self {
+            status,
+            message: message.into(),
+            kind,
+            param: None,
+            code: None,
+        }
     }
 
     /// 400: the request is malformed or asks for something out of range.
@@ -31,39 +37,65 @@ impl ApiError {
 
     /// 400 naming the field at fault.
     pub fn invalid_param(param: &str, message: impl Into<String>) -> Self {
-        Self { param: Some(param.to_string()), ..Self::bad_request(message) }
+        Self {
+            param: Some(param.to_string()),
+            ..Self::bad_request(message)
+        }
     }
 
     /// 400: prompt plus completion do not fit the context.
     pub fn context_length(message: impl Into<String>) -> Self {
-        Self { code: Some("context_length_exceeded"), ..Self::invalid_param("messages", message) }
+        Self {
+            code: Some("context_length_exceeded"),
+            ..Self::invalid_param("messages", message)
+        }
     }
 
     /// 404: the request names a model this engine does not serve.
     pub fn model_not_found(asked: &str, served: &str) -> Self {
         let message = format!("the model `{asked}` does not exist; this engine serves `{served}`");
-        Self { param: Some("model".into()), code: Some("model_not_found"), ..Self::new(StatusCode::NOT_FOUND, "not_found_error", message) }
+        Self {
+            param: Some("model".into()),
+            code: Some("model_not_found"),
+            ..Self::new(StatusCode::NOT_FOUND, "not_found_error", message)
+        }
     }
 
     /// 404: no such route.
     pub fn route_not_found(path: &str) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found_error", format!("no route for {path}"))
+        Self::new(
+            StatusCode::NOT_FOUND,
+            "not_found_error",
+            format!("no route for {path}"),
+        )
     }
 
     /// 405: the route exists, the method does not.
     pub fn method_not_allowed() -> Self {
-        Self::new(StatusCode::METHOD_NOT_ALLOWED, "invalid_request_error", "method not allowed on this route")
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "invalid_request_error",
+            "method not allowed on this route",
+        )
     }
 
     /// 413: the body is larger than the server accepts.
     pub fn too_large(limit_bytes: usize) -> Self {
         let message = format!("the request body is larger than the limit of {limit_bytes} bytes");
-        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request_error", message)
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            message,
+        )
     }
 
     /// 503: loading, draining, or the engine is gone.
     pub fn unavailable(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "service_unavailable", message)
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "service_unavailable",
+            message,
+        )
     }
 
     /// 500: the engine failed while serving the request.

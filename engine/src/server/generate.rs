@@ -12,10 +12,10 @@ use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
 use tokenscale_common::openai::{PromptTokensDetails, SSE_DONE, Usage};
 
+use super::ApiError;
 use super::choice::{ChoiceDelta, ChoiceRunner, Finish, TokenLogprobs};
 use super::params::{MAX_CHOICES, Resolved, fit_max_tokens};
 use super::state::{InFlight, LoadedModel};
-use super::ApiError;
 use crate::runtime::GenerateRequest;
 
 /// Submits `n` choices per prompt; choice `i * n + j` is prompt `i`'s `j`-th. Every prompt is
@@ -28,12 +28,23 @@ pub fn start(
     arrival: Instant,
 ) -> Result<Vec<ChoiceRunner>, ApiError> {
     if prompts.len() * resolved.n > MAX_CHOICES {
-        let message = format!("{} prompts × n = {} asks for more than {MAX_CHOICES} completions", prompts.len(), resolved.n);
+        let message = format!(
+            "{} prompts × n = {} asks for more than {MAX_CHOICES} completions",
+            prompts.len(),
+            resolved.n
+        );
         return Err(ApiError::invalid_param("n", message));
     }
     let limits: Vec<u32> = prompts
         .iter()
-        .map(|p| fit_max_tokens(p.len(), resolved.max_tokens, default_max_tokens, model.max_model_len))
+        .map(|p| {
+            fit_max_tokens(
+                p.len(),
+                resolved.max_tokens,
+                default_max_tokens,
+                model.max_model_len,
+            )
+        })
         .collect::<Result<_, _>>()?;
     let mut runners = Vec::with_capacity(prompts.len() * resolved.n);
     for (prompt, max_tokens) in prompts.iter().zip(limits) {
@@ -49,12 +60,23 @@ pub fn start(
                 cache_salt: resolved.cache_salt.clone(),
                 arrival,
             };
-            let stream = model.engine.submit(request).map_err(|e| ApiError::unavailable(e.to_string()))?;
+            let stream = model
+                .engine
+                .submit(request)
+                .map_err(|e| ApiError::unavailable(e.to_string()))?;
             let index = runners.len() as u32;
             let want_logprobs = resolved.params.logprobs.is_some();
             let stops = &resolved.params.stop;
             let tokenizer = model.tokenizer.clone();
-            runners.push(ChoiceRunner::new(index, stream, tokenizer, stops, resolved.skip_special_tokens, prompt.len(), want_logprobs));
+            runners.push(ChoiceRunner::new(
+                index,
+                stream,
+                tokenizer,
+                stops,
+                resolved.skip_special_tokens,
+                prompt.len(),
+                want_logprobs,
+            ));
         }
     }
     Ok(runners)
@@ -84,7 +106,12 @@ pub async fn collect(runners: Vec<ChoiceRunner>) -> Result<Vec<Collected>, ApiEr
             text.push_str(&delta.text);
             logprobs.extend(delta.logprobs);
             if let Some(finish) = delta.finish {
-                out.push(Collected { index: runner.index, text, logprobs, finish });
+                out.push(Collected {
+                    index: runner.index,
+                    text,
+                    logprobs,
+                    finish,
+                });
                 break;
             }
         }
@@ -104,12 +131,15 @@ pub struct UsageSum {
 impl UsageSum {
     /// A sum for a request with `n` choices per prompt.
     pub fn new(n: usize) -> Self {
-        Self { n: n.max(1), ..Self::default() }
+        Self {
+            n: n.max(1),
+            ..Self::default()
+        }
     }
 
     /// Adds choice `index`'s finish.
     pub fn add(&mut self, index: u32, finish: &Finish) {
-        if index as usize % self.n == 0 {
+        if (index as usize).is_multiple_of(self.n) {
             self.prompt_tokens += finish.usage.prompt_tokens as u64;
             self.cached_tokens += finish.usage.cached_tokens as u64;
         }
@@ -122,7 +152,9 @@ impl UsageSum {
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.completion_tokens,
             total_tokens: self.prompt_tokens + self.completion_tokens,
-            prompt_tokens_details: Some(PromptTokensDetails { cached_tokens: self.cached_tokens }),
+            prompt_tokens_details: Some(PromptTokensDetails {
+                cached_tokens: self.cached_tokens,
+            }),
         }
     }
 }
@@ -139,11 +171,24 @@ pub trait ChunkFormat: Send + Sync + 'static {
 
 /// The SSE response streaming `runners`. `in_flight` is held until the stream ends (or the
 /// client goes away, which drops the stream and cancels what is left).
-pub fn sse(runners: Vec<ChoiceRunner>, format: impl ChunkFormat, n: usize, include_usage: bool, in_flight: InFlight) -> Response {
+pub fn sse(
+    runners: Vec<ChoiceRunner>,
+    format: impl ChunkFormat,
+    n: usize,
+    include_usage: bool,
+    in_flight: InFlight,
+) -> Response {
     let format = Arc::new(format);
     let usage = Arc::new(Mutex::new(UsageSum::new(n)));
-    let starts: Vec<String> = runners.iter().filter_map(|r| format.start(r.index)).collect();
-    let choices = stream::select_all(runners.into_iter().map(|runner| Box::pin(choice_events(runner, format.clone(), usage.clone()))));
+    let starts: Vec<String> = runners
+        .iter()
+        .filter_map(|r| format.start(r.index))
+        .collect();
+    let choices = stream::select_all(
+        runners
+            .into_iter()
+            .map(|runner| Box::pin(choice_events(runner, format.clone(), usage.clone()))),
+    );
     let tail = stream::once(async move {
         let _in_flight = in_flight;
         let mut lines = Vec::new();
@@ -167,7 +212,11 @@ pub fn sse(runners: Vec<ChoiceRunner>, format: impl ChunkFormat, n: usize, inclu
 }
 
 /// The chunks of one choice; an engine failure becomes an error event that ends it.
-fn choice_events<F: ChunkFormat>(runner: ChoiceRunner, format: Arc<F>, usage: Arc<Mutex<UsageSum>>) -> impl Stream<Item = String> + Send {
+fn choice_events<F: ChunkFormat>(
+    runner: ChoiceRunner,
+    format: Arc<F>,
+    usage: Arc<Mutex<UsageSum>>,
+) -> impl Stream<Item = String> + Send {
     stream::unfold(Some(runner), move |runner| {
         let format = format.clone();
         let usage = usage.clone();
@@ -177,7 +226,10 @@ fn choice_events<F: ChunkFormat>(runner: ChoiceRunner, format: Arc<F>, usage: Ar
                 match runner.next().await? {
                     Ok(delta) => {
                         if let Some(finish) = &delta.finish {
-                            usage.lock().unwrap_or_else(|e| e.into_inner()).add(runner.index, finish);
+                            usage
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .add(runner.index, finish);
                         }
                         let done = delta.finish.is_some();
                         if let Some(json) = format.delta(runner.index, &delta) {
@@ -201,11 +253,18 @@ fn choice_events<F: ChunkFormat>(runner: ChoiceRunner, format: Arc<F>, usage: Ar
 pub fn response_id(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
-    format!("{prefix}-{nanos:x}{:04x}", NEXT.fetch_add(1, Ordering::Relaxed) & 0xffff)
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    format!(
+        "{prefix}-{nanos:x}{:04x}",
+        NEXT.fetch_add(1, Ordering::Relaxed) & 0xffff
+    )
 }
 
 /// Unix seconds now.
 pub fn unix_now_s() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }

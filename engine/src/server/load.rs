@@ -34,18 +34,36 @@ pub fn load_model(config: &ServeConfig) -> Result<LoadedModel, LoadError> {
 }
 
 /// Starts the engine loop over `backend` (any backend: tests pass their own).
-pub fn start_engine(backend: Box<dyn Backend>, tokenizer: Tokenizer, config: &ServeConfig) -> Result<LoadedModel, LoadError> {
+pub fn start_engine(
+    backend: Box<dyn Backend>,
+    tokenizer: Tokenizer,
+    config: &ServeConfig,
+) -> Result<LoadedModel, LoadError> {
     if config.max_batch_tokens == 0 || config.max_num_seqs == 0 {
-        return Err(LoadError::Config("--max-batch-tokens and --max-num-seqs must be at least 1".into()));
+        return Err(LoadError::Config(
+            "--max-batch-tokens and --max-num-seqs must be at least 1".into(),
+        ));
     }
     let model_config = backend.model_config().clone();
     let pool_tokens = backend.num_kv_blocks() * backend.block_size();
-    let max_model_len = config.max_model_len.unwrap_or(model_config.context_length).min(model_config.context_length).min(pool_tokens);
+    let max_model_len = config
+        .max_model_len
+        .unwrap_or(model_config.context_length)
+        .min(model_config.context_length)
+        .min(pool_tokens);
     if max_model_len < 2 {
-        return Err(LoadError::Config(format!("the KV cache holds {pool_tokens} tokens: too small to serve anything")));
+        return Err(LoadError::Config(format!(
+            "the KV cache holds {pool_tokens} tokens: too small to serve anything"
+        )));
     }
     let name = config.served_model_name();
-    let metrics = Arc::new(EngineMetrics::new(&name, backend.name(), backend.name() == "sim", backend.block_size(), backend.num_kv_blocks()));
+    let metrics = Arc::new(EngineMetrics::new(
+        &name,
+        backend.name(),
+        backend.name() == "sim",
+        backend.block_size(),
+        backend.num_kv_blocks(),
+    ));
     let engine_config = EngineConfig {
         max_batch_tokens: config.max_batch_tokens,
         max_num_seqs: config.max_num_seqs,
@@ -54,18 +72,34 @@ pub fn start_engine(backend: Box<dyn Backend>, tokenizer: Tokenizer, config: &Se
         eos_token_ids: tokenizer.eos_token_ids().to_vec(),
     };
     let engine = EngineHandle::spawn(backend, engine_config, metrics)?;
-    Ok(LoadedModel { engine, vocab_size: model_config.vocab_size.min(tokenizer.vocab_size()), tokenizer: Arc::new(tokenizer), max_model_len })
+    Ok(LoadedModel {
+        engine,
+        vocab_size: model_config.vocab_size.min(tokenizer.vocab_size()),
+        tokenizer: Arc::new(tokenizer),
+        max_model_len,
+    })
 }
 
 /// A `.gguf` path as given; an alias through the fetch module (downloaded on first use).
 fn resolve_model_path(model: &str) -> Result<std::path::PathBuf, LoadError> {
-    crate::fetch::ensure_model(model).map_err(|e| LoadError::Model { model: model.to_string(), message: e.to_string() })
+    crate::fetch::ensure_model(model).map_err(|e| LoadError::Model {
+        model: model.to_string(),
+        message: e.to_string(),
+    })
 }
 
 /// The CPU backend (its fast path) with the configured KV pool.
-fn build_backend(file: &crate::gguf::GgufFile, config: &ServeConfig) -> Result<Box<dyn Backend>, LoadError> {
+fn build_backend(
+    file: &crate::gguf::GgufFile,
+    config: &ServeConfig,
+) -> Result<Box<dyn Backend>, LoadError> {
     let model = crate::model::Model::from_gguf(file)?;
     let options = crate::backend::cpu::CpuOptions::default();
-    let backend = crate::backend::cpu::CpuBackend::new(Arc::new(model), config.num_kv_blocks(), config.block_size, options)?;
+    let backend = crate::backend::cpu::CpuBackend::new(
+        Arc::new(model),
+        config.num_kv_blocks(),
+        config.block_size,
+        options,
+    )?;
     Ok(Box::new(backend))
 }

@@ -18,6 +18,7 @@ use serde_json::json;
 #[derive(Debug, Clone)]
 pub struct LoadSpec {
     pub addr: SocketAddr,
+    /// Served model name; empty leaves `model` out of the requests.
     pub model: String,
     /// Clients sending at once.
     pub concurrency: usize,
@@ -90,7 +91,12 @@ pub async fn run(spec: &LoadSpec) -> LoadReport {
     summarise(spec.concurrency, samples, failed, started.elapsed())
 }
 
-fn summarise(concurrency: usize, samples: Vec<Sample>, failed: usize, wall: Duration) -> LoadReport {
+fn summarise(
+    concurrency: usize,
+    samples: Vec<Sample>,
+    failed: usize,
+    wall: Duration,
+) -> LoadReport {
     let wall_s = wall.as_secs_f64().max(1e-9);
     let tokens: u64 = samples.iter().map(|s| s.output_tokens).sum();
     let mut ttft: Vec<f64> = samples.iter().map(|s| s.ttft_s).collect();
@@ -121,11 +127,13 @@ pub fn percentile(values: &mut [f64], q: f64) -> f64 {
 
 /// A prompt of `len` ordinary token ids, different for every request from its first token on.
 pub fn prompt_ids(request: usize, len: usize) -> Vec<u32> {
-    (0..len).map(|j| 1000 + ((request * 7919 + j * 104_729 + j * j * 31) % 30_000) as u32).collect()
+    (0..len)
+        .map(|j| 1000 + ((request * 7919 + j * 104_729 + j * j * 31) % 30_000) as u32)
+        .collect()
 }
 
 async fn one_request(spec: &LoadSpec, index: usize) -> Result<Sample, String> {
-    let body = json!({
+    let mut body = json!({
         "model": spec.model,
         "prompt": prompt_ids(index, spec.prompt_tokens),
         "max_tokens": spec.output_tokens,
@@ -134,6 +142,10 @@ async fn one_request(spec: &LoadSpec, index: usize) -> Result<Sample, String> {
         "stream": true,
         "stream_options": {"include_usage": true},
     });
+    if spec.model.is_empty() {
+        // Unknown served name: let the server use its only model.
+        body.as_object_mut().map(|o| o.remove("model"));
+    }
     let request = hyper::Request::post(format!("http://{}/v1/completions", spec.addr))
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body.to_string())))
@@ -147,19 +159,27 @@ async fn one_request(spec: &LoadSpec, index: usize) -> Result<Sample, String> {
     let mut body = response.into_body();
     let (mut first, mut last, mut pending, mut output_tokens) = (None, None, String::new(), 0u64);
     while let Some(frame) = body.frame().await {
-        let Ok(data) = frame.map_err(|e| e.to_string())?.into_data() else { continue };
+        let Ok(data) = frame.map_err(|e| e.to_string())?.into_data() else {
+            continue;
+        };
         pending.push_str(&String::from_utf8_lossy(&data));
         while let Some(end) = pending.find("\n\n") {
             let event: String = pending.drain(..end + 2).collect();
-            let Some(payload) = event.trim().strip_prefix("data: ") else { continue };
+            let Some(payload) = event.trim().strip_prefix("data: ") else {
+                continue;
+            };
             if payload == "[DONE]" {
                 continue;
             }
-            let value: serde_json::Value = serde_json::from_str(payload).map_err(|e| e.to_string())?;
+            let value: serde_json::Value =
+                serde_json::from_str(payload).map_err(|e| e.to_string())?;
             if let Some(n) = value["usage"]["completion_tokens"].as_u64() {
                 output_tokens = n;
             }
-            if value["choices"][0]["text"].as_str().is_some_and(|t| !t.is_empty()) {
+            if value["choices"][0]["text"]
+                .as_str()
+                .is_some_and(|t| !t.is_empty())
+            {
                 let now = Instant::now();
                 first.get_or_insert(now);
                 last = Some(now);
@@ -168,8 +188,13 @@ async fn one_request(spec: &LoadSpec, index: usize) -> Result<Sample, String> {
     }
     let first = first.ok_or("no token arrived")?;
     let last = last.unwrap_or(first);
-    let tpot_s = (output_tokens > 1).then(|| (last - first).as_secs_f64() / (output_tokens - 1) as f64);
-    Ok(Sample { ttft_s: (first - sent).as_secs_f64(), tpot_s, output_tokens })
+    let tpot_s =
+        (output_tokens > 1).then(|| (last - first).as_secs_f64() / (output_tokens - 1) as f64);
+    Ok(Sample {
+        ttft_s: (first - sent).as_secs_f64(),
+        tpot_s,
+        output_tokens,
+    })
 }
 
 #[cfg(test)]
@@ -188,6 +213,10 @@ mod tests {
     fn prompts_differ_from_their_first_token() {
         assert_ne!(prompt_ids(0, 4)[0], prompt_ids(1, 4)[0]);
         assert_eq!(prompt_ids(3, 128).len(), 128);
-        assert!(prompt_ids(3, 128).iter().all(|&t| (1000..31_000).contains(&t)));
+        assert!(
+            prompt_ids(3, 128)
+                .iter()
+                .all(|&t| (1000..31_000).contains(&t))
+        );
     }
 }

@@ -60,11 +60,22 @@ pub fn router(state: AppState) -> Router {
 
 /// Binds `config.host:config.port`, loads the model named in `config` and serves until
 /// `shutdown` resolves, then drains (see [`serve_on`]).
-pub async fn serve(config: ServeConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), ServeError> {
+pub async fn serve(
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
     let addr = format!("{}:{}", config.host, config.port);
-    let listener = TcpListener::bind(&addr).await.map_err(|source| ServeError::Bind { addr, source })?;
+    let listener = TcpListener::bind(&addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })?;
     let loader_config = config.clone();
-    serve_on(listener, config, move || load_model(&loader_config), shutdown).await
+    serve_on(
+        listener,
+        config,
+        move || load_model(&loader_config),
+        shutdown,
+    )
+    .await
 }
 
 /// Serves on `listener`. `/health` answers 503 while `loader` runs (on a blocking thread),
@@ -98,8 +109,14 @@ where
         shutdown.await;
         tracing::info!(in_flight = draining.in_flight(), "shutting down: draining");
         draining.start_draining();
-        if tokio::time::timeout(drain_timeout, draining.wait_idle()).await.is_err() {
-            tracing::warn!(in_flight = draining.in_flight(), "drain timeout: cancelling what is still running");
+        if tokio::time::timeout(drain_timeout, draining.wait_idle())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                in_flight = draining.in_flight(),
+                "drain timeout: cancelling what is still running"
+            );
         }
         let _ = drained_tx.send(());
     };

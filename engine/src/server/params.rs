@@ -40,20 +40,36 @@ pub fn resolve(
 ) -> Result<Resolved, ApiError> {
     let max_tokens = match max_tokens {
         None => None,
-        Some(m) if m < 1 => return Err(ApiError::invalid_param("max_tokens", format!("max_tokens must be at least 1, got {m}"))),
+        Some(m) if m < 1 => {
+            return Err(ApiError::invalid_param(
+                "max_tokens",
+                format!("max_tokens must be at least 1, got {m}"),
+            ));
+        }
         Some(m) => Some(usize::try_from(m).unwrap_or(usize::MAX)),
     };
     let n = fields.n.unwrap_or(1);
     if !(1..=MAX_CHOICES as i64).contains(&n) {
-        return Err(ApiError::invalid_param("n", format!("n must be between 1 and {MAX_CHOICES}, got {n}")));
+        return Err(ApiError::invalid_param(
+            "n",
+            format!("n must be between 1 and {MAX_CHOICES}, got {n}"),
+        ));
     }
     let top_k = match fields.top_k.unwrap_or(0) {
         -1 | 0 => 0,
-        k if k < -1 => return Err(ApiError::invalid_param("top_k", format!("top_k must be -1 (off) or positive, got {k}"))),
+        k if k < -1 => {
+            return Err(ApiError::invalid_param(
+                "top_k",
+                format!("top_k must be -1 (off) or positive, got {k}"),
+            ));
+        }
         k => u32::try_from(k).unwrap_or(u32::MAX),
     };
     if logprobs.is_some_and(|l| l > MAX_TOP_LOGPROBS) {
-        return Err(ApiError::invalid_param("logprobs", format!("at most {MAX_TOP_LOGPROBS} logprobs per token")));
+        return Err(ApiError::invalid_param(
+            "logprobs",
+            format!("at most {MAX_TOP_LOGPROBS} logprobs per token"),
+        ));
     }
     let defaults = SamplingParams::default();
     let params = SamplingParams {
@@ -62,7 +78,9 @@ pub fn resolve(
         top_p: fields.top_p.unwrap_or(defaults.top_p),
         min_p: fields.min_p.unwrap_or(defaults.min_p),
         seed: fields.seed.map(|s| s as u64),
-        repetition_penalty: fields.repetition_penalty.unwrap_or(defaults.repetition_penalty),
+        repetition_penalty: fields
+            .repetition_penalty
+            .unwrap_or(defaults.repetition_penalty),
         presence_penalty: fields.presence_penalty.unwrap_or(0.0),
         frequency_penalty: fields.frequency_penalty.unwrap_or(0.0),
         stop_token_ids: fields.stop_token_ids.clone().unwrap_or_default(),
@@ -72,7 +90,11 @@ pub fn resolve(
         logprobs,
     };
     params.validate(vocab_size)?;
-    let include_usage = fields.stream_options.as_ref().and_then(|o| o.include_usage).unwrap_or(false);
+    let include_usage = fields
+        .stream_options
+        .as_ref()
+        .and_then(|o| o.include_usage)
+        .unwrap_or(false);
     Ok(Resolved {
         params,
         max_tokens,
@@ -87,18 +109,28 @@ pub fn resolve(
 
 /// The priority class: the `x-tokenscale-priority` header wins over the body's `priority`.
 fn priority(headers: &HeaderMap, body: Option<&str>) -> Result<Priority, ApiError> {
-    let header = headers.get(PRIORITY).map(|v| v.to_str().unwrap_or("\u{fffd}"));
+    let header = headers
+        .get(PRIORITY)
+        .map(|v| v.to_str().unwrap_or("\u{fffd}"));
     match header.or(body) {
         None => Ok(Priority::Interactive),
         Some(text) => Priority::parse(text).ok_or_else(|| {
-            ApiError::invalid_param("priority", format!("priority must be `interactive` or `batch`, got {text:?}"))
+            ApiError::invalid_param(
+                "priority",
+                format!("priority must be `interactive` or `batch`, got {text:?}"),
+            )
         }),
     }
 }
 
 /// The `max_tokens` of one prompt: the request's, or `default` (`None`: whatever room is
 /// left), checked against the context.
-pub fn fit_max_tokens(prompt_len: usize, asked: Option<usize>, default: Option<usize>, max_model_len: usize) -> Result<u32, ApiError> {
+pub fn fit_max_tokens(
+    prompt_len: usize,
+    asked: Option<usize>,
+    default: Option<usize>,
+    max_model_len: usize,
+) -> Result<u32, ApiError> {
     if prompt_len == 0 {
         return Err(ApiError::invalid_param("prompt", "the prompt is empty"));
     }
@@ -135,21 +167,65 @@ mod tests {
     #[test]
     fn out_of_range_fields_are_named() {
         let h = HeaderMap::new();
-        assert_eq!(err_param(resolve(&fields("{}"), Some(-1), None, &h, 100)).as_deref(), Some("max_tokens"));
-        assert_eq!(err_param(resolve(&fields(r#"{"n":0}"#), None, None, &h, 100)).as_deref(), Some("n"));
-        assert_eq!(err_param(resolve(&fields(r#"{"top_k":-5}"#), None, None, &h, 100)).as_deref(), Some("top_k"));
-        assert_eq!(err_param(resolve(&fields(r#"{"temperature":9}"#), None, None, &h, 100)).as_deref(), Some("temperature"));
-        assert_eq!(err_param(resolve(&fields(r#"{"priority":"vip"}"#), None, None, &h, 100)).as_deref(), Some("priority"));
-        assert_eq!(err_param(resolve(&fields("{}"), None, Some(21), &h, 100)).as_deref(), Some("logprobs"));
+        assert_eq!(
+            err_param(resolve(&fields("{}"), Some(-1), None, &h, 100)).as_deref(),
+            Some("max_tokens")
+        );
+        assert_eq!(
+            err_param(resolve(&fields(r#"{"n":0}"#), None, None, &h, 100)).as_deref(),
+            Some("n")
+        );
+        assert_eq!(
+            err_param(resolve(&fields(r#"{"top_k":-5}"#), None, None, &h, 100)).as_deref(),
+            Some("top_k")
+        );
+        assert_eq!(
+            err_param(resolve(
+                &fields(r#"{"temperature":9}"#),
+                None,
+                None,
+                &h,
+                100
+            ))
+            .as_deref(),
+            Some("temperature")
+        );
+        assert_eq!(
+            err_param(resolve(
+                &fields(r#"{"priority":"vip"}"#),
+                None,
+                None,
+                &h,
+                100
+            ))
+            .as_deref(),
+            Some("priority")
+        );
+        assert_eq!(
+            err_param(resolve(&fields("{}"), None, Some(21), &h, 100)).as_deref(),
+            Some("logprobs")
+        );
     }
 
     #[test]
     fn the_priority_header_wins_over_the_body() {
         let mut h = HeaderMap::new();
         h.insert(PRIORITY, axum::http::HeaderValue::from_static("batch"));
-        let r = resolve(&fields(r#"{"priority":"interactive"}"#), None, None, &h, 100);
+        let r = resolve(
+            &fields(r#"{"priority":"interactive"}"#),
+            None,
+            None,
+            &h,
+            100,
+        );
         assert_eq!(r.map(|r| r.priority).ok(), Some(Priority::Batch));
-        let r = resolve(&fields(r#"{"priority":"batch"}"#), None, None, &HeaderMap::new(), 100);
+        let r = resolve(
+            &fields(r#"{"priority":"batch"}"#),
+            None,
+            None,
+            &HeaderMap::new(),
+            100,
+        );
         assert_eq!(r.map(|r| r.priority).ok(), Some(Priority::Batch));
     }
 
@@ -160,8 +236,17 @@ mod tests {
         assert_eq!(fit_max_tokens(90, None, None, 100).ok(), Some(10));
         assert_eq!(fit_max_tokens(90, Some(10), None, 100).ok(), Some(10));
         let too_long = fit_max_tokens(90, Some(11), None, 100).err();
-        assert_eq!(too_long.and_then(|e| e.code), Some("context_length_exceeded"));
+        assert_eq!(
+            too_long.and_then(|e| e.code),
+            Some("context_length_exceeded")
+        );
         assert!(fit_max_tokens(100, None, None, 100).is_err());
-        assert_eq!(fit_max_tokens(0, None, None, 100).err().and_then(|e| e.param).as_deref(), Some("prompt"));
+        assert_eq!(
+            fit_max_tokens(0, None, None, 100)
+                .err()
+                .and_then(|e| e.param)
+                .as_deref(),
+            Some("prompt")
+        );
     }
 }

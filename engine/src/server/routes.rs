@@ -31,18 +31,30 @@ pub async fn models(State(state): State<AppState>) -> Response {
         owned_by: "tokenscale".into(),
         max_model_len: state.model().map(|m| m.max_model_len as u64),
     };
-    Json(ModelList { object: "list".into(), data: vec![card] }).into_response()
+    Json(ModelList {
+        object: "list".into(),
+        data: vec![card],
+    })
+    .into_response()
 }
 
 /// Prometheus text exposition (empty until the model has loaded).
 pub async fn metrics(State(state): State<AppState>) -> Response {
-    let text = state.model().map(|m| m.engine.metrics().render()).unwrap_or_default();
-    ([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
+    let text = state
+        .model()
+        .map(|m| m.engine.metrics().render())
+        .unwrap_or_default();
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        text,
+    )
+        .into_response()
 }
 
 /// Name and version of the engine.
 pub async fn version() -> Response {
-    Json(json!({ "name": env!("CARGO_PKG_NAME"), "version": env!("CARGO_PKG_VERSION") })).into_response()
+    Json(json!({ "name": env!("CARGO_PKG_NAME"), "version": env!("CARGO_PKG_VERSION") }))
+        .into_response()
 }
 
 /// 404 in the OpenAI error shape.

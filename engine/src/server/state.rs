@@ -55,7 +55,9 @@ struct Inner {
 impl AppState {
     /// A server in the `Loading` phase.
     pub fn new(served_model_name: String, max_body_bytes: usize) -> Self {
-        let created_unix_s = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let created_unix_s = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         let inner = Inner {
             served_model_name,
             max_body_bytes,
@@ -65,7 +67,9 @@ impl AppState {
             in_flight: AtomicUsize::new(0),
             idle: Notify::new(),
         };
-        Self { inner: Arc::new(inner) }
+        Self {
+            inner: Arc::new(inner),
+        }
     }
 
     /// The name clients use in `model`.
@@ -96,17 +100,26 @@ impl AppState {
     /// Installs the loaded model and turns `Ready` (unless a drain began meanwhile).
     pub fn set_loaded(&self, model: LoadedModel) {
         let _ = self.inner.model.set(model);
-        let _ = self.inner.phase.compare_exchange(Phase::Loading as u8, Phase::Ready as u8, Ordering::AcqRel, Ordering::Acquire);
+        let _ = self.inner.phase.compare_exchange(
+            Phase::Loading as u8,
+            Phase::Ready as u8,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
     }
 
     /// Marks loading as failed.
     pub fn set_failed(&self) {
-        self.inner.phase.store(Phase::Failed as u8, Ordering::Release);
+        self.inner
+            .phase
+            .store(Phase::Failed as u8, Ordering::Release);
     }
 
     /// Starts draining: new requests get 503 from now on.
     pub fn start_draining(&self) {
-        self.inner.phase.store(Phase::Draining as u8, Ordering::Release);
+        self.inner
+            .phase
+            .store(Phase::Draining as u8, Ordering::Release);
     }
 
     /// The model, when loaded (whatever the phase).
@@ -123,7 +136,9 @@ impl AppState {
             Phase::Draining => return Err(ApiError::unavailable("the server is shutting down")),
             Phase::Failed => return Err(ApiError::unavailable("the model failed to load")),
         }
-        let model = self.model().ok_or_else(|| ApiError::unavailable("the model is still loading"))?;
+        let model = self
+            .model()
+            .ok_or_else(|| ApiError::unavailable("the model is still loading"))?;
         self.inner.in_flight.fetch_add(1, Ordering::AcqRel);
         Ok((model, InFlight(self.inner.clone())))
     }

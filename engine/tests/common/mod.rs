@@ -27,8 +27,16 @@ pub fn model() -> Arc<Model> {
 
 /// A backend with `num_blocks` blocks of `block_size` slots.
 pub fn backend(precision: Precision, num_blocks: usize, block_size: usize) -> CpuBackend {
-    CpuBackend::new(model(), num_blocks, block_size, CpuOptions { precision, threads: 0 })
-        .expect("backend starts")
+    CpuBackend::new(
+        model(),
+        num_blocks,
+        block_size,
+        CpuOptions {
+            precision,
+            threads: 0,
+        },
+    )
+    .expect("backend starts")
 }
 
 /// One golden case of the fixture.
@@ -43,7 +51,11 @@ pub struct Case {
 pub fn cases() -> Vec<Case> {
     let fixture: serde_json::Value = serde_json::from_str(FIXTURE).expect("fixture is JSON");
     let ids = |v: &serde_json::Value| -> Vec<u32> {
-        v.as_array().expect("ids").iter().map(|x| x.as_u64().expect("id") as u32).collect()
+        v.as_array()
+            .expect("ids")
+            .iter()
+            .map(|x| x.as_u64().expect("id") as u32)
+            .collect()
     };
     fixture["cases"]
         .as_array()
@@ -58,7 +70,10 @@ pub fn cases() -> Vec<Case> {
                 .iter()
                 .map(|s| {
                     let logits = s["top5_logits"].as_array().expect("logits");
-                    ids(&s["top5"]).into_iter().zip(logits.iter().map(|l| l.as_f64().expect("logit"))).collect()
+                    ids(&s["top5"])
+                        .into_iter()
+                        .zip(logits.iter().map(|l| l.as_f64().expect("logit")))
+                        .collect()
                 })
                 .collect(),
         })
@@ -85,12 +100,16 @@ pub struct Seq {
 
 impl Seq {
     pub fn new(prompt: &[u32], block_table: Vec<u32>) -> Self {
-        Self { tokens: prompt.to_vec(), computed: 0, block_table }
+        Self {
+            tokens: prompt.to_vec(),
+            computed: 0,
+            block_table,
+        }
     }
 
     /// The next step of this sequence: up to `chunk` uncomputed tokens.
     pub fn step(&self, chunk: usize) -> SeqStep<'_> {
-        let end = (self.computed + chunk).min(self.tokens.len());
+        let end = self.computed.saturating_add(chunk).min(self.tokens.len());
         SeqStep {
             tokens: &self.tokens[self.computed..end],
             start_pos: self.computed,
@@ -103,12 +122,18 @@ impl Seq {
 /// Runs `seqs` together (prompts in chunks of `chunk` tokens) until each has `new_tokens`
 /// greedy tokens; returns every sequence's generated ids and last-step logits per generated
 /// token.
-pub fn run_greedy(backend: &mut CpuBackend, seqs: &mut [Seq], chunk: usize, new_tokens: usize) -> Vec<Vec<u32>> {
+pub fn run_greedy(
+    backend: &mut CpuBackend,
+    seqs: &mut [Seq],
+    chunk: usize,
+    new_tokens: usize,
+) -> Vec<Vec<u32>> {
     let vocab = backend.model_config().vocab_size;
     let prompt_lens: Vec<usize> = seqs.iter().map(|s| s.tokens.len()).collect();
     loop {
-        let active: Vec<usize> =
-            (0..seqs.len()).filter(|&i| seqs[i].tokens.len() - prompt_lens[i] < new_tokens).collect();
+        let active: Vec<usize> = (0..seqs.len())
+            .filter(|&i| seqs[i].tokens.len() - prompt_lens[i] < new_tokens)
+            .collect();
         if active.is_empty() {
             break;
         }
@@ -126,7 +151,10 @@ pub fn run_greedy(backend: &mut CpuBackend, seqs: &mut [Seq], chunk: usize, new_
             }
         }
     }
-    seqs.iter().zip(&prompt_lens).map(|(s, &p)| s.tokens[p..].to_vec()).collect()
+    seqs.iter()
+        .zip(&prompt_lens)
+        .map(|(s, &p)| s.tokens[p..].to_vec())
+        .collect()
 }
 
 /// A block table of `n` blocks taken from `first` with stride `stride` (interleaving several

@@ -34,8 +34,16 @@ fn client() -> Client<HttpConnector, Full<Bytes>> {
 }
 
 /// Sends a request and returns the response head with its streaming body.
-pub async fn send(addr: SocketAddr, method: &str, path: &str, body: Bytes, headers: &[(&str, &str)]) -> Result<Response<Incoming>, String> {
-    let mut builder = Request::builder().method(method).uri(format!("http://{addr}{path}"));
+pub async fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Bytes,
+    headers: &[(&str, &str)],
+) -> Result<Response<Incoming>, String> {
+    let mut builder = Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"));
     for (k, v) in headers {
         builder = builder.header(*k, *v);
     }
@@ -53,7 +61,10 @@ async fn complete(response: Response<Incoming>) -> Result<Reply, String> {
         .map_err(|_| "reading the body timed out".to_string())?
         .map_err(|e| e.to_string())?
         .to_bytes();
-    Ok(Reply { status, body: String::from_utf8_lossy(&body).into_owned() })
+    Ok(Reply {
+        status,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
 }
 
 /// `GET path`.
@@ -62,14 +73,29 @@ pub async fn get(addr: SocketAddr, path: &str) -> Result<Reply, String> {
 }
 
 /// `POST path` with raw bytes.
-pub async fn post_raw(addr: SocketAddr, path: &str, body: impl Into<Bytes>, headers: &[(&str, &str)]) -> Reply {
-    let response = send(addr, "POST", path, body.into(), headers).await.unwrap_or_else(|e| panic!("POST {path}: {e}"));
-    complete(response).await.unwrap_or_else(|e| panic!("POST {path}: {e}"))
+pub async fn post_raw(
+    addr: SocketAddr,
+    path: &str,
+    body: impl Into<Bytes>,
+    headers: &[(&str, &str)],
+) -> Reply {
+    let response = send(addr, "POST", path, body.into(), headers)
+        .await
+        .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+    complete(response)
+        .await
+        .unwrap_or_else(|e| panic!("POST {path}: {e}"))
 }
 
 /// `POST path` with a JSON body.
 pub async fn post_json(addr: SocketAddr, path: &str, body: &Value) -> Reply {
-    post_raw(addr, path, body.to_string(), &[("content-type", "application/json")]).await
+    post_raw(
+        addr,
+        path,
+        body.to_string(),
+        &[("content-type", "application/json")],
+    )
+    .await
 }
 
 /// `POST path` for a stream: the status and every `data:` payload (JSON, or the string
@@ -83,13 +109,22 @@ pub async fn post_stream(addr: SocketAddr, path: &str, body: &Value) -> (u16, Ve
         .body
         .split("\n\n")
         .filter_map(|event| event.strip_prefix("data: "))
-        .map(|data| if data == "[DONE]" { Value::String(data.into()) } else { serde_json::from_str(data).unwrap_or(Value::Null) })
+        .map(|data| {
+            if data == "[DONE]" {
+                Value::String(data.into())
+            } else {
+                serde_json::from_str(data).unwrap_or(Value::Null)
+            }
+        })
         .collect();
     (reply.status, events)
 }
 
 /// Reads the next body frame of a streaming response (bounded).
 pub async fn next_frame(body: &mut Incoming) -> Option<Bytes> {
-    let frame = tokio::time::timeout(REQUEST_TIMEOUT, body.frame()).await.ok()??.ok()?;
+    let frame = tokio::time::timeout(REQUEST_TIMEOUT, body.frame())
+        .await
+        .ok()??
+        .ok()?;
     frame.into_data().ok()
 }

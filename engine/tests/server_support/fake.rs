@@ -20,11 +20,20 @@ pub struct FakeBackend {
 
 impl FakeBackend {
     pub fn new(config: ModelConfig, block_size: usize, num_blocks: usize) -> Self {
-        Self { config, block_size, num_blocks, slots: vec![0; block_size * num_blocks], step_delay: Duration::ZERO }
+        Self {
+            config,
+            block_size,
+            num_blocks,
+            slots: vec![0; block_size * num_blocks],
+            step_delay: Duration::ZERO,
+        }
     }
 
     fn slot(&self, table: &[u32], pos: usize) -> Result<usize, tokenscale_engine::Error> {
-        let block = *table.get(pos / self.block_size).ok_or_else(|| fault(format!("no block for position {pos}")))? as usize;
+        let block = *table
+            .get(pos / self.block_size)
+            .ok_or_else(|| fault(format!("no block for position {pos}")))?
+            as usize;
         if block >= self.num_blocks {
             return Err(fault(format!("block {block} out of range")));
         }
@@ -33,7 +42,10 @@ impl FakeBackend {
 }
 
 fn fault(message: String) -> tokenscale_engine::Error {
-    tokenscale_engine::Error::Backend { backend: "fake", message }
+    tokenscale_engine::Error::Backend {
+        backend: "fake",
+        message,
+    }
 }
 
 /// The fake model's prediction after `history`: one of 1000 ordinary tokens (ids 1000..2000).
@@ -69,8 +81,9 @@ impl Backend for FakeBackend {
             }
             if seq.want_logits {
                 let len = seq.start_pos + seq.tokens.len();
-                let history: Vec<u32> =
-                    (0..len).map(|p| self.slot(seq.block_table, p).map(|s| self.slots[s])).collect::<Result<_, _>>()?;
+                let history: Vec<u32> = (0..len)
+                    .map(|p| self.slot(seq.block_table, p).map(|s| self.slots[s]))
+                    .collect::<Result<_, _>>()?;
                 let next = next_token(&history) as usize;
                 let mut row = vec![0.0f32; vocab];
                 row[next] = 10.0;

@@ -10,16 +10,22 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tokenscale_engine::server::{self, LoadedModel, LoadError, ServeConfig};
+use tokenscale_engine::server::{self, LoadError, LoadedModel, ServeConfig};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 /// The test model, fetched by the project's set-up; a missing model fails the test.
 pub fn model_path() -> PathBuf {
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
     let path = home.join(".cache/tokenscale/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(path.exists(), "test model missing at {} (run scripts/setup)", path.display());
+    assert!(
+        path.exists(),
+        "test model missing at {} (run scripts/setup)",
+        path.display()
+    );
     path
 }
 
@@ -37,7 +43,9 @@ impl TestServer {
     where
         L: FnOnce() -> Result<LoadedModel, LoadError> + Send + 'static,
     {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
         let (tx, rx) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
@@ -48,7 +56,11 @@ impl TestServer {
                 panic!("server failed: {err}");
             }
         });
-        let server = Self { addr, shutdown: Some(tx), task: Some(task) };
+        let server = Self {
+            addr,
+            shutdown: Some(tx),
+            task: Some(task),
+        };
         server.wait_ready(Duration::from_secs(60)).await;
         server
     }
@@ -56,12 +68,16 @@ impl TestServer {
     async fn wait_ready(&self, limit: Duration) {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
-            if let Ok(r) = client::get(self.addr, "/health").await {
-                if r.status == 200 {
-                    return;
-                }
+            if client::get(self.addr, "/health")
+                .await
+                .is_ok_and(|r| r.status == 200)
+            {
+                return;
             }
-            assert!(tokio::time::Instant::now() < deadline, "server not ready within {limit:?}");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "server not ready within {limit:?}"
+            );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
@@ -77,13 +93,19 @@ impl TestServer {
     pub async fn stop(mut self) {
         self.signal_shutdown();
         if let Some(task) = self.task.take() {
-            tokio::time::timeout(Duration::from_secs(60), task).await.expect("server did not stop").expect("server task");
+            tokio::time::timeout(Duration::from_secs(60), task)
+                .await
+                .expect("server did not stop")
+                .expect("server task");
         }
     }
 
     /// One metric's value (first sample whose line starts with `name{` or `name `).
     pub async fn metric(&self, name: &str) -> f64 {
-        let text = client::get(self.addr, "/metrics").await.expect("GET /metrics").body;
+        let text = client::get(self.addr, "/metrics")
+            .await
+            .expect("GET /metrics")
+            .body;
         metric_value(&text, name).unwrap_or_else(|| panic!("metric {name} missing from:\n{text}"))
     }
 }
@@ -97,7 +119,10 @@ impl TestServer {
             if now == value {
                 return;
             }
-            assert!(tokio::time::Instant::now() < deadline, "{name} is {now}, not {value}, after {limit:?}");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{name} is {now}, not {value}, after {limit:?}"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
@@ -134,18 +159,36 @@ pub fn promtool_check(text: &str) {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("promtool must be installed (scripts/setup installs the Debian package prometheus)");
-    child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("write to promtool");
+        .expect(
+            "promtool must be installed (scripts/setup installs the Debian package prometheus)",
+        );
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(text.as_bytes())
+        .expect("write to promtool");
     let out = child.wait_with_output().expect("promtool");
-    let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let problems: Vec<&str> = report
         .lines()
         .filter(|l| !l.trim().is_empty())
         .filter(|l| !(l.starts_with("vllm:") && l.ends_with("metric names should not contain ':'")))
         .collect();
-    assert!(problems.is_empty(), "promtool found problems:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "promtool found problems:\n{}",
+        problems.join("\n")
+    );
     // Exit 1 is a parse failure; 3 means lint findings only (checked above).
-    assert!(matches!(out.status.code(), Some(0 | 3)), "promtool could not parse the metrics:\n{report}");
+    assert!(
+        matches!(out.status.code(), Some(0 | 3)),
+        "promtool could not parse the metrics:\n{report}"
+    );
 }
 
 /// A serve configuration for the real test model.

@@ -32,50 +32,61 @@ pub(super) fn attention(
     heads: Heads,
     out: &mut [f32],
 ) {
-    let Heads { num_heads, num_kv_heads, head_dim } = heads;
+    let Heads {
+        num_heads,
+        num_kv_heads,
+        head_dim,
+    } = heads;
     let (q_dim, kv_dim) = (num_heads * head_dim, num_kv_heads * head_dim);
     let qkv_dim = q_dim + 2 * kv_dim;
     let group = num_heads / num_kv_heads;
     let scale = 1.0 / (head_dim as f32).sqrt();
     let (keys, values) = (&kv.keys[layer], &kv.values[layer]);
-    out.par_chunks_mut(q_dim).enumerate().for_each(|(t, out_t)| {
-        let place = places[t];
-        let q_t = &qkv[t * qkv_dim..t * qkv_dim + q_dim]; // [heads, head_dim]
-        let ctx = place.pos + 1;
-        let mut scores = vec![0f32; group * ctx]; // [group, ctx]
-        for g in 0..num_kv_heads {
-            for j in 0..ctx {
-                let off = kv.slot_offset(place.block_table, j) + g * head_dim;
-                let k = &keys[off..off + head_dim];
-                for h in 0..group {
-                    let q = &q_t[(g * group + h) * head_dim..][..head_dim];
-                    scores[h * ctx + j] = dot(q, k) * scale;
+    out.par_chunks_mut(q_dim)
+        .enumerate()
+        .for_each(|(t, out_t)| {
+            let place = places[t];
+            let q_t = &qkv[t * qkv_dim..t * qkv_dim + q_dim]; // [heads, head_dim]
+            let ctx = place.pos + 1;
+            let mut scores = vec![0f32; group * ctx]; // [group, ctx]
+            for g in 0..num_kv_heads {
+                for j in 0..ctx {
+                    let off = kv.slot_offset(place.block_table, j) + g * head_dim;
+                    let k = &keys[off..off + head_dim];
+                    for h in 0..group {
+                        let q = &q_t[(g * group + h) * head_dim..][..head_dim];
+                        scores[h * ctx + j] = dot(q, k) * scale;
+                    }
                 }
-            }
-            for row in scores.chunks_exact_mut(ctx) {
-                softmax(row);
-            }
-            let out_g = &mut out_t[g * group * head_dim..(g + 1) * group * head_dim];
-            out_g.fill(0.0);
-            for j in 0..ctx {
-                let off = kv.slot_offset(place.block_table, j) + g * head_dim;
-                let v = &values[off..off + head_dim];
-                for (h, o) in out_g.chunks_exact_mut(head_dim).enumerate() {
-                    let w = scores[h * ctx + j];
-                    for (o, v) in o.iter_mut().zip(v) {
-                        *o += w * v;
+                for row in scores.chunks_exact_mut(ctx) {
+                    softmax(row);
+                }
+                let out_g = &mut out_t[g * group * head_dim..(g + 1) * group * head_dim];
+                out_g.fill(0.0);
+                for j in 0..ctx {
+                    let off = kv.slot_offset(place.block_table, j) + g * head_dim;
+                    let v = &values[off..off + head_dim];
+                    for (h, o) in out_g.chunks_exact_mut(head_dim).enumerate() {
+                        let w = scores[h * ctx + j];
+                        for (o, v) in o.iter_mut().zip(v) {
+                            *o += w * v;
+                        }
                     }
                 }
             }
-        }
-    });
+        });
 }
 
 /// A dot product with eight independent sums, so the compiler vectorises it.
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0f32; 8];
     let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ac.remainder().iter().zip(bc.remainder()).map(|(x, y)| x * y).sum();
+    let tail: f32 = ac
+        .remainder()
+        .iter()
+        .zip(bc.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
     for (x, y) in ac.zip(bc) {
         for i in 0..8 {
             acc[i] += x[i] * y[i];

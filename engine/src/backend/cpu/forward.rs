@@ -3,11 +3,11 @@
 
 use rayon::prelude::*;
 
+use super::Precision;
 use super::attention::{Heads, TokenPlace, attention};
 use super::kv_store::KvStore;
 use super::linear::linear;
 use super::ops::{add_in_place, rms_norm, rope, rope_tables, swiglu};
-use super::Precision;
 use crate::backend::{SeqStep, StepOutput};
 use crate::model::{Layer, Model};
 use crate::quant::{Acts, BlockQ8, QK, QMatrix, quantize_q8};
@@ -34,22 +34,39 @@ impl Run {
 }
 
 /// Runs the batch; the caller has validated token ids, positions and block tables.
-pub(super) fn forward(model: &Model, kv: &mut KvStore, batch: &[SeqStep<'_>], run: Run) -> StepOutput {
+pub(super) fn forward(
+    model: &Model,
+    kv: &mut KvStore,
+    batch: &[SeqStep<'_>],
+    run: Run,
+) -> StepOutput {
     let c = &model.config;
     let (hidden, ffn, head_dim) = (c.hidden_size, c.ffn_size, c.head_dim);
     let (q_dim, kv_dim) = (c.num_heads * head_dim, c.kv_dim());
     let qkv_dim = q_dim + 2 * kv_dim;
 
     // Flatten the batch: one entry per new token.
-    let tokens: Vec<u32> = batch.iter().flat_map(|s| s.tokens.iter().copied()).collect();
+    let tokens: Vec<u32> = batch
+        .iter()
+        .flat_map(|s| s.tokens.iter().copied())
+        .collect();
     let places: Vec<TokenPlace<'_>> = batch
         .iter()
-        .flat_map(|s| (0..s.tokens.len()).map(|i| TokenPlace { pos: s.start_pos + i, block_table: s.block_table }))
+        .flat_map(|s| {
+            (0..s.tokens.len()).map(|i| TokenPlace {
+                pos: s.start_pos + i,
+                block_table: s.block_table,
+            })
+        })
         .collect();
     let t = tokens.len();
     let positions: Vec<usize> = places.iter().map(|p| p.pos).collect();
     let (cos, sin) = rope_tables(&positions, head_dim, c.rope_base); // [t, head_dim / 2] each
-    let heads = Heads { num_heads: c.num_heads, num_kv_heads: c.num_kv_heads, head_dim };
+    let heads = Heads {
+        num_heads: c.num_heads,
+        num_kv_heads: c.num_kv_heads,
+        head_dim,
+    };
 
     let mut x = vec![0f32; t * hidden]; // [t, hidden] residual stream
     for (row, &tok) in x.chunks_exact_mut(hidden).zip(&tokens) {
@@ -66,7 +83,16 @@ pub(super) fn forward(model: &Model, kv: &mut KvStore, batch: &[SeqStep<'_>], ru
     for (l, layer) in model.layers.iter().enumerate() {
         rms_norm(&x, &layer.attn_norm, c.rms_norm_eps, &mut xn);
         run.linear(&layer.wqkv, &xn, t, &mut xq, &mut qkv);
-        position_qkv(layer, &mut qkv, qkv_dim, q_dim, head_dim, &cos, &sin, c.rope_layout);
+        position_qkv(
+            layer,
+            &mut qkv,
+            qkv_dim,
+            q_dim,
+            head_dim,
+            &cos,
+            &sin,
+            c.rope_layout,
+        );
         write_kv(kv, l, &qkv, &places, q_dim);
         attention(&qkv, kv, l, &places, heads, &mut attn);
         run.linear(&layer.wo, &attn, t, &mut xq, &mut proj);
@@ -91,11 +117,19 @@ pub(super) fn forward(model: &Model, kv: &mut KvStore, batch: &[SeqStep<'_>], ru
     let r = rows.len();
     let mut xl = vec![0f32; r * hidden]; // [r, hidden]
     for (dst, &(_, tok)) in xl.chunks_exact_mut(hidden).zip(&rows) {
-        rms_norm(&x[tok * hidden..(tok + 1) * hidden], &model.output_norm, c.rms_norm_eps, dst);
+        rms_norm(
+            &x[tok * hidden..(tok + 1) * hidden],
+            &model.output_norm,
+            c.rms_norm_eps,
+            dst,
+        );
     }
     let mut logits = vec![0f32; r * c.vocab_size]; // [r, vocab]
     run.linear(model.head(), &xl, r, &mut xq, &mut logits);
-    StepOutput { logits, rows: rows.iter().map(|&(i, _)| i).collect() }
+    StepOutput {
+        logits,
+        rows: rows.iter().map(|&(i, _)| i).collect(),
+    }
 }
 
 /// Adds the QKV bias (if any) and rotates Q and K of every token by its position.
@@ -111,14 +145,19 @@ fn position_qkv(
     layout: crate::model::RopeLayout,
 ) {
     let half = head_dim / 2;
-    qkv.par_chunks_mut(qkv_dim).enumerate().for_each(|(t, row)| {
-        if let Some(bias) = &layer.bqkv {
-            add_in_place(row, bias);
-        }
-        let (cos_t, sin_t) = (&cos[t * half..(t + 1) * half], &sin[t * half..(t + 1) * half]);
-        let kv_dim = (qkv_dim - q_dim) / 2;
-        rope(&mut row[..q_dim + kv_dim], head_dim, cos_t, sin_t, layout);
-    });
+    qkv.par_chunks_mut(qkv_dim)
+        .enumerate()
+        .for_each(|(t, row)| {
+            if let Some(bias) = &layer.bqkv {
+                add_in_place(row, bias);
+            }
+            let (cos_t, sin_t) = (
+                &cos[t * half..(t + 1) * half],
+                &sin[t * half..(t + 1) * half],
+            );
+            let kv_dim = (qkv_dim - q_dim) / 2;
+            rope(&mut row[..q_dim + kv_dim], head_dim, cos_t, sin_t, layout);
+        });
 }
 
 /// Stores each token's K and V (`qkv[t, q_dim ..]`) in its cache slot.
@@ -135,7 +174,13 @@ fn write_kv(kv: &mut KvStore, layer: usize, qkv: &[f32], places: &[TokenPlace<'_
 
 /// Applies `f` to matching row blocks of `input` (`[t, in_w]`) and `output` (`[t, out_w]`),
 /// in parallel for large batches.
-fn par_rows(input: &[f32], in_w: usize, output: &mut [f32], out_w: usize, f: impl Fn(&[f32], &mut [f32]) + Sync) {
+fn par_rows(
+    input: &[f32],
+    in_w: usize,
+    output: &mut [f32],
+    out_w: usize,
+    f: impl Fn(&[f32], &mut [f32]) + Sync,
+) {
     const ROWS: usize = 8;
     output
         .par_chunks_mut(ROWS * out_w)

@@ -16,7 +16,12 @@ pub(super) struct KvStore {
 
 impl KvStore {
     /// Zeroed storage; `None` when the size overflows.
-    pub fn new(num_layers: usize, num_blocks: usize, block_size: usize, kv_dim: usize) -> Option<Self> {
+    pub fn new(
+        num_layers: usize,
+        num_blocks: usize,
+        block_size: usize,
+        kv_dim: usize,
+    ) -> Option<Self> {
         let per_layer = num_blocks.checked_mul(block_size)?.checked_mul(kv_dim)?;
         let layer = || vec![0f32; per_layer];
         Some(Self {

@@ -37,7 +37,10 @@ pub struct CpuOptions {
 
 impl Default for CpuOptions {
     fn default() -> Self {
-        Self { precision: Precision::Fast, threads: 0 }
+        Self {
+            precision: Precision::Fast,
+            threads: 0,
+        }
     }
 }
 
@@ -51,23 +54,39 @@ pub struct CpuBackend {
 
 impl std::fmt::Debug for CpuBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CpuBackend").field("run", &self.run).finish_non_exhaustive()
+        f.debug_struct("CpuBackend")
+            .field("run", &self.run)
+            .finish_non_exhaustive()
     }
 }
 
 fn backend_error(message: String) -> Error {
-    Error::Backend { backend: "cpu", message }
+    Error::Backend {
+        backend: "cpu",
+        message,
+    }
 }
 
 impl CpuBackend {
     /// A backend for `model` with `num_kv_blocks` blocks of `block_size` token slots.
-    pub fn new(model: Arc<Model>, num_kv_blocks: usize, block_size: usize, options: CpuOptions) -> Result<Self> {
+    pub fn new(
+        model: Arc<Model>,
+        num_kv_blocks: usize,
+        block_size: usize,
+        options: CpuOptions,
+    ) -> Result<Self> {
         if block_size == 0 || num_kv_blocks == 0 {
-            return Err(backend_error("the KV cache needs at least one block of one slot".into()));
+            return Err(backend_error(
+                "the KV cache needs at least one block of one slot".into(),
+            ));
         }
         let c = &model.config;
-        let kv = KvStore::new(c.num_layers, num_kv_blocks, block_size, c.kv_dim())
-            .ok_or_else(|| backend_error(format!("{num_kv_blocks} KV blocks of {block_size} overflow")))?;
+        let kv =
+            KvStore::new(c.num_layers, num_kv_blocks, block_size, c.kv_dim()).ok_or_else(|| {
+                backend_error(format!(
+                    "{num_kv_blocks} KV blocks of {block_size} overflow"
+                ))
+            })?;
         let threads = match options.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
@@ -77,7 +96,15 @@ impl CpuBackend {
             .thread_name(|i| format!("tokenscale-cpu-{i}"))
             .build()
             .map_err(|e| backend_error(format!("cannot start {threads} threads: {e}")))?;
-        Ok(Self { model, kv, run: Run { precision: options.precision, threads }, pool })
+        Ok(Self {
+            model,
+            kv,
+            run: Run {
+                precision: options.precision,
+                threads,
+            },
+            pool,
+        })
     }
 
     /// Bytes of KV storage one token slot takes (keys and values, all layers).
@@ -98,7 +125,10 @@ impl CpuBackend {
                 return Err(backend_error(format!("batch entry {i} has no tokens")));
             }
             if let Some(&bad) = s.tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
-                return Err(backend_error(format!("batch entry {i}: token id {bad} ≥ vocabulary {}", c.vocab_size)));
+                return Err(backend_error(format!(
+                    "batch entry {i}: token id {bad} ≥ vocabulary {}",
+                    c.vocab_size
+                )));
             }
             if end > c.context_length {
                 return Err(backend_error(format!(
@@ -112,7 +142,11 @@ impl CpuBackend {
                     s.block_table.len()
                 )));
             }
-            if let Some(&bad) = s.block_table.iter().find(|&&b| b as usize >= self.kv.num_blocks) {
+            if let Some(&bad) = s
+                .block_table
+                .iter()
+                .find(|&&b| b as usize >= self.kv.num_blocks)
+            {
                 return Err(backend_error(format!(
                     "batch entry {i}: block {bad} outside the pool of {}",
                     self.kv.num_blocks

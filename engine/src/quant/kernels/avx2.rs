@@ -36,7 +36,10 @@ fn nibbles(qs: &[u8; 16]) -> (__m128i, __m128i) {
     // SAFETY: `qs` is 16 readable bytes; loadu has no alignment requirement.
     let q = unsafe { _mm_loadu_si128(qs.as_ptr().cast()) };
     let m4 = _mm_set1_epi8(0x0F);
-    (_mm_and_si128(q, m4), _mm_and_si128(_mm_srli_epi16(q, 4), m4))
+    (
+        _mm_and_si128(q, m4),
+        _mm_and_si128(_mm_srli_epi16(q, 4), m4),
+    )
 }
 
 #[target_feature(enable = "avx2")]
@@ -148,29 +151,42 @@ pub(crate) fn gemv_q8<B: Avx2Block, const R: usize>(
     let n = rows.len();
     let acts = acts.map(|a| &a[..blocks_per_row]);
     let ones = _mm256_set1_epi16(1);
+    // One block against all R activation rows; `acc` and `off` must stay in registers, so
+    // they are only ever indexed by the (unrolled) constant `r`.
+    let step = |wb: &B, k: usize, acc: &mut [__m256; R], off: &mut [f32; R]| {
+        // SAFETY: this closure only runs inside this function, on CPUs with AVX2 and FMA.
+        let (u, sign) = unsafe { wb.unpack() };
+        for r in 0..R {
+            let a = &acts[r][k];
+            // SAFETY: `qs` is 32 readable bytes; loadu has no alignment requirement.
+            let y = unsafe { _mm256_loadu_si256(a.qs.as_ptr().cast()) };
+            let y = if B::SIGNED {
+                _mm256_sign_epi8(y, sign)
+            } else {
+                y
+            };
+            let p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), ones);
+            let scale = _mm256_set1_ps(wb.scale() * a.d);
+            acc[r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[r]);
+            off[r] += wb.offset(a);
+        }
+    };
     for (i, row) in rows.enumerate() {
         let wrow = &w[row * blocks_per_row..(row + 1) * blocks_per_row];
-        // Two accumulator sets (even/odd blocks) halve the FMA dependency chains.
-        let mut acc = [[_mm256_setzero_ps(); R]; 2];
-        let mut off = [[0f32; R]; 2];
-        for (k, wb) in wrow.iter().enumerate() {
-            let half = k & 1;
-            // SAFETY: this function only runs on CPUs with AVX2 and FMA (its target_feature).
-            let (u, sign) = unsafe { wb.unpack() };
-            for r in 0..R {
-                let a = &acts[r][k];
-                // SAFETY: `qs` is 32 readable bytes; loadu has no alignment requirement.
-                let y = unsafe { _mm256_loadu_si256(a.qs.as_ptr().cast()) };
-                let y = if B::SIGNED { _mm256_sign_epi8(y, sign) } else { y };
-                let p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), ones);
-                let scale = _mm256_set1_ps(wb.scale() * a.d);
-                acc[half][r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[half][r]);
-                off[half][r] += wb.offset(a);
-            }
+        // Two accumulator sets (even/odd blocks) halve the dependency chains.
+        let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
+        let (mut off0, mut off1) = ([0f32; R], [0f32; R]);
+        let mut k = 0;
+        while k + 1 < wrow.len() {
+            step(&wrow[k], k, &mut acc0, &mut off0);
+            step(&wrow[k + 1], k + 1, &mut acc1, &mut off1);
+            k += 2;
+        }
+        if k < wrow.len() {
+            step(&wrow[k], k, &mut acc0, &mut off0);
         }
         for r in 0..R {
-            let total = hsum(_mm256_add_ps(acc[0][r], acc[1][r]));
-            out[r * n + i] = total + off[0][r] + off[1][r];
+            out[r * n + i] = hsum(_mm256_add_ps(acc0[r], acc1[r])) + off0[r] + off1[r];
         }
     }
 }
@@ -188,21 +204,30 @@ pub(crate) fn gemv_f32<B: Avx2Block, const R: usize>(
     let acts = acts.map(|a| &a[..blocks_per_row * QK]);
     for (i, row) in rows.enumerate() {
         let wrow = &w[row * blocks_per_row..(row + 1) * blocks_per_row];
-        let mut acc = [[_mm256_setzero_ps(); R]; 2];
+        let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
         for (k, wb) in wrow.iter().enumerate() {
             // SAFETY: this function only runs on CPUs with AVX2 and FMA (its target_feature).
-            let wv = unsafe { wb.dequant() };
+            let [w0, w1, w2, w3] = unsafe { wb.dequant() };
             for r in 0..R {
                 let x = &acts[r][k * QK..(k + 1) * QK];
-                for (j, wj) in wv.iter().enumerate() {
-                    // SAFETY: `x` holds 32 floats, so 8 at offset 8j (j < 4) are in bounds.
-                    let xv = unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * j)) };
-                    acc[j & 1][r] = _mm256_fmadd_ps(*wj, xv, acc[j & 1][r]);
-                }
+                // SAFETY: `x` holds 32 floats: four loads of 8 at offsets 0, 8, 16, 24.
+                let [x0, x1, x2, x3] = unsafe {
+                    let p = x.as_ptr();
+                    [
+                        _mm256_loadu_ps(p),
+                        _mm256_loadu_ps(p.add(8)),
+                        _mm256_loadu_ps(p.add(16)),
+                        _mm256_loadu_ps(p.add(24)),
+                    ]
+                };
+                acc0[r] = _mm256_fmadd_ps(w0, x0, acc0[r]);
+                acc1[r] = _mm256_fmadd_ps(w1, x1, acc1[r]);
+                acc0[r] = _mm256_fmadd_ps(w2, x2, acc0[r]);
+                acc1[r] = _mm256_fmadd_ps(w3, x3, acc1[r]);
             }
         }
         for r in 0..R {
-            out[r * n + i] = hsum(_mm256_add_ps(acc[0][r], acc[1][r]));
+            out[r * n + i] = hsum(_mm256_add_ps(acc0[r], acc1[r]));
         }
     }
 }

@@ -3,9 +3,9 @@
 //!
 //! Every kernel computes `out[r * rows.len() + i] = dot(weight row rows.start + i, act r)`.
 
-pub(super) mod scalar;
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx2;
+pub(super) mod scalar;
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8, BlockQ8_0, QK};
 
@@ -51,10 +51,20 @@ impl QBlock for BlockQ4_0 {
 
 impl QBlock for BlockQ8_0 {
     fn dot_f32(&self, x: &[f32]) -> f32 {
-        self.qs.iter().zip(x).map(|(&q, b)| f32::from(q) * b).sum::<f32>() * self.d
+        self.qs
+            .iter()
+            .zip(x)
+            .map(|(&q, b)| f32::from(q) * b)
+            .sum::<f32>()
+            * self.d
     }
     fn dot_q8(&self, a: &BlockQ8) -> f32 {
-        let sum: i32 = self.qs.iter().zip(&a.qs).map(|(&w, &y)| i32::from(w) * i32::from(y)).sum();
+        let sum: i32 = self
+            .qs
+            .iter()
+            .zip(&a.qs)
+            .map(|(&w, &y)| i32::from(w) * i32::from(y))
+            .sum();
         self.d * a.d * sum as f32
     }
 }

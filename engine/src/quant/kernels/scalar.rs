@@ -18,7 +18,11 @@ pub(crate) fn gemv_f32<B: QBlock, const R: usize>(
     for (i, row) in rows.enumerate() {
         let wrow = &w[row * blocks_per_row..(row + 1) * blocks_per_row];
         for (r, act) in acts.iter().enumerate() {
-            out[r * n + i] = wrow.iter().zip(act.chunks_exact(QK)).map(|(b, x)| b.dot_f32(x)).sum();
+            out[r * n + i] = wrow
+                .iter()
+                .zip(act.chunks_exact(QK))
+                .map(|(b, x)| b.dot_f32(x))
+                .sum();
         }
     }
 }

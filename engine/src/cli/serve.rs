@@ -3,6 +3,7 @@
 
 use anyhow::Context;
 
+use crate::backend::cuda::BackendChoice;
 use crate::server::{self, ServeConfig};
 
 /// Arguments of `serve`.
@@ -44,10 +45,15 @@ pub struct ServeArgs {
     /// Turn the prefix cache off.
     #[arg(long)]
     pub no_prefix_caching: bool,
-    /// Compute backend: `cpu` (the model's real forward pass) or `sim` (no weights: the
-    /// performance model's step times and deterministic tokens; labelled as simulated).
-    #[arg(long, default_value = "cpu", value_parser = ["cpu", "sim"])]
+    /// Compute backend: `auto` (CUDA when a usable GPU is present, else the CPU), `cpu` (the
+    /// reference forward pass), `cuda` (fails with the reason when CUDA is unusable), or `sim`
+    /// (no weights: the performance model's step times and deterministic tokens; labelled as
+    /// simulated).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "cpu", "cuda", "sim"])]
     pub backend: String,
+    /// Fraction of GPU memory the CUDA backend may use (weights, activations, KV cache).
+    #[arg(long, default_value_t = ServeConfig::default().gpu_memory_utilization)]
+    pub gpu_memory_utilization: f64,
     /// `--backend sim`: performance profile file (YAML); default: a Llama-3-8B-class H100.
     #[arg(long)]
     pub sim_profile: Option<std::path::PathBuf>,
@@ -65,6 +71,19 @@ impl ServeArgs {
             self.drain_timeout.is_finite() && self.drain_timeout >= 0.0,
             "--drain-timeout must be ≥ 0 seconds"
         );
+        anyhow::ensure!(
+            self.gpu_memory_utilization > 0.0 && self.gpu_memory_utilization <= 1.0,
+            "--gpu-memory-utilization must be in (0, 1]"
+        );
+        // Decided before anything is loaded or downloaded, so `--backend cuda` on a machine
+        // without a usable GPU fails at once with one line saying why.
+        let choice = match self.backend.as_str() {
+            "cuda" => BackendChoice::Cuda,
+            "auto" => BackendChoice::Auto,
+            _ => BackendChoice::Cpu,
+        };
+        let use_cuda = crate::backend::cuda::use_cuda(choice)
+            .map_err(|reason| anyhow::anyhow!("--backend cuda: {reason}"))?;
         Ok(ServeConfig {
             model: self.model.clone(),
             host: self.host.clone(),
@@ -78,6 +97,8 @@ impl ServeArgs {
             max_body_bytes: self.max_body_bytes,
             enable_prefix_caching: !self.no_prefix_caching,
             max_model_len: self.max_model_len,
+            use_cuda,
+            gpu_memory_utilization: self.gpu_memory_utilization,
         })
     }
 }

@@ -28,6 +28,10 @@ pub struct ServeConfig {
     pub enable_prefix_caching: bool,
     /// Cap on prompt plus completion tokens (default: the model's context).
     pub max_model_len: Option<usize>,
+    /// Run the model on the CUDA backend (decided before loading by `--backend`).
+    pub use_cuda: bool,
+    /// Fraction of GPU memory the CUDA backend may use (weights, activations, KV cache).
+    pub gpu_memory_utilization: f64,
 }
 
 impl Default for ServeConfig {
@@ -45,6 +49,8 @@ impl Default for ServeConfig {
             max_body_bytes: 4 * 1024 * 1024,
             enable_prefix_caching: true,
             max_model_len: None,
+            use_cuda: false,
+            gpu_memory_utilization: 0.9,
         }
     }
 }

@@ -88,11 +88,15 @@ fn resolve_model_path(model: &str) -> Result<std::path::PathBuf, LoadError> {
     })
 }
 
-/// The CPU backend (its fast path) with the configured KV pool.
+/// The CUDA backend when `config.use_cuda`, else the CPU backend (its fast path) with the
+/// configured KV pool.
 fn build_backend(
     file: &crate::gguf::GgufFile,
     config: &ServeConfig,
 ) -> Result<Box<dyn Backend>, LoadError> {
+    if config.use_cuda {
+        return build_cuda_backend(file, config);
+    }
     let model = crate::model::Model::from_gguf(file)?;
     let options = crate::backend::cpu::CpuOptions::default();
     let backend = crate::backend::cpu::CpuBackend::new(
@@ -101,5 +105,25 @@ fn build_backend(
         config.block_size,
         options,
     )?;
+    Ok(Box::new(backend))
+}
+
+/// The CUDA backend: weights dequantised to bf16 on the device, KV cache sized from free
+/// device memory (`--gpu-memory-utilization`), so `--kv-cache-tokens` does not apply.
+fn build_cuda_backend(
+    file: &crate::gguf::GgufFile,
+    config: &ServeConfig,
+) -> Result<Box<dyn Backend>, LoadError> {
+    let model_config = crate::model::ModelConfig::from_gguf(file)?;
+    let options = crate::backend::cuda::CudaOptions {
+        block_size: config.block_size,
+        gpu_memory_utilization: config.gpu_memory_utilization,
+        max_model_len: config.max_model_len,
+        max_num_seqs: config.max_num_seqs,
+        max_batch_tokens: config.max_batch_tokens,
+        ..Default::default()
+    };
+    let backend = crate::backend::cuda::CudaBackend::new(file, model_config, options)
+        .map_err(crate::Error::from)?;
     Ok(Box::new(backend))
 }

@@ -4,6 +4,8 @@
 //! (`validate`); tenants are reloaded on change (`reload`).
 
 mod reload;
+#[cfg(test)]
+mod tests;
 mod validate;
 
 pub use reload::watch_tenants;
@@ -180,10 +182,28 @@ pub struct UpstreamConfig {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct KubernetesConfig {
-    /// Namespace to watch (absent: all namespaces the service account may list).
-    pub namespace: Option<String>,
+    /// Namespaces to watch (empty, with no `namespace`: all namespaces the service account
+    /// may list). The chart renders this list when it watches several namespaces.
+    pub namespaces: Vec<Spanned<String>>,
+    /// One namespace to watch; the single-namespace spelling, merged with `namespaces`.
+    pub namespace: Option<Spanned<String>>,
     /// Container port name on the engine endpoints (`http` by default).
     pub port_name: Option<String>,
+}
+
+impl KubernetesConfig {
+    /// The namespaces to watch, sorted and without repeats; empty means all namespaces.
+    pub fn watched_namespaces(&self) -> Vec<String> {
+        let mut all: Vec<String> = self
+            .namespaces
+            .iter()
+            .chain(&self.namespace)
+            .map(|ns| ns.value.clone())
+            .collect();
+        all.sort();
+        all.dedup();
+        all
+    }
 }
 
 mod defaults {

@@ -160,8 +160,31 @@ impl Config {
             // These sections have no spans (defaults fill them); line 0 means "whole file".
             return Err(ConfigError::invalid_at(0, *reason));
         }
+        if let Some(kubernetes) = &self.kubernetes {
+            let listed = kubernetes.namespaces.iter().chain(&kubernetes.namespace);
+            for namespace in listed {
+                namespace_name(&namespace.value)
+                    .map_err(|reason| ConfigError::invalid(namespace, reason))?;
+            }
+        }
         tenants(&self.tenants, self.anonymous.as_ref())
     }
+}
+
+/// Checks a namespace name is a DNS label (lowercase letters, digits, `-`, at most 63), so a
+/// typo is refused at start rather than failing every watch call later.
+fn namespace_name(name: &str) -> Result<(), String> {
+    let valid_chars = name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let valid_ends = !name.starts_with('-') && !name.ends_with('-');
+    if name.is_empty() || name.len() > 63 || !valid_chars || !valid_ends {
+        return Err(format!(
+            "`{name}` is not a Kubernetes namespace name (lowercase letters, digits and `-`, \
+             at most 63 characters, starting and ending with a letter or digit)"
+        ));
+    }
+    Ok(())
 }
 
 /// Checks tenants: unique names, hashed keys only, positive limits, a known anonymous tenant.

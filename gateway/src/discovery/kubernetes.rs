@@ -89,37 +89,61 @@ pub async fn run(registry: Registry, config: KubernetesConfig) -> Result<(), kub
     let client = Client::try_default().await?;
     let (group, version, kind) = MODEL_DEPLOYMENT;
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
-    let (mds, slices): (Api<DynamicObject>, Api<EndpointSlice>) = match &config.namespace {
-        Some(ns) => (
-            Api::namespaced_with(client.clone(), ns, &resource),
-            Api::namespaced(client, ns),
-        ),
-        None => (Api::all_with(client.clone(), &resource), Api::all(client)),
+    let namespaces = config.watched_namespaces();
+    // One reflector pair per namespace (a store's initial listing replaces its whole
+    // content, so namespaces cannot share one); `None` watches every namespace.
+    let scopes: Vec<Option<&str>> = if namespaces.is_empty() {
+        vec![None]
+    } else {
+        namespaces.iter().map(|ns| Some(ns.as_str())).collect()
     };
-    let md_writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
-    let md_store = md_writer.as_reader();
-    let (slice_store, slice_writer) = reflector::store::<EndpointSlice>();
-    let md_events = reflector(
-        md_writer,
-        watcher(mds, watcher::Config::default()).default_backoff(),
-    )
-    .touched_objects()
-    .map(|_| ());
-    let slice_config = watcher::Config::default().labels(LABEL_MODEL_DEPLOYMENT);
-    let slice_events = reflector(
-        slice_writer,
-        watcher(slices, slice_config).default_backoff(),
-    )
-    .touched_objects()
-    .map(|_| ());
-    let mut events = Box::pin(futures::stream::select(md_events, slice_events));
+    let mut stores = Vec::new();
+    let mut streams = Vec::new();
+    for scope in scopes {
+        let (mds, slices): (Api<DynamicObject>, Api<EndpointSlice>) = match scope {
+            Some(ns) => (
+                Api::namespaced_with(client.clone(), ns, &resource),
+                Api::namespaced(client.clone(), ns),
+            ),
+            None => (
+                Api::all_with(client.clone(), &resource),
+                Api::all(client.clone()),
+            ),
+        };
+        let md_writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
+        let md_store = md_writer.as_reader();
+        let (slice_store, slice_writer) = reflector::store::<EndpointSlice>();
+        let md_events = reflector(
+            md_writer,
+            watcher(mds, watcher::Config::default()).default_backoff(),
+        )
+        .touched_objects()
+        .map(|_| ())
+        .boxed();
+        let slice_config = watcher::Config::default().labels(LABEL_MODEL_DEPLOYMENT);
+        let slice_events = reflector(
+            slice_writer,
+            watcher(slices, slice_config).default_backoff(),
+        )
+        .touched_objects()
+        .map(|_| ())
+        .boxed();
+        stores.push((md_store, slice_store));
+        streams.extend([md_events, slice_events]);
+    }
+    let mut events = futures::stream::select_all(streams);
     let port_name = config.port_name.unwrap_or_else(|| "http".to_string());
     let mut known: BTreeSet<String> = BTreeSet::new();
     while events.next().await.is_some() {
         // Coalesce bursts (a rollout touches many objects) into one resync.
         tokio::time::sleep(Duration::from_millis(100)).await;
         while let Some(Some(_)) = events.next().now_or_never() {}
-        let desired = desired_replicas(&md_store.state(), &slice_store.state(), &port_name);
+        let (mut deployments, mut slices) = (Vec::new(), Vec::new());
+        for (md_store, slice_store) in &stores {
+            deployments.extend(md_store.state());
+            slices.extend(slice_store.state());
+        }
+        let desired = desired_replicas(&deployments, &slices, &port_name);
         for (model, urls) in &desired {
             registry.sync(model, urls);
         }

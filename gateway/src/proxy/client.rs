@@ -1,5 +1,6 @@
 //! Pooled upstream clients: HTTP/1.1, and HTTP/2 with prior knowledge (h2c).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -9,11 +10,34 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::{Client, Error as ClientError, connect::HttpConnector};
 use hyper_util::rt::TokioExecutor;
 
+use super::h1_pool::{H1Error, H1Pool};
+
 /// One client per protocol, each with its own connection pool.
 #[derive(Clone, Debug)]
 pub struct UpstreamClient {
-    http1: Client<HttpConnector, Full<Bytes>>,
+    http1: Arc<H1Pool>,
     h2c: Client<HttpConnector, Full<Bytes>>,
+}
+
+/// Why an upstream call got no response.
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    /// Over HTTP/1.1.
+    #[error(transparent)]
+    Http1(#[from] H1Error),
+    /// Over h2c.
+    #[error(transparent)]
+    H2c(#[from] ClientError),
+}
+
+impl SendError {
+    /// Whether no connection could be made (as opposed to one failing mid-exchange).
+    pub fn is_connect(&self) -> bool {
+        match self {
+            Self::Http1(error) => matches!(error, H1Error::Connect { .. }),
+            Self::H2c(error) => error.is_connect(),
+        }
+    }
 }
 
 impl UpstreamClient {
@@ -23,10 +47,7 @@ impl UpstreamClient {
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(connect_timeout));
         connector.enforce_http(true);
-        let http1 = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(1024)
-            .build(connector.clone());
+        let http1 = Arc::new(H1Pool::new(connect_timeout));
         let h2c = Client::builder(TokioExecutor::new())
             .http2_only(true)
             .pool_idle_timeout(Duration::from_secs(90))
@@ -39,11 +60,11 @@ impl UpstreamClient {
         &self,
         request: Request<Full<Bytes>>,
         h2c: bool,
-    ) -> Result<Response<Incoming>, ClientError> {
+    ) -> Result<Response<Incoming>, SendError> {
         if h2c {
-            self.h2c.request(request).await
+            Ok(self.h2c.request(request).await?)
         } else {
-            self.http1.request(request).await
+            Ok(self.http1.send(request).await?)
         }
     }
 }

@@ -2,12 +2,14 @@
 //! and the SSE relay that reads usage out of streams.
 
 mod client;
+mod h1_pool;
 mod retry;
 mod sse;
 mod upstream;
 mod usage;
 
-pub use client::UpstreamClient;
+pub use client::{SendError, UpstreamClient};
+pub use h1_pool::H1Error;
 pub use retry::{Retry, RetryLayer};
 pub use sse::SseRelay;
 pub use upstream::{Upstream, UpstreamSettings};

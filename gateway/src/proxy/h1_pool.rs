@@ -1,0 +1,150 @@
+//! A lean HTTP/1.1 keep-alive pool: idle connections per replica, reused in place.
+//!
+//! Why not hyper-util's legacy client: per request it clones itself, boxes its future and
+//! spawns a task that waits for the connection to become idle again. Here a sender goes back
+//! to the pool as soon as the response head arrives and is taken only once hyper says it is
+//! ready (the previous body fully read), so a request costs no extra task or wake-up.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::uri::{Authority, PathAndQuery};
+use http::{HeaderValue, Request, Response, Uri, header};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
+
+/// Idle connections kept per replica; beyond this, finished connections are closed.
+const MAX_IDLE_PER_REPLICA: usize = 1024;
+
+/// Why a request got no response.
+#[derive(Debug, thiserror::Error)]
+pub enum H1Error {
+    /// No connection could be opened (refused, unreachable, timed out).
+    #[error("connect to {authority}: {message}")]
+    Connect {
+        /// `host:port`.
+        authority: String,
+        /// Why.
+        message: String,
+    },
+    /// The request URI names no replica.
+    #[error("upstream URI `{0}` has no host")]
+    NoAuthority(Uri),
+    /// The connection failed while the request was in flight.
+    #[error(transparent)]
+    Exchange(#[from] hyper::Error),
+}
+
+/// HTTP/1.1 connections to every replica, keyed by `host:port`.
+#[derive(Debug)]
+pub struct H1Pool {
+    idle: Mutex<HashMap<Authority, Vec<SendRequest<Full<Bytes>>>>>,
+    connect_timeout: Duration,
+}
+
+impl H1Pool {
+    /// An empty pool whose connects give up after `connect_timeout`.
+    pub fn new(connect_timeout: Duration) -> Self {
+        Self {
+            idle: Mutex::new(HashMap::new()),
+            connect_timeout,
+        }
+    }
+
+    /// Sends `request` (absolute URI) on an idle connection, or a new one; a request an idle
+    /// connection could not take (closed by the replica meanwhile) goes on a fresh one.
+    pub async fn send(
+        &self,
+        mut request: Request<Full<Bytes>>,
+    ) -> Result<Response<Incoming>, H1Error> {
+        let authority = request
+            .uri()
+            .authority()
+            .cloned()
+            .ok_or_else(|| H1Error::NoAuthority(request.uri().clone()))?;
+        origin_form(&mut request, &authority);
+        if let Some(mut sender) = self.checkout(&authority) {
+            match sender.try_send_request(request).await {
+                Ok(response) => {
+                    self.checkin(authority, sender);
+                    return Ok(response);
+                }
+                Err(mut failed) => match failed.take_message() {
+                    Some(unsent) => request = unsent,
+                    None => return Err(failed.into_error().into()),
+                },
+            }
+        }
+        let mut sender = self.connect(&authority).await?;
+        let response = sender.send_request(request).await?;
+        self.checkin(authority, sender);
+        Ok(response)
+    }
+
+    /// An idle connection ready for a request; closed ones are dropped on the way.
+    fn checkout(&self, authority: &Authority) -> Option<SendRequest<Full<Bytes>>> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let senders = idle.get_mut(authority)?;
+        senders.retain(|s| !s.is_closed());
+        // Newest first: the most recently used connection is the likeliest to be warm.
+        let at = senders.iter().rposition(SendRequest::is_ready)?;
+        Some(senders.swap_remove(at))
+    }
+
+    fn checkin(&self, authority: Authority, sender: SendRequest<Full<Bytes>>) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let senders = idle.entry(authority).or_default();
+        if senders.len() < MAX_IDLE_PER_REPLICA {
+            senders.push(sender);
+        }
+    }
+
+    async fn connect(&self, authority: &Authority) -> Result<SendRequest<Full<Bytes>>, H1Error> {
+        let failed = |message: String| H1Error::Connect {
+            authority: authority.to_string(),
+            message,
+        };
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let port = authority.port_u16().unwrap_or(80);
+        let connecting = tokio::net::TcpStream::connect((host, port));
+        let stream = match tokio::time::timeout(self.connect_timeout, connecting).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(error)) => return Err(failed(error.to_string())),
+            Err(_) => return Err(failed("timed out".into())),
+        };
+        stream
+            .set_nodelay(true)
+            .map_err(|e| failed(e.to_string()))?;
+        let (sender, connection) = http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "upstream connection closed");
+            }
+        });
+        Ok(sender)
+    }
+}
+
+/// HTTP/1.1 origin servers get `/path?query` and a `Host` header, not an absolute URI.
+fn origin_form(request: &mut Request<Full<Bytes>>, authority: &Authority) {
+    if !request.headers().contains_key(header::HOST)
+        && let Ok(host) = HeaderValue::from_str(authority.as_str())
+    {
+        request.headers_mut().insert(header::HOST, host);
+    }
+    let path = request
+        .uri()
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"));
+    *request.uri_mut() = Uri::from(path);
+}

@@ -198,36 +198,6 @@ pub fn simulate(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace) -
             fleet.consolidate(t_s);
             next_decision_s += control.period_s();
         }
-        if t_s >= next_sample_s && std::env::var_os("SIM_DEBUG").is_some() {
-            let groups: Vec<String> = fleet
-                .groups
-                .iter()
-                .map(|g| {
-                    format!(
-                        "{}x{:?}w{:.1}r{:.1}c{}",
-                        g.replicas,
-                        g.phase,
-                        g.state.waiting_count(),
-                        g.state.running_count(),
-                        g.state.running.len()
-                    )
-                })
-                .collect();
-            let v = rec.window(60, 0);
-            let why = match &control {
-                Controller::Tokenscale { last_reason, .. } => last_reason.as_str(),
-                _ => "",
-            };
-            eprintln!("{why}");
-            eprintln!(
-                "t={t_s:.0} target={} q={queued:.0} run={running:.0} arr={:.1} served={:.0} ttft={:?} tpot={:?} {groups:?}",
-                fleet.target(),
-                v.arrivals_per_s,
-                v.served_tokens_per_s,
-                v.ttft_p95_s,
-                v.tpot_p95_s
-            );
-        }
         if t_s >= next_sample_s {
             series.push(SeriesPoint {
                 t_s,

@@ -1,6 +1,6 @@
 //! Online learning of one replica's capacity within the SLO (the knee of its latency curve):
 //! when the SLO holds at a per-replica throughput x, capacity ≥ x; when it breaks under real
-//! load, capacity ≈ x. With lots of latency headroom the estimate creeps up, so a hint that was
+//! load (and not while a backlog drains), capacity ≈ x. With lots of latency headroom the estimate creeps up, so a hint that was
 //! too low does not over-provision forever.
 
 use super::observations::{Demand, Observations};
@@ -37,6 +37,10 @@ pub(crate) fn learn(
     state: &mut PolicyState,
     now_s: f64,
 ) {
+    let draining = state
+        .last_queued_requests
+        .is_some_and(|before| demand.queued_requests < before);
+    state.last_queued_requests = Some(demand.queued_requests);
     let ready = obs.ready_replicas;
     let settled = now_s - state.ready_since_s >= spec.stable_window.as_secs_f64();
     if ready == 0 || !settled || demand.completed_requests < MIN_COMPLETED_REQUESTS {
@@ -55,7 +59,8 @@ pub(crate) fn learn(
     // A break counts as the knee only while these replicas are loaded now: requests waiting at
     // them, or throughput near the plan. Otherwise the tail comes from somewhere else (a
     // backlog from before the last scale-up still in the window, long prompts, a slow replica).
-    let real_load = |c: f64| saturated || x >= 0.9 * c * spec.target_utilization;
+    // A draining queue is spare capacity: never a knee.
+    let real_load = |c: f64| !draining && (saturated || x >= 0.9 * c * spec.target_utilization);
     if ratio > 1.0 && current.is_none_or(real_load) {
         state.capacity_ceiling_tokens_per_s = Some(
             state

@@ -1,16 +1,25 @@
 //! `decide`: one scaling decision from the spec, this period's observations and the policy's
 //! memory. Pure: no I/O, no clock (the caller passes `now_s`), deterministic.
 
+use std::fmt::Write as _;
+
 use super::capacity::{learn, slo_ratio};
 use super::decision::{Decision, DecisionReason};
 use super::observations::{Demand, Observations};
 use super::spec::PolicySpec;
 use super::state::PolicyState;
+use super::zero::{track_idle, zero_edges};
 
 /// A trend must lift the planned demand by more than this share to count (noise floor).
 const TREND_NOISE_SHARE: f64 = 0.05;
 /// Scale-down needs both p95s below this share of their targets (Dynamo's 0.8 × SLO).
 const SCALE_DOWN_HEADROOM: f64 = 0.8;
+/// HPA-style tolerance: a smaller count is only recommended when it fits the demand at
+/// (1 − this) × the target utilisation, so noise near the boundary between two counts does
+/// not flap between them.
+const SCALE_DOWN_TOLERANCE: f64 = 0.1;
+/// Replicas pending longer than this many startup times are called out as stuck.
+const STARTUP_TIMEOUT_FACTOR: f64 = 3.0;
 
 /// Demand in output tokens/s over both windows, and what it asks of the fleet.
 struct Need {
@@ -19,6 +28,9 @@ struct Need {
     panic_tokens_per_s: f64,
     stable_replicas: u32,
     panic_replicas: u32,
+    /// Replicas the stable demand needs with the scale-down tolerance: what a scale-down may
+    /// go to.
+    down_replicas: u32,
 }
 
 /// Decides the replica count for one model. `now_s` is any monotonic clock in seconds (the
@@ -30,6 +42,7 @@ pub fn decide(
     now_s: f64,
 ) -> Decision {
     state.note_ready(obs.ready_replicas, now_s);
+    let pending_for_s = state.note_pending(obs.pending_replicas, now_s);
     let first_seen_s = *state.first_seen_s.get_or_insert(now_s);
     let current = obs.current_replicas;
     let Some(demand) = obs.demand.as_ref() else {
@@ -68,23 +81,36 @@ pub fn decide(
         need.stable_replicas
     };
     let window_s = spec.scale_down_stabilization.as_secs_f64();
-    let stabilized = state.stabilized(now_s, window_s, raw);
+    let stabilized = state.stabilized(now_s, window_s, raw.max(need.down_replicas));
     let planned = Some(if panicking {
         need.panic_tokens_per_s.max(need.stable_tokens_per_s)
     } else {
         need.stable_tokens_per_s
     });
     let capacity = state.capacity_tokens_per_s_per_replica.unwrap_or(0.0);
-    let numbers = format!(
+    let mut numbers = format!(
         "demand {:.0} tokens/s (burst {:.0}), capacity {:.0} tokens/s per replica at {:.0}% target",
         need.stable_tokens_per_s,
         need.panic_tokens_per_s,
         capacity,
         spec.target_utilization * 100.0
     );
+    // Pending replicas count as capacity, so a stuck one is never replaced again and again;
+    // but the reader must hear about it.
+    let startup_s = spec.startup_time.as_secs_f64();
+    if startup_s > 0.0 && pending_for_s > STARTUP_TIMEOUT_FACTOR * startup_s {
+        // Writing to a `String` cannot fail.
+        let _ = write!(
+            numbers,
+            " ({} replicas not ready for {pending_for_s:.0} s, over {STARTUP_TIMEOUT_FACTOR}× the \
+             {startup_s:.0} s startup time: they are not replaced, check why they do not start)",
+            obs.pending_replicas
+        );
+    }
 
     if raw > current {
-        let replicas = clamp(spec, raw.min(up_cap(spec, current)));
+        // Not clamped here: `finish` clamps and says so (`Bounded`).
+        let replicas = raw.min(up_cap(spec, current));
         let reason = if panicking && need.panic_replicas > need.stable_replicas {
             DecisionReason::PanicScaleUp
         } else {
@@ -161,8 +187,17 @@ fn scale_down(
         );
         return (hold, DecisionReason::Stabilizing, why);
     }
+    // Only `ScaleToZero` (after the idle time) goes below one replica.
+    let floor = spec.min_replicas.max(1);
+    if current <= floor {
+        let why = format!("{raw} would do, but only an idle period scales below {floor}");
+        return (hold, DecisionReason::Steady, why);
+    }
     let step = ((f64::from(current) * spec.scale_down_max_fraction).floor() as u32).max(1);
-    let replicas = clamp(spec, stabilized.max(current.saturating_sub(step)));
+    let replicas = clamp(
+        spec,
+        stabilized.max(current.saturating_sub(step)).max(floor),
+    );
     let _ = state;
     (
         replicas,
@@ -179,7 +214,7 @@ fn up_cap(spec: &PolicySpec, current: u32) -> u32 {
     by_factor.max(current.saturating_add(spec.scale_up_min_step))
 }
 
-fn clamp(spec: &PolicySpec, replicas: u32) -> u32 {
+pub(super) fn clamp(spec: &PolicySpec, replicas: u32) -> u32 {
     replicas.clamp(spec.min_replicas, spec.max_replicas.max(spec.min_replicas))
 }
 
@@ -195,11 +230,13 @@ fn need(
 ) -> Option<Need> {
     let tokens_per_request = state.mean_output_tokens.unwrap_or(0.0);
     let offered = |arrivals: f64| arrivals * tokens_per_request;
-    // Work already queued is spread over the stable window, but only when nothing is starting:
-    // starting replicas will absorb it, and counting it again would cascade.
     let window_s = spec.stable_window.as_secs_f64();
+    let startup_s = spec.startup_time.as_secs_f64();
+    // Work already queued is drained over the window plus a startup (replicas added for it
+    // arrive no sooner), but only when nothing is starting: starting replicas will absorb it,
+    // and counting it again would cascade.
     let backlog_tokens_per_s = if obs.pending_replicas == 0 {
-        demand.queued_requests as f64 * tokens_per_request / window_s
+        demand.queued_requests as f64 * tokens_per_request / (window_s + startup_s)
     } else {
         0.0
     };
@@ -210,18 +247,17 @@ fn need(
     let panic = demand
         .output_tokens_per_s
         .panic
-        .max(offered(demand.arrival_requests_per_s.panic))
-        + backlog_tokens_per_s;
+        .max(offered(demand.arrival_requests_per_s.panic));
     let rise_per_s = state.demand_trend(now_s, window_s, stable);
-    let lead_s = spec.startup_time.as_secs_f64() + spec.period.as_secs_f64() + 0.5 * window_s;
-    // A rise smaller than the noise of two window means is no trend.
-    let rise = rise_per_s * lead_s;
+    let lead_s = startup_s + spec.period.as_secs_f64() + 0.5 * window_s;
+    // A rise smaller than the noise of two window means is no trend; and the extrapolation
+    // never more than doubles the demand (a trend is a guess, the demand is measured).
+    let rise = (rise_per_s * lead_s).min(stable);
     let rise = if rise > TREND_NOISE_SHARE * stable {
         rise
     } else {
         0.0
     };
-    let stable = stable + backlog_tokens_per_s + rise;
 
     let capacity = state
         .capacity_tokens_per_s_per_replica
@@ -229,11 +265,20 @@ fn need(
     let per_replica = capacity * spec.target_utilization;
     let replicas =
         |tokens_per_s: f64| (tokens_per_s / per_replica).ceil().min(f64::from(u32::MAX)) as u32;
+    // The replicas a demand needs run below full capacity (target utilisation, rounding up):
+    // that spare drains the backlog first; only the rest asks for more replicas.
+    let with_backlog = |tokens_per_s: f64| {
+        let spare = f64::from(replicas(tokens_per_s)) * capacity - tokens_per_s;
+        tokens_per_s + (backlog_tokens_per_s - spare.max(0.0)).max(0.0)
+    };
+    let stable = with_backlog(stable + rise);
+    let panic = with_backlog(panic);
     Some(Need {
         stable_tokens_per_s: stable,
         panic_tokens_per_s: panic,
         stable_replicas: replicas(stable),
         panic_replicas: replicas(panic),
+        down_replicas: replicas(stable / (1.0 - SCALE_DOWN_TOLERANCE)),
     })
 }
 
@@ -251,66 +296,6 @@ fn update_panic(
         state.panic_until_s = Some(now_s + spec.stable_window.as_secs_f64());
     }
     state.panic_until_s.is_some_and(|until| now_s < until)
-}
-
-fn track_idle(state: &mut PolicyState, demand: &Demand, now_s: f64) {
-    let busy = demand.queued_requests > 0
-        || demand.running_requests > 0
-        || demand.arrival_requests_per_s.stable > 0.0
-        || demand.output_tokens_per_s.stable > 0.0;
-    if busy {
-        state.idle_since_s = None;
-    } else if state.idle_since_s.is_none() {
-        state.idle_since_s = Some(now_s);
-    }
-}
-
-/// Scale from zero on any waiting or arriving request; scale to zero after the idle time.
-fn zero_edges(
-    spec: &PolicySpec,
-    obs: &Observations,
-    demand: &Demand,
-    state: &mut PolicyState,
-    now_s: f64,
-) -> Option<Decision> {
-    let current = obs.current_replicas;
-    let wanted = demand.queued_requests > 0
-        || demand.arrival_requests_per_s.panic > 0.0
-        || demand.arrival_requests_per_s.stable > 0.0;
-    if current == 0 && wanted {
-        let replicas = clamp(spec, 1);
-        let message = format!(
-            "{} requests waiting at zero replicas: starting {replicas}",
-            demand.queued_requests
-        );
-        return Some(finish(
-            spec,
-            state,
-            replicas,
-            DecisionReason::ScaleFromZero,
-            message,
-            None,
-            now_s,
-            current,
-        ));
-    }
-    let idle_for_s = state.idle_since_s.map(|since| now_s - since)?;
-    let after = spec.scale_to_zero_after?;
-    let slo_met = slo_ratio(spec, obs).is_none_or(|r| r <= 1.0);
-    if spec.min_replicas == 0 && current > 0 && slo_met && idle_for_s >= after.as_secs_f64() {
-        let message = format!("no demand for {idle_for_s:.0} s: scaling to zero");
-        return Some(finish(
-            spec,
-            state,
-            0,
-            DecisionReason::ScaleToZero,
-            message,
-            Some(0.0),
-            now_s,
-            current,
-        ));
-    }
-    None
 }
 
 /// Before any capacity is known: hold, but grow while the SLO is broken.
@@ -357,7 +342,7 @@ fn unknown_capacity(
 
 /// Applies the bounds, records the scale time and builds the decision.
 #[allow(clippy::too_many_arguments)]
-fn finish(
+pub(super) fn finish(
     spec: &PolicySpec,
     state: &mut PolicyState,
     replicas: u32,

@@ -6,28 +6,33 @@
 //!   spec's hint and is learned at the knee: the SLO holding at per-replica throughput x means
 //!   C ≥ x; breaking under real load means C ≈ x; ample latency headroom lets C creep up.
 //! - **Demand** `D` = max(served tokens/s, arrivals × mean output tokens) over the stable
-//!   window, plus queued requests spread over that window (only when nothing is starting:
-//!   starting replicas will absorb the queue, counting it twice would cascade). A rising
-//!   demand is extrapolated over the startup time, one period and half a window, so the new
-//!   replicas are ready when the demand gets there.
+//!   window, plus queued requests spread over that window and a startup time, less what the
+//!   spare of the needed replicas drains anyway (only when nothing is starting: starting
+//!   replicas will absorb the queue, counting it twice would cascade). A rising demand is
+//!   extrapolated over the startup time, one period and half a window, so the new replicas
+//!   are ready when the demand gets there; the rise must show in both halves of the window
+//!   (a step is already all in the demand) and at most doubles it.
 //! - **Desired** = ceil(D / (C × targetUtilization)); the panic window (Knative: a burst that
 //!   needs ≥ 2× the ready replicas) turns on panic mode for a stable window, in which the burst
 //!   demand counts and nothing scales down.
 //! - **Up** fast: at once, capped at max(2× current, current + 4) per period. Starting
 //!   replicas are part of `current`, so a replica that never becomes ready is not replaced
-//!   again and again.
-//! - **Down** slowly: only to the highest recommendation of the stabilisation window, at most
+//!   again and again; past 3× the startup time the message says so.
+//! - **Down** slowly: only to the highest recommendation of the stabilisation window (each
+//!   computed with a 10% tolerance: the smaller count must fit at 90% of the target), at most
 //!   a quarter of the replicas per period, never while panicking, never while a p95 is above
 //!   0.8 × its SLO (Dynamo's headroom check; the re-prediction at N/(N−1) is built in since the
 //!   target is computed from demand at the smaller count).
-//! - **Zero**: to zero after `scale_to_zero_after` without demand (if min is 0); from zero at
-//!   once when requests wait or arrive.
+//! - **Zero**: to zero only after `scale_to_zero_after` without demand (if min is 0), never by
+//!   a plain scale-down step; from zero at once when requests wait or arrive.
 //! - **Missing metrics**: hold; never scale down blind.
-//! - Always within `[min_replicas, max_replicas]`.
+//! - Always within `[min_replicas, max_replicas]`; a clamped choice says `Bounded`.
 
 mod capacity;
 mod decide;
 mod decision;
+#[cfg(test)]
+mod edge_tests;
 mod observations;
 #[cfg(test)]
 mod props;
@@ -35,6 +40,7 @@ mod spec;
 mod state;
 #[cfg(test)]
 mod tests;
+mod zero;
 
 pub use capacity::slo_ratio;
 pub use decide::decide;

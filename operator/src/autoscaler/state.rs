@@ -31,6 +31,11 @@ pub struct PolicyState {
     pub(crate) recommendations: VecDeque<(f64, u32)>,
     /// Last known mean output tokens per request (survives windows with no completions).
     pub(crate) mean_output_tokens: Option<f64>,
+    /// Since when some replicas have been pending without a break (`None`: none pending).
+    pub(crate) pending_since_s: Option<f64>,
+    /// Requests queued at the previous call: a shrinking queue means the replicas have spare
+    /// capacity, so a broken SLO then comes from the backlog, not from the knee.
+    pub(crate) last_queued_requests: Option<u64>,
     /// Offered demand `(time_s, tokens_per_s)` of recent periods, for the trend.
     pub(crate) demand_history: VecDeque<(f64, f64)>,
 }
@@ -54,8 +59,19 @@ impl PolicyState {
         }
     }
 
+    /// Tracks since when replicas have been pending; returns how long, in seconds.
+    pub(crate) fn note_pending(&mut self, pending: u32, now_s: f64) -> f64 {
+        if pending == 0 {
+            self.pending_since_s = None;
+            return 0.0;
+        }
+        now_s - *self.pending_since_s.get_or_insert(now_s)
+    }
+
     /// Remembers this period's demand and returns its rise per second over the last
-    /// `window_s` (0 when flat or falling, or with too little history).
+    /// `window_s` (0 when flat or falling, or with too little history). A trend must show in
+    /// both halves of the window: the smaller of the two halves' slopes counts, so a one-off
+    /// step (already fully in the current demand) is not extrapolated as if it went on rising.
     pub(crate) fn demand_trend(&mut self, now_s: f64, window_s: f64, tokens_per_s: f64) -> f64 {
         self.demand_history.push_back((now_s, tokens_per_s));
         while self
@@ -65,12 +81,26 @@ impl PolicyState {
         {
             self.demand_history.pop_front();
         }
-        match self.demand_history.front() {
-            Some(&(t, then)) if now_s - t >= 0.5 * window_s => {
-                ((tokens_per_s - then) / (now_s - t)).max(0.0)
-            }
-            _ => 0.0,
+        let Some(&(first_s, first)) = self.demand_history.front() else {
+            return 0.0;
+        };
+        if now_s - first_s < 0.5 * window_s {
+            return 0.0;
         }
+        let mid_target_s = 0.5 * (first_s + now_s);
+        let Some(&(mid_s, mid)) = self.demand_history.iter().min_by(|a, b| {
+            (a.0 - mid_target_s)
+                .abs()
+                .total_cmp(&(b.0 - mid_target_s).abs())
+        }) else {
+            return 0.0;
+        };
+        if mid_s <= first_s || mid_s >= now_s {
+            return 0.0;
+        }
+        let older = (mid - first) / (mid_s - first_s);
+        let newer = (tokens_per_s - mid) / (now_s - mid_s);
+        older.min(newer).max(0.0)
     }
 
     /// Remembers a raw recommendation and returns the highest one within `window_s`.

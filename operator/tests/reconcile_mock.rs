@@ -12,7 +12,10 @@ use http::Response;
 use kube::client::Body;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
-use tokenscale_operator::controller::{error_policy, reconcile};
+use tokenscale_operator::autoscaler::PolicyState;
+use tokenscale_operator::controller::scaling::{ModelMemory, policy_spec};
+use tokenscale_operator::controller::{Context, error_policy, model_key, reconcile};
+use tokenscale_operator::crd::ModelDeployment;
 
 #[tokio::test]
 async fn create_applies_owned_children_and_writes_status() {
@@ -243,7 +246,19 @@ async fn a_second_reconcile_within_the_period_only_reapplies_children() {
 
 #[tokio::test]
 async fn idle_replicas_scale_in_draining_the_least_loaded_pod_first() {
-    let (result, bodies, _) = run(md("engine:v1"), idle(), Scenario::ScaleDown).await;
+    // The operator has watched this model for an hour: a freshly started policy holds its
+    // replicas for a stable window before scaling in, for want of history.
+    let seen_an_hour_ago = |ctx: &Context, md: &ModelDeployment| {
+        let spec = policy_spec(&md.spec);
+        let mut memory = ModelMemory::new(&spec);
+        memory.policy = PolicyState::new(&spec).seen_since(-3600.0);
+        ctx.memory
+            .lock()
+            .expect("memory lock")
+            .insert(model_key(md), memory);
+    };
+    let (result, bodies, _) =
+        run_after(md("engine:v1"), idle(), Scenario::ScaleDown, seen_an_hour_ago).await;
     assert!(result.is_ok(), "{result:?}");
     let mark = &bodies[4];
     assert_eq!(

@@ -51,6 +51,14 @@ impl PolicyState {
         }
     }
 
+    /// The same state, as if the policy had watched the model since `t_s`: its warm-up hold
+    /// (no scale-down within a stable window of first sight, for want of history) is over once
+    /// a stable window has passed since then. For state restored from elsewhere, and tests.
+    pub fn seen_since(mut self, t_s: f64) -> Self {
+        self.first_seen_s = Some(t_s);
+        self
+    }
+
     /// Tracks how long the ready count has held steady.
     pub(crate) fn note_ready(&mut self, ready: u32, now_s: f64) {
         if self.ready_count != Some(ready) {

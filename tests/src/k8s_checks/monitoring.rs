@@ -83,4 +83,7 @@ pub struct Endpoint {
     /// Scrape interval such as `15s`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<String>,
+    /// Keep the target's own labels (e.g. `namespace`) on a clash instead of renaming them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub honor_labels: Option<bool>,
 }

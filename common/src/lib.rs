@@ -6,3 +6,4 @@ pub mod headers;
 pub mod metrics;
 pub mod openai;
 pub mod perf_model;
+pub mod priority;

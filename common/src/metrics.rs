@@ -121,8 +121,8 @@ pub mod gateway {
     ];
     /// Upper bounds (seconds) of the time-per-output-token histogram buckets.
     pub const TPOT_BUCKETS_S: &[f64] = &[
-        0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3,
-        0.5, 0.75, 1.0, 2.5,
+        0.001, 0.0025, 0.005, 0.01, 0.015, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5,
+        0.75, 1.0, 2.5,
     ];
     /// Upper bounds (seconds) of the end-to-end and queue-time histogram buckets.
     pub const E2E_BUCKETS_S: &[f64] = &[

@@ -28,7 +28,10 @@ pub enum Error {
     Fetch(#[from] crate::fetch::Error),
     /// A compute backend failed (unavailable device, kernel failure, out of memory).
     #[error("backend {backend}: {message}")]
-    Backend { backend: &'static str, message: String },
+    Backend {
+        backend: &'static str,
+        message: String,
+    },
     /// Reading or writing a file failed.
     #[error("{what}: {source}")]
     Io {

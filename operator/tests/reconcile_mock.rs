@@ -257,8 +257,13 @@ async fn idle_replicas_scale_in_draining_the_least_loaded_pod_first() {
             .expect("memory lock")
             .insert(model_key(md), memory);
     };
-    let (result, bodies, _) =
-        run_after(md("engine:v1"), idle(), Scenario::ScaleDown, seen_an_hour_ago).await;
+    let (result, bodies, _) = run_after(
+        md("engine:v1"),
+        idle(),
+        Scenario::ScaleDown,
+        seen_an_hour_ago,
+    )
+    .await;
     assert!(result.is_ok(), "{result:?}");
     let mark = &bodies[4];
     assert_eq!(

@@ -3,42 +3,7 @@
 
 use crate::kv::RequestId;
 
-/// Priority class. `Interactive` work goes first; `Batch` work only uses the capacity
-/// interactive work leaves, and is preempted first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub enum Priority {
-    /// Someone is waiting on the answer (the default).
-    #[default]
-    Interactive,
-    /// Offline work: throughput matters, latency does not.
-    Batch,
-}
-
-impl Priority {
-    /// Parses `interactive` / `batch` (case-insensitive).
-    pub fn parse(text: &str) -> Option<Self> {
-        match text.trim().to_ascii_lowercase().as_str() {
-            "interactive" => Some(Self::Interactive),
-            "batch" => Some(Self::Batch),
-            _ => None,
-        }
-    }
-
-    /// The name used on the wire and in logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Interactive => "interactive",
-            Self::Batch => "batch",
-        }
-    }
-
-    pub(crate) fn index(self) -> usize {
-        match self {
-            Self::Interactive => 0,
-            Self::Batch => 1,
-        }
-    }
-}
+pub use tokenscale_common::priority::Priority;
 
 /// One request as the scheduler sees it.
 #[derive(Debug, Clone)]

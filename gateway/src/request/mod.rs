@@ -12,33 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Priority class: interactive work is admitted before batch work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Priority {
-    /// Default: a person is waiting.
-    Interactive,
-    /// Throughput work that only uses capacity interactive work leaves.
-    Batch,
-}
-
-impl Priority {
-    /// Reads `interactive` / `batch` (case-insensitive).
-    pub fn parse(text: &str) -> Option<Self> {
-        match text.trim().to_ascii_lowercase().as_str() {
-            "interactive" => Some(Self::Interactive),
-            "batch" => Some(Self::Batch),
-            _ => None,
-        }
-    }
-
-    /// The name sent upstream in `x-tokenscale-priority`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Interactive => "interactive",
-            Self::Batch => "batch",
-        }
-    }
-}
+pub use tokenscale_common::priority::Priority;
 
 /// Token counts the engine reported in `usage`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Two real SmolLM2 engines behind the real gateway (three processes on loopback): chat and
 //! completions, streaming and not, give the same content through the gateway as direct.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -64,43 +64,7 @@ fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> std::io::Resu
         body.len()
     );
     stream.write_all(request.as_bytes())?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw)?;
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, rest) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other("no header end"))?;
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let chunked = head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked");
-    Ok((
-        status,
-        if chunked {
-            dechunk(rest)
-        } else {
-            rest.to_string()
-        },
-    ))
-}
-
-fn dechunk(mut rest: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, after)) = rest.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if size == 0 || after.len() < size {
-            break;
-        }
-        out.push_str(&after[..size]);
-        rest = after[size..].trim_start_matches("\r\n");
-    }
-    out
+    tokenscale_e2e::http::read_response(&mut stream)
 }
 
 fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {

@@ -74,13 +74,11 @@ fn acceptance(trace: &str) {
 }
 
 #[test]
-#[ignore = "known policy gap (issue 6): tokenscale needs 1.21x the oracle GPU-hours on diurnal and meets the SLO in 97.8% of bursty minutes; run with --include-ignored"]
 fn bundled_diurnal_meets_the_acceptance_claims() {
     acceptance("diurnal");
 }
 
 #[test]
-#[ignore = "known policy gap (issue 6): tokenscale needs 1.21x the oracle GPU-hours on diurnal and meets the SLO in 97.8% of bursty minutes; run with --include-ignored"]
 fn bundled_bursty_meets_the_acceptance_claims() {
     acceptance("bursty");
 }

@@ -72,10 +72,7 @@ pub fn run_command(args: &UpArgs) -> Result<(), UpError> {
 async fn run(args: &UpArgs) -> Result<(), UpError> {
     let manifest = Manifest::load(args.file.as_deref())?;
     let model = manifest.served_name();
-    let mut spec = policy_spec(&manifest.spec);
-    // The CRD has no scale-down stabilisation field yet and the policy's default (120 s) is
-    // sized for clusters; locally, hold scale-downs for two stable windows at most.
-    spec.scale_down_stabilization = spec.scale_down_stabilization.min(spec.stable_window * 2);
+    let spec = policy_spec(&manifest.spec);
     spec.validate()
         .map_err(|e| UpError::Manifest(e.to_string()))?;
     let engine_bin = engine_binary(args.engine_bin.as_ref())?;

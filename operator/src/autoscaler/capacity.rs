@@ -11,10 +11,14 @@ use super::state::PolicyState;
 const MIN_COMPLETED_REQUESTS: u64 = 20;
 /// When the SLO breaks, move this share of the way from the estimate down to the observation.
 const LEARN_DOWN_GAIN: f64 = 0.5;
-/// Probe upward only while both p95s are below this share of their targets.
+/// Probe upward only while both p95s, scaled to the planned load, stay below this share of
+/// their targets.
 const PROBE_HEADROOM: f64 = 0.5;
 /// Probing stops at this share of the throughput where the SLO last broke.
 const PROBE_CEILING_SHARE: f64 = 0.95;
+/// Probe only while the replicas run at least this share of the planned load: headroom seen
+/// near idle says nothing about the knee.
+const PROBE_MIN_LOAD: f64 = 0.5;
 /// Upward probe per period (relative).
 const PROBE_STEP: f64 = 0.005;
 
@@ -42,7 +46,13 @@ pub(crate) fn learn(
         .is_some_and(|before| demand.queued_requests < before);
     state.last_queued_requests = Some(demand.queued_requests);
     let ready = obs.ready_replicas;
-    let settled = now_s - state.ready_since_s >= spec.stable_window.as_secs_f64();
+    let window_s = spec.stable_window.as_secs_f64();
+    let peak = state.note_burst_load(
+        now_s,
+        window_s,
+        demand.output_tokens_per_s.panic / f64::from(ready.max(1)),
+    );
+    let settled = now_s - state.ready_since_s >= window_s;
     if ready == 0 || !settled || demand.completed_requests < MIN_COMPLETED_REQUESTS {
         return;
     }
@@ -61,11 +71,15 @@ pub(crate) fn learn(
     // backlog from before the last scale-up still in the window, long prompts, a slow replica).
     // A draining queue is spare capacity: never a knee.
     let real_load = |c: f64| !draining && (saturated || x >= 0.9 * c * spec.target_utilization);
+    // The p95 reports the worst part of its window: a break happened at the highest load the
+    // window held (a 30 s spike breaks a minute's p95 while the minute's mean stays low), so
+    // that is the throughput the knee is at or below, not the mean.
+    let x_break = x.max(peak);
     if ratio > 1.0 && current.is_none_or(real_load) {
         state.capacity_ceiling_tokens_per_s = Some(
             state
                 .capacity_ceiling_tokens_per_s
-                .map_or(x, |ceiling| ceiling.min(x)),
+                .map_or(x_break, |ceiling| ceiling.min(x_break)),
         );
     } else if ratio <= 1.0
         && state
@@ -77,20 +91,27 @@ pub(crate) fn learn(
     }
     let ceiling = state.capacity_ceiling_tokens_per_s.unwrap_or(f64::INFINITY);
     let next = match current {
-        None if ratio > 1.0 => x,
+        None if ratio > 1.0 => x_break,
         None => x / spec.target_utilization,
         Some(c) if ratio > 1.0 => {
-            if real_load(c) && x < c {
-                c - LEARN_DOWN_GAIN * (c - x)
+            if real_load(c) && x_break < c {
+                c - LEARN_DOWN_GAIN * (c - x_break)
             } else {
                 c
             }
         }
         Some(c) if x > c => x,
-        Some(c) if ratio < PROBE_HEADROOM && x >= 0.8 * c * spec.target_utilization => (c
-            * (1.0 + PROBE_STEP))
-            .min(PROBE_CEILING_SHARE * ceiling)
-            .max(c),
+        // Latency headroom seen below the planned load (rounding to whole replicas, a light
+        // hour) is scaled up to it, linearly: headroom at 75% of the knee must not pass for
+        // headroom at the plan.
+        Some(c)
+            if x >= PROBE_MIN_LOAD * c * spec.target_utilization
+                && ratio * (c * spec.target_utilization / x).max(1.0) < PROBE_HEADROOM =>
+        {
+            (c * (1.0 + PROBE_STEP))
+                .min(PROBE_CEILING_SHARE * ceiling)
+                .max(c)
+        }
         Some(c) => c,
     };
     state.capacity_tokens_per_s_per_replica = Some(next);

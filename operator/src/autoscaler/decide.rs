@@ -14,10 +14,6 @@ use super::zero::{track_idle, zero_edges};
 const TREND_NOISE_SHARE: f64 = 0.05;
 /// Scale-down needs both p95s below this share of their targets (Dynamo's 0.8 × SLO).
 const SCALE_DOWN_HEADROOM: f64 = 0.8;
-/// HPA-style tolerance: a smaller count is only recommended when it fits the demand at
-/// (1 − this) × the target utilisation, so noise near the boundary between two counts does
-/// not flap between them.
-const SCALE_DOWN_TOLERANCE: f64 = 0.1;
 /// Replicas pending longer than this many startup times are called out as stuck.
 const STARTUP_TIMEOUT_FACTOR: f64 = 3.0;
 
@@ -28,9 +24,6 @@ struct Need {
     panic_tokens_per_s: f64,
     stable_replicas: u32,
     panic_replicas: u32,
-    /// Replicas the stable demand needs with the scale-down tolerance: what a scale-down may
-    /// go to.
-    down_replicas: u32,
 }
 
 /// Decides the replica count for one model. `now_s` is any monotonic clock in seconds (the
@@ -81,7 +74,7 @@ pub fn decide(
         need.stable_replicas
     };
     let window_s = spec.scale_down_stabilization.as_secs_f64();
-    let stabilized = state.stabilized(now_s, window_s, raw.max(need.down_replicas));
+    let stabilized = state.stabilized(now_s, window_s, raw);
     let planned = Some(if panicking {
         need.panic_tokens_per_s.max(need.stable_tokens_per_s)
     } else {
@@ -248,13 +241,27 @@ fn need(
         .output_tokens_per_s
         .panic
         .max(offered(demand.arrival_requests_per_s.panic));
-    let rise_per_s = state.demand_trend(now_s, window_s, stable);
+    let slope_per_s = state.demand_trend(now_s, window_s, stable);
     let lead_s = startup_s + spec.period.as_secs_f64() + 0.5 * window_s;
     // A rise smaller than the noise of two window means is no trend; and the extrapolation
     // never more than doubles the demand (a trend is a guess, the demand is measured).
-    let rise = (rise_per_s * lead_s).min(stable);
-    let rise = if rise > TREND_NOISE_SHARE * stable {
+    let rise = (slope_per_s.max(0.0) * lead_s).min(stable);
+    // The window mean trails the present by half a window. When the short (panic) window has
+    // not even reached halfway to where the trend puts the present, the rise has stopped and
+    // only the lagging mean still shows it: extrapolating it would overshoot the plateau.
+    let present = stable + slope_per_s.max(0.0) * 0.5 * window_s;
+    let ended = panic < 0.5 * (stable + present);
+    let rise = if rise > TREND_NOISE_SHARE * stable && !ended {
         rise
+    } else {
+        0.0
+    };
+    // A steady fall is not extrapolated into the future (scale-in is not urgent), but the
+    // window mean trails the present by half a window: planning follows demand where it is
+    // now, not where it was half a window ago.
+    let fall = (-slope_per_s.min(0.0) * 0.5 * window_s).min(0.5 * stable);
+    let fall = if fall > TREND_NOISE_SHARE * stable {
+        fall
     } else {
         0.0
     };
@@ -271,14 +278,13 @@ fn need(
         let spare = f64::from(replicas(tokens_per_s)) * capacity - tokens_per_s;
         tokens_per_s + (backlog_tokens_per_s - spare.max(0.0)).max(0.0)
     };
-    let stable = with_backlog(stable + rise);
+    let stable = with_backlog(stable + rise - fall);
     let panic = with_backlog(panic);
     Some(Need {
         stable_tokens_per_s: stable,
         panic_tokens_per_s: panic,
         stable_replicas: replicas(stable),
         panic_replicas: replicas(panic),
-        down_replicas: replicas(stable / (1.0 - SCALE_DOWN_TOLERANCE)),
     })
 }
 

@@ -108,3 +108,145 @@ fn no_plain_scale_down_goes_to_zero() {
         assert_eq!(d.replicas, 1, "{}", d.message);
     }
 }
+
+#[test]
+fn a_ramp_is_not_called_stuck_while_its_replicas_arrive() {
+    let spec = spec();
+    let mut state = PolicyState::new(&spec);
+    // Thirty periods of a ramp: one replica always starting, a new one ready every 3 periods.
+    for k in 0..30u32 {
+        let ready = 2 + k / 3;
+        let d = decide(
+            &spec,
+            &obs(ready, 1, 800.0 * f64::from(ready)),
+            &mut state,
+            f64::from(k) * 10.0,
+        );
+        assert!(!d.message.contains("not ready for"), "{}", d.message);
+    }
+}
+
+/// Observations of a short spike that broke the window's p95 while the window mean stayed
+/// at `mean` tokens/s: `peak` is the spike seen by the short window.
+fn spiked(ready: u32, mean: f64, peak: f64, broken: bool) -> Observations {
+    let mut o = obs(ready, 0, mean);
+    if let Some(d) = o.demand.as_mut() {
+        d.output_tokens_per_s.panic = peak;
+    }
+    if broken {
+        o.ttft_p95_s = Some(1.5);
+    }
+    o
+}
+
+#[test]
+fn a_spike_that_breaks_the_p95_is_learned_at_its_peak_not_the_window_mean() {
+    let spec = spec();
+    let mut state = PolicyState::new(&spec);
+    // Ten replicas at 760 tokens/s each (95% of the 800 planned), settled for a window.
+    for k in 0..8 {
+        decide(
+            &spec,
+            &spiked(10, 7600.0, 7600.0, false),
+            &mut state,
+            f64::from(k) * 10.0,
+        );
+    }
+    // A 20 s spike to 1,300 tokens/s per replica; the minute's p95 breaks afterwards.
+    decide(
+        &spec,
+        &spiked(10, 7600.0, 13_000.0, false),
+        &mut state,
+        80.0,
+    );
+    decide(
+        &spec,
+        &spiked(10, 7600.0, 13_000.0, false),
+        &mut state,
+        90.0,
+    );
+    for k in 10..14 {
+        decide(
+            &spec,
+            &spiked(10, 8000.0, 7600.0, true),
+            &mut state,
+            f64::from(k) * 10.0,
+        );
+    }
+    let capacity = state.capacity_tokens_per_s_per_replica.unwrap_or(0.0);
+    // The mean (800 per replica) would have pulled the estimate down toward 800; the spike ran
+    // above the estimate, so it stands.
+    assert!(capacity >= 1000.0, "capacity {capacity}");
+}
+
+#[test]
+fn light_load_latency_headroom_does_not_raise_the_capacity() {
+    let spec = spec();
+    let mut state = PolicyState::new(&spec);
+    // Three replicas at 600 tokens/s each (75% of the plan), p95 TPOT at 44% of its target:
+    // scaled to the planned load that is 59%, not enough headroom to probe.
+    for k in 0..60 {
+        let mut o = obs(3, 0, 1800.0);
+        o.tpot_p95_s = Some(0.022);
+        o.ttft_p95_s = Some(0.1);
+        decide(&spec, &o, &mut state, f64::from(k) * 10.0);
+    }
+    let capacity = state.capacity_tokens_per_s_per_replica.unwrap_or(0.0);
+    assert!((capacity - 1000.0).abs() < 1e-9, "capacity {capacity}");
+    // The same latency at the planned load is real headroom: the estimate creeps up.
+    let mut state = PolicyState::new(&spec);
+    for k in 0..60 {
+        let mut o = obs(3, 0, 2400.0);
+        o.tpot_p95_s = Some(0.022);
+        o.ttft_p95_s = Some(0.1);
+        decide(&spec, &o, &mut state, f64::from(k) * 10.0);
+    }
+    let capacity = state.capacity_tokens_per_s_per_replica.unwrap_or(0.0);
+    assert!(capacity > 1000.0, "capacity {capacity}");
+}
+
+#[test]
+fn a_rise_that_levelled_off_is_not_extrapolated() {
+    let spec = spec();
+    // The stable mean still climbs (it trails by half a window) but the short window shows the
+    // demand has stopped at 6,000 tokens/s: plan for about that, not for the extrapolation.
+    let plan = |levelled: bool| {
+        let mut state = PolicyState::new(&spec).seen_since(-1000.0);
+        let mut last = None;
+        for k in 0..8u32 {
+            let mean = 4000.0 + 250.0 * f64::from(k);
+            let mut o = obs(8, 0, mean);
+            if let Some(d) = o.demand.as_mut() {
+                d.output_tokens_per_s.panic = if levelled { 5000.0 } else { mean + 750.0 };
+            }
+            last = Some(decide(&spec, &o, &mut state, f64::from(k) * 10.0));
+        }
+        last.expect("decided").replicas
+    };
+    let (rising, levelled) = (plan(false), plan(true));
+    assert!(levelled < rising, "levelled {levelled}, rising {rising}");
+    // 5,750 tokens/s at 800 per replica.
+    assert_eq!(levelled, 8);
+}
+
+#[test]
+fn a_steady_fall_is_planned_where_it_is_not_where_the_window_mean_trails() {
+    let spec = spec();
+    let mut state = PolicyState::new(&spec).seen_since(-1000.0);
+    let mut last = None;
+    // The stable mean falls 20 tokens/s every second; it trails the present by half a window
+    // (30 s), so the present is 600 tokens/s below it.
+    for k in 0..8u32 {
+        let mean = 9600.0 - 200.0 * f64::from(k);
+        last = Some((
+            mean,
+            decide(&spec, &obs(12, 0, mean), &mut state, f64::from(k) * 10.0),
+        ));
+    }
+    let (mean, d) = last.expect("decided");
+    let planned = d.demand_tokens_per_s.unwrap_or(f64::NAN);
+    assert!(
+        (planned - (mean - 600.0)).abs() < 1.0,
+        "planned {planned}, mean {mean}"
+    );
+}

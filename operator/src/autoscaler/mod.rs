@@ -4,25 +4,30 @@
 //! The rules, in order:
 //! - **Capacity** `C` (output tokens/s one replica sustains within the SLO) starts from the
 //!   spec's hint and is learned at the knee: the SLO holding at per-replica throughput x means
-//!   C ≥ x; breaking under real load means C ≈ x; ample latency headroom lets C creep up.
+//!   C ≥ x; breaking under real load means C ≈ the highest short-window throughput of the
+//!   window the p95 covers (a spike breaks a p95 while the mean stays low); latency headroom
+//!   at the planned load (not at a light one: latency is flat far below the knee) lets C creep
+//!   up.
 //! - **Demand** `D` = max(served tokens/s, arrivals × mean output tokens) over the stable
 //!   window, plus queued requests spread over that window and a startup time, less what the
 //!   spare of the needed replicas drains anyway (only when nothing is starting: starting
 //!   replicas will absorb the queue, counting it twice would cascade). A rising demand is
 //!   extrapolated over the startup time, one period and half a window, so the new replicas
 //!   are ready when the demand gets there; the rise must show in both halves of the window
-//!   (a step is already all in the demand) and at most doubles it.
+//!   (a step is already all in the demand), at most doubles it, and stops counting once the
+//!   short window shows the demand has levelled off (the lagging mean would overshoot).
 //! - **Desired** = ceil(D / (C × targetUtilization)); the panic window (Knative: a burst that
 //!   needs ≥ 2× the ready replicas) turns on panic mode for a stable window, in which the burst
 //!   demand counts and nothing scales down.
 //! - **Up** fast: at once, capped at max(2× current, current + 4) per period. Starting
 //!   replicas are part of `current`, so a replica that never becomes ready is not replaced
 //!   again and again; past 3× the startup time the message says so.
-//! - **Down** slowly: only to the highest recommendation of the stabilisation window (each
-//!   computed with a 10% tolerance: the smaller count must fit at 90% of the target), at most
-//!   a quarter of the replicas per period, never while panicking, never while a p95 is above
-//!   0.8 × its SLO (Dynamo's headroom check; the re-prediction at N/(N−1) is built in since the
-//!   target is computed from demand at the smaller count).
+//! - **Down** slowly: only to the highest recommendation of the stabilisation window (default
+//!   one stable window), at most a quarter of the replicas per period, never while panicking,
+//!   never while a p95 is above 0.8 × its SLO (Dynamo's headroom check; the re-prediction at
+//!   N/(N−1) is built in since the target is computed from demand at the smaller count). A
+//!   steady fall is not extrapolated, but the window mean's half-window lag is corrected, so
+//!   the fleet follows a falling demand where it is, not where it was.
 //! - **Zero**: to zero only after `scale_to_zero_after` without demand (if min is 0), never by
 //!   a plain scale-down step; from zero at once when requests wait or arrive.
 //! - **Missing metrics**: hold; never scale down blind.

@@ -66,7 +66,7 @@ impl PolicySpec {
             scale_up_max_factor: 2.0,
             scale_up_min_step: 4,
             scale_down_max_fraction: 0.25,
-            scale_down_stabilization: Duration::from_secs(120),
+            scale_down_stabilization: Duration::from_secs(60),
             initial_tokens_per_s_per_gpu: None,
             gpus_per_replica: 1,
             period: Duration::from_secs(10),

@@ -31,13 +31,17 @@ pub struct PolicyState {
     pub(crate) recommendations: VecDeque<(f64, u32)>,
     /// Last known mean output tokens per request (survives windows with no completions).
     pub(crate) mean_output_tokens: Option<f64>,
-    /// Since when some replicas have been pending without a break (`None`: none pending).
+    /// Since when some replicas have been pending with none becoming ready (`None`: none
+    /// pending). During a long ramp replicas are always pending, but each arrives in time.
     pub(crate) pending_since_s: Option<f64>,
     /// Requests queued at the previous call: a shrinking queue means the replicas have spare
     /// capacity, so a broken SLO then comes from the backlog, not from the knee.
     pub(crate) last_queued_requests: Option<u64>,
     /// Offered demand `(time_s, tokens_per_s)` of recent periods, for the trend.
     pub(crate) demand_history: VecDeque<(f64, f64)>,
+    /// Short-window throughput per ready replica `(time_s, tokens_per_s)` of recent periods:
+    /// the load at the worst moment of the window a p95 covers.
+    pub(crate) burst_history: VecDeque<(f64, f64)>,
 }
 
 impl PolicyState {
@@ -61,6 +65,9 @@ impl PolicyState {
 
     /// Tracks how long the ready count has held steady.
     pub(crate) fn note_ready(&mut self, ready: u32, now_s: f64) {
+        if self.ready_count.is_some_and(|before| ready > before) && self.pending_since_s.is_some() {
+            self.pending_since_s = Some(now_s);
+        }
         if self.ready_count != Some(ready) {
             self.ready_count = Some(ready);
             self.ready_since_s = now_s;
@@ -76,10 +83,10 @@ impl PolicyState {
         now_s - *self.pending_since_s.get_or_insert(now_s)
     }
 
-    /// Remembers this period's demand and returns its rise per second over the last
-    /// `window_s` (0 when flat or falling, or with too little history). A trend must show in
-    /// both halves of the window: the smaller of the two halves' slopes counts, so a one-off
-    /// step (already fully in the current demand) is not extrapolated as if it went on rising.
+    /// Remembers this period's demand and returns its change per second over the last
+    /// `window_s` (0 when the two halves disagree, or with too little history). A trend must
+    /// show in both halves of the window: the gentler of the two halves' slopes counts, so a
+    /// one-off step (already fully in the current demand) is not extrapolated as if it went on.
     pub(crate) fn demand_trend(&mut self, now_s: f64, window_s: f64, tokens_per_s: f64) -> f64 {
         self.demand_history.push_back((now_s, tokens_per_s));
         while self
@@ -108,7 +115,32 @@ impl PolicyState {
         }
         let older = (mid - first) / (mid_s - first_s);
         let newer = (tokens_per_s - mid) / (now_s - mid_s);
-        older.min(newer).max(0.0)
+        if older > 0.0 && newer > 0.0 {
+            older.min(newer)
+        } else if older < 0.0 && newer < 0.0 {
+            older.max(newer)
+        } else {
+            0.0
+        }
+    }
+
+    /// Remembers this period's short-window throughput per replica and returns the highest
+    /// within `window_s`.
+    pub(crate) fn note_burst_load(&mut self, now_s: f64, window_s: f64, per_replica: f64) -> f64 {
+        if per_replica.is_finite() {
+            self.burst_history.push_back((now_s, per_replica));
+        }
+        while self
+            .burst_history
+            .front()
+            .is_some_and(|&(t, _)| t < now_s - window_s)
+        {
+            self.burst_history.pop_front();
+        }
+        self.burst_history
+            .iter()
+            .map(|&(_, x)| x)
+            .fold(0.0, f64::max)
     }
 
     /// Remembers a raw recommendation and returns the highest one within `window_s`.

@@ -20,6 +20,7 @@ pub fn policy_spec(spec: &ModelDeploymentSpec) -> PolicySpec {
     p.target_utilization = spec.scaling.target_utilization;
     p.stable_window = spec.scaling.stable_window.get();
     p.panic_window = spec.scaling.panic_window.get();
+    p.scale_down_stabilization = spec.scaling.scale_down_stabilization.get();
     p.scale_up_max_factor = spec.scaling.max_scale_up_rate;
     p.scale_down_max_fraction = spec.scaling.max_scale_down_rate;
     p.initial_tokens_per_s_per_gpu = spec.scaling.initial_tokens_per_second_per_gpu;

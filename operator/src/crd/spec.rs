@@ -269,6 +269,11 @@ pub struct ScalingSpec {
     /// Short window that reacts to bursts.
     #[serde(default = "default_panic_window")]
     pub panic_window: Duration,
+    /// A scale-down goes only to the highest count recommended within this window (HPA's
+    /// scale-down stabilisation). Demand is already a `stableWindow` mean, so one window of
+    /// memory on top is enough to stop flapping.
+    #[serde(default = "default_scale_down_stabilization")]
+    pub scale_down_stabilization: Duration,
     /// Most a scale-up may multiply the replica count by in one step (≥ 1).
     #[serde(default = "default_max_scale_up_rate")]
     #[schemars(range(min = 1.0, max = 100.0))]
@@ -293,6 +298,7 @@ impl Default for ScalingSpec {
             target_utilization: default_target_utilization(),
             stable_window: default_stable_window(),
             panic_window: default_panic_window(),
+            scale_down_stabilization: default_scale_down_stabilization(),
             max_scale_up_rate: default_max_scale_up_rate(),
             max_scale_down_rate: default_max_scale_down_rate(),
             initial_tokens_per_second_per_gpu: None,
@@ -325,6 +331,9 @@ fn default_drain_timeout() -> Duration {
 fn default_stable_window() -> Duration {
     duration("60s")
 }
+fn default_scale_down_stabilization() -> Duration {
+    duration("60s")
+}
 fn default_panic_window() -> Duration {
     duration("6s")
 }
@@ -340,6 +349,7 @@ mod tests {
     fn defaults_parse() {
         assert_eq!(default_drain_timeout().as_secs_f64(), 120.0);
         assert_eq!(default_stable_window().as_secs_f64(), 60.0);
+        assert_eq!(default_scale_down_stabilization().as_secs_f64(), 60.0);
         assert_eq!(default_panic_window().as_secs_f64(), 6.0);
         assert_eq!(default_period().as_secs_f64(), 15.0);
     }

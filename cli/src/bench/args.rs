@@ -55,6 +55,21 @@ pub struct BenchArgs {
     /// Limit on one request (`300s`).
     #[arg(long = "timeout", value_parser = parse_duration_s, default_value = "300s")]
     pub timeout_s: f64,
+    /// Fit the performance model to the server and write it here as a profile (YAML) for
+    /// `tokenscale sim --profile` and the engine's `--sim-profile`. Runs its own plan: the
+    /// concurrency levels (default 1,4,16) with 16-token prompts, then concurrency 1 with
+    /// prompts of 4 × `--input-tokens`.
+    #[arg(long, conflicts_with = "rate")]
+    pub calibrate: Option<PathBuf>,
+    /// `--calibrate`: seconds from "replica created" to "ready" (a client cannot see it).
+    #[arg(long, value_parser = parse_duration_s, default_value = "60s", requires = "calibrate")]
+    pub cold_start: f64,
+    /// `--calibrate`: the server's batch limit in sequences (a client cannot read it).
+    #[arg(long, default_value_t = 128, requires = "calibrate")]
+    pub max_num_seqs: u32,
+    /// `--calibrate`: the server's batch limit in tokens per step (a client cannot read it).
+    #[arg(long, default_value_t = 512, requires = "calibrate")]
+    pub max_batch_tokens: u32,
 }
 
 impl BenchArgs {
@@ -77,11 +92,20 @@ impl BenchArgs {
             return Err(BenchError::Args("--requests must be at least 1".into()));
         }
         let levels: Vec<Level> = if self.rate.is_empty() {
-            let c = if self.concurrency.is_empty() {
-                vec![1]
-            } else {
-                self.concurrency.clone()
+            let mut c = match (self.concurrency.is_empty(), self.calibrate.is_some()) {
+                (true, true) => vec![1, 4, 16],
+                (true, false) => vec![1],
+                (false, _) => self.concurrency.clone(),
             };
+            // The fit needs concurrency 1 (its intercept and the long-prompt comparison).
+            if self.calibrate.is_some() && !c.contains(&1) {
+                c.insert(0, 1);
+            }
+            if self.calibrate.is_some() && c.len() < 2 {
+                return Err(BenchError::Args(
+                    "--calibrate needs at least two concurrency levels (e.g. 1,4,16)".into(),
+                ));
+            }
             c.into_iter().map(Level::Concurrency).collect()
         } else {
             self.rate.iter().copied().map(Level::Rate).collect()

@@ -30,6 +30,9 @@ pub struct RequestShape {
     pub base_url: String,
     pub model: String,
     pub prompt: String,
+    /// Leads every prompt of this run, so no request shares a cached prefix with a request
+    /// of an earlier run against the same server (that would measure the prefix cache).
+    pub run_tag: String,
     pub max_tokens: u64,
     /// Whole-request limit.
     pub timeout: Duration,

@@ -30,10 +30,11 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// Sends request number `i`: its prompt starts with `i` so no two share a cached prefix.
+    /// Sends request number `i`: its prompt starts with the run's tag and `i` so no two
+    /// share a cached prefix.
     async fn one(&self, i: u64) -> Result<Sample, String> {
         let mut shape = (*self.shape).clone();
-        shape.prompt = format!("{i} {}", self.shape.prompt);
+        shape.prompt = format!("{}{i} {}", self.shape.run_tag, self.shape.prompt);
         let result = send(&self.client, &shape, shape.body()).await;
         self.bar.inc(1);
         result

@@ -4,6 +4,7 @@
 //! an SLO, a JSON report and a plot.
 
 mod args;
+pub mod calibrate;
 mod client;
 mod load;
 mod plot;
@@ -43,6 +44,9 @@ pub enum BenchError {
     /// The async runtime did not start.
     #[error("starting the runtime: {0}")]
     Runtime(#[source] std::io::Error),
+    /// The measurements could not be fitted.
+    #[error("calibration failed: {0}")]
+    Calibrate(#[from] calibrate::FitError),
 }
 
 /// Runs the bench and returns the table to print (the JSON and plot go to their files).
@@ -51,7 +55,25 @@ pub fn run_command(args: &BenchArgs) -> Result<String, BenchError> {
         .enable_all()
         .build()
         .map_err(BenchError::Runtime)?;
-    let report = runtime.block_on(run(args))?;
+    let (report, calibration) = runtime.block_on(async {
+        let report = match &args.calibrate {
+            // Decode points with short prompts: the slope over concurrency is then decode
+            // work, not other requests' prefills landing in the same steps.
+            Some(_) => {
+                run(&BenchArgs {
+                    input_tokens: CALIBRATION_PROMPT_TOKENS,
+                    ..args.clone()
+                })
+                .await?
+            }
+            None => run(args).await?,
+        };
+        let calibration = match &args.calibrate {
+            Some(path) => Some(calibrate_and_write(args, &report, path).await?),
+            None => None,
+        };
+        Ok::<_, BenchError>((report, calibration))
+    })?;
     if let Some(path) = &args.out {
         let json = serde_json::to_string_pretty(&report).unwrap_or_default();
         std::fs::write(path, json).map_err(|source| BenchError::Write {
@@ -62,7 +84,119 @@ pub fn run_command(args: &BenchArgs) -> Result<String, BenchError> {
     if let Some(path) = &args.plot {
         plot::write(path, &report)?;
     }
-    Ok(report::table(&report))
+    let mut table = report::table(&report);
+    if let Some(text) = calibration {
+        table.push('\n');
+        table.push_str(&text);
+    }
+    Ok(table)
+}
+
+/// Prompt length of `--calibrate`'s concurrency sweep.
+const CALIBRATION_PROMPT_TOKENS: u64 = 16;
+
+/// `--calibrate`: measures the long-prompt point, fits, writes the profile; returns the fit
+/// table and where the profile went.
+async fn calibrate_and_write(
+    args: &BenchArgs,
+    report: &Report,
+    path: &std::path::Path,
+) -> Result<String, BenchError> {
+    let measured = |p: &Point, asked_input: u64| calibrate::Measured {
+        concurrency: p.concurrency.unwrap_or(1),
+        // The server's own prompt count where it gave one: the prompt is built from words.
+        input_tokens: if p.mean_input_tokens > 0.0 {
+            p.mean_input_tokens
+        } else {
+            asked_input as f64
+        },
+        output_tokens: p.output_tokens as f64 / p.requests_ok.max(1) as f64,
+        ttft_p50_s: p.ttft_s.map_or(f64::NAN, |q| q.p50),
+        tpot_p50_s: p.tpot_s.map_or(f64::NAN, |q| q.p50),
+    };
+    let loaded: Vec<calibrate::Measured> = report
+        .points
+        .iter()
+        .map(|p| measured(p, CALIBRATION_PROMPT_TOKENS))
+        .collect();
+    let long_input = 4 * args.input_tokens.max(CALIBRATION_PROMPT_TOKENS);
+    let long_args = BenchArgs {
+        concurrency: vec![1],
+        input_tokens: long_input,
+        requests: Some(args.requests.unwrap_or(8).clamp(4, 16)),
+        duration: None,
+        calibrate: None,
+        out: None,
+        plot: None,
+        ..args.clone()
+    };
+    let long_report = run(&long_args).await?;
+    let long = long_report
+        .points
+        .first()
+        .map(|p| measured(p, long_input))
+        .ok_or(calibrate::FitError::TooFewPoints)?;
+    let fit = calibrate::fit(&loaded, &long)?;
+    let name = path
+        .file_stem()
+        .map_or_else(|| "calibrated".into(), |s| s.to_string_lossy().into_owned());
+    let server = &report.server;
+    let on_cpu = server.backend.as_deref() == Some("cpu");
+    let facts = calibrate::ProfileFacts {
+        name,
+        description: format!(
+            "{} served at {} ({} backend{})",
+            report.model,
+            report.url,
+            server.backend.as_deref().unwrap_or("unknown"),
+            if server.simulated == Some(true) {
+                ", simulated"
+            } else {
+                ""
+            }
+        ),
+        source: format!(
+            "tokenscale bench --calibrate: closed loop at concurrency {:?}, {} prompt / {} output tokens, plus {} prompt tokens at concurrency 1; client {} ({} cores)",
+            args.levels()?
+                .iter()
+                .filter_map(|l| match l {
+                    Level::Concurrency(c) => Some(*c),
+                    Level::Rate(_) => None,
+                })
+                .collect::<Vec<_>>(),
+            CALIBRATION_PROMPT_TOKENS,
+            args.output_tokens,
+            long_input,
+            report.client_hardware.cpu_model,
+            report.client_hardware.cpu_cores
+        ),
+        gpus_per_replica: if on_cpu { 0 } else { args.gpus },
+        kv: tokenscale_common::perf_model::KvBudget {
+            block_tokens: server.block_size.map_or(16, |b| b as u32),
+            // A server that does not say: room for a full batch of the measured requests.
+            blocks: server.kv_blocks.map_or_else(
+                || {
+                    let per_seq = (long_input + args.output_tokens).div_ceil(16);
+                    (u64::from(args.max_num_seqs) * per_seq) as u32
+                },
+                |b| b as u32,
+            ),
+        },
+        max_num_seqs: args.max_num_seqs,
+        max_batch_tokens: args.max_batch_tokens,
+        cold_start_s: args.cold_start,
+    };
+    let profile = calibrate::profile(&fit, &facts);
+    let yaml = calibrate::to_yaml(&profile, &fit);
+    std::fs::write(path, &yaml).map_err(|source| BenchError::Write {
+        path: path.display().to_string(),
+        source,
+    })?;
+    Ok(format!(
+        "{}profile written to {}\n",
+        calibrate::table(&fit),
+        path.display()
+    ))
 }
 
 /// Measures every load point of `args` and builds the report.
@@ -91,15 +225,21 @@ pub async fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         base_url: base_url.clone(),
         model: args.model.clone(),
         prompt: prompt_of(args.input_tokens),
+        run_tag: run_tag(),
         max_tokens: args.output_tokens,
         timeout: Duration::from_secs_f64(args.timeout_s),
     });
     let mut points = Vec::new();
-    for level in levels {
+    for (index, level) in levels.into_iter().enumerate() {
         let bar = progress_bar(stop, &level.label());
+        // Request numbers restart at every level: the level goes into the tag.
+        let shape = Arc::new(RequestShape {
+            run_tag: format!("{}-{index}-", shape.run_tag),
+            ..(*shape).clone()
+        });
         let ctx = Ctx {
             client: client.clone(),
-            shape: shape.clone(),
+            shape,
             bar: bar.clone(),
         };
         let outcome = match level {
@@ -169,6 +309,14 @@ async fn reachable(base_url: &str) -> bool {
 
 async fn metrics_tokens(client: &client::HttpClient, base_url: &str) -> Option<f64> {
     server_info::generation_tokens(&server_info::get_text(client, base_url, "/metrics").await?)
+}
+
+/// A short tag unique to this run (clock and process), e.g. `r3f9a2c`.
+fn run_tag() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    format!("r{:x}", (nanos ^ u64::from(std::process::id())) & 0xff_ffff)
 }
 
 /// A prompt of about `tokens` tokens: common short words, each about one token in the

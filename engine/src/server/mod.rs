@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::{get, post};
+use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 
 pub use body::parse_json;
@@ -120,6 +121,13 @@ where
         }
         let _ = drained_tx.send(());
     };
+    // Streams are many small writes: without TCP_NODELAY, Nagle holds each one until the
+    // client's delayed ACK (up to 40 ms), which shows as a TTFT floor and a jittery TPOT.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!("TCP_NODELAY on an accepted connection: {err}");
+        }
+    });
     let server = axum::serve(listener, router(state)).with_graceful_shutdown(drain);
     tokio::select! {
         result = server => result.map_err(ServeError::Io),

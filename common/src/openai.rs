@@ -328,6 +328,13 @@ pub struct ModelCard {
     /// Longest prompt plus completion, in tokens (vLLM extension).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_model_len: Option<u64>,
+    /// Compute backend serving it (tokenscale extension): `cpu`, `cuda` or `sim`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    /// True when no model runs: the `sim` backend's modelled speed and placeholder tokens
+    /// (tokenscale extension), so no client mistakes its output or its speed for a model's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<bool>,
 }
 
 /// `GET /v1/models` response.

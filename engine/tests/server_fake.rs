@@ -399,6 +399,8 @@ async fn the_small_routes_answer_and_metrics_pass_promtool() {
         .json();
     assert_eq!(models["data"][0]["id"], MODEL);
     assert_eq!(models["data"][0]["max_model_len"], 1024);
+    assert_eq!(models["data"][0]["backend"], "fake");
+    assert_eq!(models["data"][0]["simulated"], false);
     let version = client::get(server.addr, "/version")
         .await
         .expect("version")

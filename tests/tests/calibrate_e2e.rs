@@ -9,7 +9,7 @@ mod cli_support;
 use std::process::Command;
 use std::time::Duration;
 
-use cli_support::{Procs, binary, scratch_dir, start_engine, wait_exit};
+use cli_support::{Procs, binary, get, scratch_dir, start_engine, wait_exit};
 use tokenscale_common::perf_model::PerfProfile;
 
 /// The profile the engine simulates: slow enough steps that timer and HTTP noise stay small.
@@ -44,6 +44,13 @@ fn calibration_recovers_the_simulated_model_and_sim_reads_it() {
         ],
         Duration::from_secs(60),
     );
+    // The sim backend says so where clients look first.
+    let (status, models) = get(addr, "/v1/models").unwrap();
+    assert_eq!(status, 200);
+    let models: serde_json::Value = serde_json::from_str(&models).unwrap();
+    assert_eq!(models["data"][0]["backend"], "sim", "{models}");
+    assert_eq!(models["data"][0]["simulated"], true, "{models}");
+
     let fitted_path = dir.join("fitted.yaml");
     let mut bench = Command::new(binary("tokenscale"))
         .args([

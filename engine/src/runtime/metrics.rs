@@ -156,6 +156,16 @@ impl EngineMetrics {
         }
     }
 
+    /// The compute backend's name (`cpu`, `cuda`, `sim`).
+    pub fn backend(&self) -> &str {
+        &self.backend
+    }
+
+    /// Whether the backend models a replica instead of running one.
+    pub fn simulated(&self) -> bool {
+        self.simulated
+    }
+
     /// The Prometheus text exposition (format 0.0.4) of every metric.
     pub fn render(&self) -> String {
         let model = format!("{LABEL_MODEL_NAME}=\"{}\"", escape_label(&self.model_name));

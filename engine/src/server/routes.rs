@@ -24,12 +24,16 @@ pub async fn health(State(state): State<AppState>) -> Response {
 
 /// The one model this engine serves.
 pub async fn models(State(state): State<AppState>) -> Response {
+    let model = state.model();
+    let metrics = model.map(|m| m.engine.metrics());
     let card = ModelCard {
         id: state.served_model_name().to_string(),
         object: "model".into(),
         created: state.created_unix_s(),
         owned_by: "tokenscale".into(),
-        max_model_len: state.model().map(|m| m.max_model_len as u64),
+        max_model_len: model.map(|m| m.max_model_len as u64),
+        backend: metrics.map(|m| m.backend().to_string()),
+        simulated: metrics.map(|m| m.simulated()),
     };
     Json(ModelList {
         object: "list".into(),

@@ -49,7 +49,7 @@ pub struct BenchArgs {
     /// Write the JSON report here.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Draw throughput against p95 latency here (`.svg`, or `.png`).
+    /// Draw throughput against p95 latency here (an `.svg` file).
     #[arg(long)]
     pub plot: Option<PathBuf>,
     /// Limit on one request (`300s`).
@@ -73,8 +73,11 @@ pub struct BenchArgs {
 }
 
 impl BenchArgs {
-    /// The load levels, in the order given.
+    /// The load levels, in the order given (and every other flag checked: this runs first).
     pub fn levels(&self) -> Result<Vec<Level>, BenchError> {
+        if let Some(path) = &self.plot {
+            super::plot::check_svg(path).map_err(BenchError::Args)?;
+        }
         if let Some(r) = self.rate.iter().find(|r| !(r.is_finite() && **r > 0.0)) {
             return Err(BenchError::Args(format!(
                 "--rate must be > 0 requests/s, got {r}"

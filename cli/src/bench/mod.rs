@@ -7,7 +7,7 @@ mod args;
 pub mod calibrate;
 mod client;
 mod load;
-mod plot;
+pub(crate) mod plot;
 pub mod report;
 mod server_info;
 pub mod stats;

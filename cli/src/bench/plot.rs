@@ -1,5 +1,5 @@
 //! `--plot`: output tokens/s against p95 latency (TTFT and TPOT), one point per load level,
-//! the operating point circled. SVG by default, PNG when the path ends in `.png`.
+//! the operating point circled, as SVG.
 
 use std::path::Path;
 
@@ -15,17 +15,23 @@ pub fn write(path: &Path, report: &Report) -> Result<(), BenchError> {
         path: path.display().to_string(),
         message: e,
     };
-    let is_png = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("png"));
-    if is_png {
-        let root = BitMapBackend::new(path, (900, 500)).into_drawing_area();
-        draw(&root, report).map_err(fail)?;
-        root.present().map_err(|e| fail(e.to_string()))
-    } else {
-        let root = SVGBackend::new(path, (900, 500)).into_drawing_area();
-        draw(&root, report).map_err(fail)?;
-        root.present().map_err(|e| fail(e.to_string()))
+    check_svg(path).map_err(fail)?;
+    let root = SVGBackend::new(path, (900, 500)).into_drawing_area();
+    draw(&root, report).map_err(fail)?;
+    root.present().map_err(|e| fail(e.to_string()))
+}
+
+/// Plots are SVG: a raster image needs a font renderer and a font file, and a PNG named plot
+/// that came out blank (or a panic inside the plotting library) would be worse than a clear
+/// "no". Any browser opens the SVG; `rsvg-convert` turns it into a PNG.
+pub fn check_svg(path: &Path) -> Result<(), String> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some(e) if e.eq_ignore_ascii_case("svg") => Ok(()),
+        _ => Err(
+            "plots are written as SVG: give a path ending in .svg (convert it with \
+                  rsvg-convert if you need a PNG)"
+                .into(),
+        ),
     }
 }
 
@@ -93,4 +99,19 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, report: &Report) -> R
         .draw()
         .map_err(err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_svg_paths_are_plots() {
+        assert!(check_svg(Path::new("out/report.svg")).is_ok());
+        assert!(check_svg(Path::new("REPORT.SVG")).is_ok());
+        for bad in ["report.png", "report", "report.svg.txt"] {
+            let err = check_svg(Path::new(bad)).unwrap_err();
+            assert!(err.contains(".svg"), "{bad}: {err}");
+        }
+    }
 }

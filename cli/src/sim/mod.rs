@@ -184,6 +184,10 @@ pub struct Comparison {
 impl Comparison {
     /// Checks and resolves the arguments.
     pub fn from_args(args: &SimArgs) -> Result<Self, SimError> {
+        // Before any work: a plot path that cannot be written fails now, not after the run.
+        if let Some(path) = &args.plot {
+            crate::bench::plot::check_svg(path).map_err(SimError::Usage)?;
+        }
         let profile = load_profile(&args.profile)?;
         let mut trace = Trace::load(&args.trace)?;
         if let Some(d) = &args.duration {
@@ -262,7 +266,7 @@ pub fn run_command(args: &SimArgs) -> Result<String, SimError> {
     let comparison = Comparison::from_args(args)?;
     let results = comparison.run();
     if let Some(path) = &args.plot {
-        plot::write_svg(path, &comparison.trace.name, &results)?;
+        plot::write(path, &comparison.trace.name, &results)?;
     }
     Ok(if args.json {
         report::json(&results)

@@ -1,7 +1,9 @@
-//! `--plot`: demand (requests/s) and each policy's replicas over time, as SVG.
+//! `--plot`: demand (requests/s) and each policy's replicas over time, as SVG (see
+//! `bench::plot::check_svg` for why not PNG).
 
 use std::path::Path;
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::SimError;
@@ -16,12 +18,28 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
-/// Draws demand on the left axis and replicas on the right, hours along the bottom.
-pub fn write_svg(path: &Path, title: &str, results: &[PolicyResult]) -> Result<(), SimError> {
+/// Writes the plot of `results` to `path`.
+pub fn write(path: &Path, title: &str, results: &[PolicyResult]) -> Result<(), SimError> {
     let fail = |e: String| SimError::Plot {
         path: path.display().to_string(),
         message: e,
     };
+    if results.is_empty() {
+        return Ok(());
+    }
+    crate::bench::plot::check_svg(path).map_err(fail)?;
+    let root = SVGBackend::new(path, (1000, 500)).into_drawing_area();
+    draw(&root, title, results).map_err(fail)?;
+    root.present().map_err(|e| fail(e.to_string()))
+}
+
+/// Draws demand on the left axis and replicas on the right, hours along the bottom.
+fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    results: &[PolicyResult],
+) -> Result<(), String> {
+    let fail = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     let Some(first) = results.first() else {
         return Ok(());
     };
@@ -44,34 +62,33 @@ pub fn write_svg(path: &Path, title: &str, results: &[PolicyResult]) -> Result<(
         .max(1) as f64
         * 1.1;
 
-    let root = SVGBackend::new(path, (1000, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| fail(e.to_string()))?;
-    let mut chart = ChartBuilder::on(&root)
+    root.fill(&WHITE).map_err(fail)?;
+    let mut chart = ChartBuilder::on(root)
         .caption(format!("tokenscale sim: {title}"), ("sans-serif", 20))
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(55)
         .right_y_label_area_size(55)
         .build_cartesian_2d(0.0..hours, 0.0..max_rps)
-        .map_err(|e| fail(e.to_string()))?
+        .map_err(fail)?
         .set_secondary_coord(0.0..hours, 0.0..max_replicas);
     chart
         .configure_mesh()
         .x_desc("hours")
         .y_desc("requests/s")
         .draw()
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(fail)?;
     chart
         .configure_secondary_axes()
         .y_desc("replicas")
         .draw()
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(fail)?;
     chart
         .draw_series(LineSeries::new(
             first.series.iter().map(|p| (p.t_s / 3600.0, p.demand_rps)),
             BLACK.stroke_width(1),
         ))
-        .map_err(|e| fail(e.to_string()))?
+        .map_err(fail)?
         .label("demand (req/s)")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK));
     for (i, r) in results.iter().enumerate() {
@@ -83,7 +100,7 @@ pub fn write_svg(path: &Path, title: &str, results: &[PolicyResult]) -> Result<(
                     .map(|p| (p.t_s / 3600.0, f64::from(p.replicas))),
                 color.stroke_width(2),
             ))
-            .map_err(|e| fail(e.to_string()))?
+            .map_err(fail)?
             .label(format!("{} replicas", r.policy))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
     }
@@ -92,6 +109,6 @@ pub fn write_svg(path: &Path, title: &str, results: &[PolicyResult]) -> Result<(
         .border_style(BLACK)
         .background_style(WHITE.mix(0.8))
         .draw()
-        .map_err(|e| fail(e.to_string()))?;
-    root.present().map_err(|e| fail(e.to_string()))
+        .map_err(fail)?;
+    Ok(())
 }

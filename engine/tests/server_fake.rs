@@ -70,8 +70,10 @@ fn greedy(prompt: &[u32], max_tokens: usize) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_requests_under_preemption_return_their_solo_outputs() {
-    // 40 blocks of 4 tokens: far too few for 24 requests of up to 30 tokens at once.
-    let server = start(config(160, 4), Duration::ZERO).await;
+    // 40 blocks of 4 tokens: far too few for 24 requests of up to 30 tokens at once. Steps
+    // take 5 ms so all 24 are in flight together even when the client tasks start slowly on a
+    // busy machine (with instant steps, early requests could finish before late ones arrive).
+    let server = start(config(160, 4), Duration::from_millis(5)).await;
     let tok = Arc::new(tokenizer());
     let mut tasks = Vec::new();
     for i in 0..24u32 {

@@ -3,7 +3,6 @@
 
 use std::time::Instant;
 
-use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::Request;
@@ -16,7 +15,7 @@ use tokenscale_common::openai::{
 
 use super::body::read_json;
 use super::choice::{ChoiceDelta, TokenLogprobs};
-use super::generate::{self, ChunkFormat, UsageSum};
+use super::generate::{self, ChunkFormat, Collected, ResponseHead};
 use super::params::resolve;
 use super::state::AppState;
 use super::{ApiError, check_model};
@@ -79,46 +78,25 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
         .map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
     // A chat without max_tokens may use whatever room the context leaves.
     let runners = generate::start(model, &[prompt], &resolved, None, arrival)?;
-    let format = Format {
-        id: generate::response_id("chatcmpl"),
-        created: generate::unix_now_s(),
-        model: state.served_model_name().to_string(),
+    let format = Format(ResponseHead::new("chatcmpl", state.served_model_name()));
+    let choice = |c: Collected| ChatChoice {
+        index: c.index,
+        logprobs: logprobs.map(|_| chat_logprobs(&c.logprobs)),
+        message: ChatResponseMessage {
+            role: ASSISTANT.to_string(),
+            content: Some(c.text),
+        },
+        finish_reason: Some(c.finish.reason.to_string()),
     };
-    if resolved.stream {
-        return Ok(generate::sse(
-            runners,
-            format,
-            resolved.n,
-            resolved.include_usage,
-            in_flight,
-        ));
-    }
-    let collected = generate::collect(runners).await?;
-    let mut usage = UsageSum::new(resolved.n);
-    let choices = collected
-        .into_iter()
-        .map(|c| {
-            usage.add(c.index, &c.finish);
-            ChatChoice {
-                index: c.index,
-                message: ChatResponseMessage {
-                    role: ASSISTANT.to_string(),
-                    content: Some(c.text),
-                },
-                logprobs: logprobs.map(|_| chat_logprobs(&c.logprobs)),
-                finish_reason: Some(c.finish.reason.to_string()),
-            }
-        })
-        .collect();
-    let response = ChatCompletionResponse {
-        id: format.id,
+    let body = |f: &Format, choices, usage| ChatCompletionResponse {
+        id: f.0.id.clone(),
         object: OBJECT_CHAT_COMPLETION.to_string(),
-        created: format.created,
-        model: format.model,
+        created: f.0.created,
+        model: f.0.model.clone(),
         choices,
-        usage: Some(usage.usage()),
+        usage: Some(usage),
     };
-    Ok(Json(response).into_response())
+    generate::respond(runners, format, &resolved, in_flight, choice, body).await
 }
 
 fn chat_logprobs(tokens: &[TokenLogprobs]) -> ChatLogprobs {
@@ -142,19 +120,16 @@ fn chat_logprobs(tokens: &[TokenLogprobs]) -> ChatLogprobs {
     ChatLogprobs { content }
 }
 
-struct Format {
-    id: String,
-    created: u64,
-    model: String,
-}
+struct Format(ResponseHead);
 
 impl Format {
     fn chunk(&self, choices: Vec<ChatChunkChoice>, usage: Option<Usage>) -> String {
+        let head = &self.0;
         let chunk = ChatCompletionChunk {
-            id: self.id.clone(),
+            id: head.id.clone(),
             object: OBJECT_CHAT_COMPLETION_CHUNK.to_string(),
-            created: self.created,
-            model: self.model.clone(),
+            created: head.created,
+            model: head.model.clone(),
             choices,
             usage,
         };

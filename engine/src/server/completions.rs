@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::Request;
@@ -16,7 +15,7 @@ use tokenscale_common::openai::{
 
 use super::body::read_json;
 use super::choice::{ChoiceDelta, TokenLogprobs};
-use super::generate::{self, ChunkFormat, UsageSum};
+use super::generate::{self, ChunkFormat, Collected, ResponseHead};
 use super::params::{DEFAULT_COMPLETION_MAX_TOKENS, resolve};
 use super::state::{AppState, LoadedModel};
 use super::{ApiError, check_model};
@@ -58,36 +57,15 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
         Some(DEFAULT_COMPLETION_MAX_TOKENS),
         arrival,
     )?;
-    let format = Format {
-        id: generate::response_id("cmpl"),
-        created: generate::unix_now_s(),
-        model: state.served_model_name().to_string(),
+    let format = Format(ResponseHead::new("cmpl", state.served_model_name()));
+    let choice = |c: Collected| CompletionChoice {
+        index: c.index,
+        logprobs: logprobs.map(|_| legacy_logprobs(&c.logprobs, 0)),
+        text: c.text,
+        finish_reason: Some(c.finish.reason.to_string()),
     };
-    if resolved.stream {
-        return Ok(generate::sse(
-            runners,
-            format,
-            resolved.n,
-            resolved.include_usage,
-            in_flight,
-        ));
-    }
-    let collected = generate::collect(runners).await?;
-    let mut usage = UsageSum::new(resolved.n);
-    let choices = collected
-        .into_iter()
-        .map(|c| {
-            usage.add(c.index, &c.finish);
-            let logprobs = logprobs.map(|_| legacy_logprobs(&c.logprobs, 0));
-            CompletionChoice {
-                index: c.index,
-                text: c.text,
-                logprobs,
-                finish_reason: Some(c.finish.reason.to_string()),
-            }
-        })
-        .collect();
-    Ok(Json(format.response(choices, Some(usage.usage()))).into_response())
+    let body = |f: &Format, choices, usage| f.response(choices, Some(usage));
+    generate::respond(runners, format, &resolved, in_flight, choice, body).await
 }
 
 /// Token ids of each prompt (text is encoded with BOS when the model wants one).
@@ -136,19 +114,16 @@ fn legacy_logprobs(tokens: &[TokenLogprobs], offset: usize) -> CompletionLogprob
     out
 }
 
-struct Format {
-    id: String,
-    created: u64,
-    model: String,
-}
+struct Format(ResponseHead);
 
 impl Format {
     fn response(&self, choices: Vec<CompletionChoice>, usage: Option<Usage>) -> CompletionResponse {
+        let head = &self.0;
         CompletionResponse {
-            id: self.id.clone(),
+            id: head.id.clone(),
             object: OBJECT_TEXT_COMPLETION.to_string(),
-            created: self.created,
-            model: self.model.clone(),
+            created: head.created,
+            model: head.model.clone(),
             choices,
             usage,
         }

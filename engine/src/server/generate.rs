@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
 use tokenscale_common::openai::{PromptTokensDetails, SSE_DONE, Usage};
@@ -247,6 +247,62 @@ fn choice_events<F: ChunkFormat>(
             }
         }
     })
+}
+
+/// What every response and chunk of one request repeats: its id, creation time and model.
+pub struct ResponseHead {
+    pub id: String,
+    pub created: u64,
+    pub model: String,
+}
+
+impl ResponseHead {
+    /// A fresh head: id `prefix-…`, created now.
+    pub fn new(prefix: &str, model: &str) -> Self {
+        Self {
+            id: response_id(prefix),
+            created: unix_now_s(),
+            model: model.to_string(),
+        }
+    }
+}
+
+/// The answer to a generation request: SSE chunks when it asked for a stream, else one JSON
+/// body, built by `body` from each collected choice (turned into the endpoint's choice type by
+/// `choice`) and the summed usage.
+pub async fn respond<F, C, B>(
+    runners: Vec<ChoiceRunner>,
+    format: F,
+    resolved: &Resolved,
+    in_flight: InFlight,
+    mut choice: impl FnMut(Collected) -> C,
+    body: impl FnOnce(&F, Vec<C>, Usage) -> B,
+) -> Result<Response, ApiError>
+where
+    F: ChunkFormat,
+    B: serde::Serialize,
+{
+    if resolved.stream {
+        return Ok(sse(
+            runners,
+            format,
+            resolved.n,
+            resolved.include_usage,
+            in_flight,
+        ));
+    }
+    let collected = collect(runners).await?;
+    let mut usage = UsageSum::new(resolved.n);
+    let choices = collected
+        .into_iter()
+        .map(|c| {
+            usage.add(c.index, &c.finish);
+            choice(c)
+        })
+        .collect();
+    let response = body(&format, choices, usage.usage());
+    drop(in_flight);
+    Ok(axum::Json(response).into_response())
 }
 
 /// A response id: `prefix` plus a process-unique suffix.

@@ -13,7 +13,6 @@ mod config;
 mod error;
 mod generate;
 mod load;
-pub mod loadgen;
 mod params;
 mod routes;
 mod state;

@@ -26,4 +26,4 @@ pub type Body = http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, error::
 
 pub use discovery::Registry;
 pub use error::GatewayError;
-pub use server::{Gateway, RunningGateway, serve};
+pub use server::{Gateway, RunningGateway, Workers, serve};

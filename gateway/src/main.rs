@@ -7,7 +7,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use tokenscale_gateway::config::{Config, Discovery, watch_tenants};
-use tokenscale_gateway::{Gateway, discovery, serve};
+use tokenscale_gateway::server::Workers;
+use tokenscale_gateway::{Gateway, discovery};
 
 /// The tokenscale gateway.
 #[derive(Debug, Parser)]
@@ -26,6 +27,9 @@ struct Args {
     /// Seconds to let in-flight requests (streams) finish on SIGTERM/SIGINT.
     #[arg(long, env = "TOKENSCALE_GATEWAY_DRAIN_TIMEOUT_S", default_value_t = 60)]
     drain_timeout_s: u64,
+    /// Request-serving threads, each with its own runtime (default: one per CPU).
+    #[arg(long, env = "TOKENSCALE_GATEWAY_WORKERS")]
+    workers: Option<usize>,
     /// Log as JSON lines instead of text.
     #[arg(long, env = "TOKENSCALE_GATEWAY_LOG_JSON")]
     log_json: bool,
@@ -34,8 +38,7 @@ struct Args {
     check_config: bool,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
@@ -57,9 +60,16 @@ async fn main() -> anyhow::Result<()> {
         );
         return Ok(());
     }
+    // Probes, discovery, reloads and signals run here; requests on the workers' runtimes.
+    let control = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("gateway-control")
+        .enable_all()
+        .build()?;
+    let _in_control = control.enter();
     let gateway = Gateway::new(&config)?;
     let tenants_path = config.tenants_path(&args.config);
-    tokio::spawn(watch_tenants(
+    control.spawn(watch_tenants(
         tenants_path,
         config.tenants_file.is_some(),
         Duration::from_millis(config.reload_interval_ms),
@@ -75,26 +85,28 @@ async fn main() -> anyhow::Result<()> {
         .filter(|_| wants_kubernetes || config.kubernetes.is_some())
     {
         let registry = gateway.registry().clone();
-        tokio::spawn(async move {
+        control.spawn(async move {
             if let Err(error) = discovery::kubernetes::run(registry, kubernetes).await {
                 tracing::error!(%error, "kubernetes discovery stopped");
             }
         });
     }
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
+    let listener = std::net::TcpListener::bind(args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
-    tracing::info!(listen = %args.listen, "gateway listening");
-    serve(
+    let count = args
+        .workers
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let workers = Workers::start(
         listener,
-        gateway,
-        shutdown_signal(),
+        &gateway,
+        count,
         Duration::from_secs(args.drain_timeout_s),
-    )
-    .await?;
+    )?;
+    tracing::info!(listen = %args.listen, workers = count, "gateway listening");
+    control.block_on(shutdown_signal());
+    workers.shutdown()?;
     Ok(())
 }
-
 /// Resolves on SIGTERM or SIGINT.
 async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();

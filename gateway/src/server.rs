@@ -14,7 +14,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
 use crate::Body;
@@ -157,14 +157,50 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) -> std::io::Result<()> {
+    serve_connections(Connections::Listener(listener), gateway, shutdown, drain).await
+}
+
+/// Where a serving loop's connections come from.
+enum Connections {
+    /// Accepted by the loop itself.
+    Listener(TcpListener),
+    /// Accepted by [`Workers`]' acceptor and handed to this loop's thread.
+    Handed(tokio::sync::mpsc::UnboundedReceiver<std::net::TcpStream>),
+}
+
+impl Connections {
+    /// The next connection and its peer; `None` when no more will come.
+    async fn next(&mut self) -> Option<std::io::Result<(TcpStream, SocketAddr)>> {
+        match self {
+            Self::Listener(listener) => Some(listener.accept().await),
+            Self::Handed(handed) => {
+                let stream = handed.recv().await?;
+                Some(TcpStream::from_std(stream).and_then(|stream| {
+                    let peer = stream.peer_addr()?;
+                    Ok((stream, peer))
+                }))
+            }
+        }
+    }
+}
+
+async fn serve_connections(
+    mut connections: Connections,
+    gateway: Gateway,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+) -> std::io::Result<()> {
     let graceful = GracefulShutdown::new();
     let builder = auto::Builder::new(TokioExecutor::new());
+    // Shared, not cloned per request: a `Gateway` clone copies the whole layer stack.
+    let gateway = Arc::new(gateway);
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(error) => {
+            accepted = connections.next() => match accepted {
+                Some(Ok(pair)) => pair,
+                None => break,
+                Some(Err(error)) => {
                     // Out of file descriptors and the like: back off instead of spinning.
                     tracing::warn!(%error, "accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -190,7 +226,7 @@ pub async fn serve(
         });
     }
     gateway.shutting_down.store(true, Ordering::Relaxed);
-    drop(listener);
+    drop(connections);
     tracing::info!("shutting down: draining open requests");
     if tokio::time::timeout(drain, graceful.shutdown())
         .await
@@ -202,6 +238,102 @@ pub async fn serve(
         );
     }
     Ok(())
+}
+
+/// Request-serving threads, each running its own single-threaded runtime, so a
+/// connection, its requests and their upstream calls stay on one thread from accept to last
+/// byte, as in nginx's worker processes. A multi-threaded scheduler instead hands each
+/// request between threads (client socket, upstream connection task, back), and every
+/// hand-off that wakes a parked thread adds to the tail latency. One acceptor deals
+/// connections out in turn: left to race for a shared listener, one thread can take a
+/// burst of connections alone and queue their requests while the others idle.
+pub struct Workers {
+    stop: tokio::sync::watch::Sender<bool>,
+    threads: Vec<std::thread::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Workers {
+    /// Starts `count` threads serving `gateway` on `listener` (see [`serve`]), and the
+    /// acceptor.
+    pub fn start(
+        listener: std::net::TcpListener,
+        gateway: &Gateway,
+        count: usize,
+        drain: Duration,
+    ) -> std::io::Result<Self> {
+        listener.set_nonblocking(true)?;
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let mut threads = Vec::with_capacity(count + 1);
+        let mut handoffs = Vec::with_capacity(count);
+        for index in 0..count.max(1) {
+            let (handoff, handed) = tokio::sync::mpsc::unbounded_channel();
+            handoffs.push(handoff);
+            let gateway = gateway.clone();
+            let stopped = stopped.clone();
+            threads.push(on_own_runtime(
+                format!("gateway-worker-{index}"),
+                async move {
+                    let shutdown = stop_requested(stopped);
+                    serve_connections(Connections::Handed(handed), gateway, shutdown, drain).await
+                },
+            )?);
+        }
+        threads.push(on_own_runtime("gateway-acceptor".into(), async move {
+            let listener = TcpListener::from_std(listener)?;
+            let shutdown = stop_requested(stopped);
+            tokio::pin!(shutdown);
+            for next in (0..handoffs.len()).cycle() {
+                let stream = tokio::select! {
+                    accepted = listener.accept() => match accepted {
+                        Ok((stream, _)) => stream,
+                        Err(error) => {
+                            // Out of file descriptors and the like: back off, don't spin.
+                            tracing::warn!(%error, "accept failed");
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    },
+                    () = &mut shutdown => break,
+                };
+                // A worker gone (it failed to start) loses the connection, closing it.
+                match stream.into_std() {
+                    Ok(stream) => drop(handoffs[next].send(stream)),
+                    Err(error) => tracing::warn!(%error, "could not hand a connection over"),
+                }
+            }
+            Ok(())
+        })?);
+        Ok(Self { stop, threads })
+    }
+
+    /// Stops accepting, lets every thread drain, and waits for them.
+    pub fn shutdown(self) -> std::io::Result<()> {
+        let _ = self.stop.send(true);
+        for thread in self.threads {
+            thread
+                .join()
+                .map_err(|_| std::io::Error::other("a gateway thread panicked"))??;
+        }
+        Ok(())
+    }
+}
+
+/// Runs `task` to completion on a new thread with its own single-threaded runtime.
+fn on_own_runtime(
+    name: String,
+    task: impl Future<Output = std::io::Result<()>> + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<std::io::Result<()>>> {
+    std::thread::Builder::new().name(name).spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(task)
+    })
+}
+
+/// Resolves once [`Workers::shutdown`] is called.
+async fn stop_requested(mut stopped: tokio::sync::watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|stop| *stop).await;
 }
 
 /// A gateway running in the background (tests, `tokenscale up`).

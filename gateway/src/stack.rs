@@ -14,12 +14,14 @@
 //! ```
 
 use std::convert::Infallible;
+use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use futures::future::{BoxFuture, FutureExt};
-use http::{HeaderValue, Request, Response};
+
+use http::{HeaderName, HeaderValue, Request, Response};
 use hyper::body::Incoming;
 use tokenscale_common::headers;
 use tower::util::BoxCloneSyncService;
@@ -105,18 +107,19 @@ where
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        let id = match request.headers().get(headers::REQUEST_ID) {
+        let id = match request.headers().get(&REQUEST_ID) {
             Some(value) if value.len() <= 128 => value.clone(),
-            _ => next_request_id(),
+            _ => {
+                let id = next_request_id();
+                request.headers_mut().insert(REQUEST_ID, id.clone());
+                id
+            }
         };
-        request
-            .headers_mut()
-            .insert(headers::REQUEST_ID, id.clone());
         let span = tracing::info_span!("request", id = ?id, path = %request.uri().path());
         let call = self.inner.call(request);
         async move {
             let mut response = call.await?;
-            response.headers_mut().insert(headers::REQUEST_ID, id);
+            response.headers_mut().insert(REQUEST_ID, id);
             Ok(response)
         }
         .instrument(span)
@@ -133,9 +136,16 @@ fn next_request_id() -> HeaderValue {
             .map_or(0, |d| d.as_nanos());
         (crate::routing::picker::mix(nanos as u64 ^ std::process::id() as u64) >> 32) as u32
     });
-    let id = format!("gw-{prefix:08x}-{:x}", NEXT.fetch_add(1, Ordering::Relaxed));
-    HeaderValue::try_from(id).unwrap_or(HeaderValue::from_static("gw"))
+    // Written on the stack: `gw-` and two hex numbers fit in 32 bytes.
+    let mut text = [0u8; 32];
+    let mut cursor = std::io::Cursor::new(&mut text[..]);
+    let next = NEXT.fetch_add(1, Ordering::Relaxed);
+    let _ = write!(cursor, "gw-{prefix:08x}-{next:x}");
+    let len = cursor.position() as usize;
+    HeaderValue::from_bytes(&text[..len]).unwrap_or(HeaderValue::from_static("gw"))
 }
+
+const REQUEST_ID: HeaderName = HeaderName::from_static(headers::REQUEST_ID);
 
 /// Layer adding [`Errors`].
 #[derive(Debug, Clone, Copy, Default)]

@@ -8,6 +8,10 @@
 //! ```
 //! Needs `nginx` on PATH (Debian package). The load generator is this program's own Rust
 //! loop (hyper HTTP/1.1 keep-alive connections), not wrk.
+//!
+//! To profile one proxy alone, `proxy_bench upstream PORT` runs the instant upstream and
+//! `proxy_bench load HOST:PORT [SECONDS] [CONNECTIONS] [RATE]` only drives load and prints
+//! requests/s (or, given a RATE, latency quantiles at that pace).
 
 mod load;
 mod upstream;
@@ -27,6 +31,35 @@ fn main() -> Result<()> {
             .and_then(|p| p.parse().ok())
             .ok_or("upstream PORT")?;
         return Ok(upstream::run(port, 2)?);
+    }
+    if args.get(1).map(String::as_str) == Some("load") {
+        let target: SocketAddr = args
+            .get(2)
+            .and_then(|a| a.parse().ok())
+            .ok_or("load HOST:PORT [SECONDS] [CONNECTIONS] [RATE]")?;
+        let seconds: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(10);
+        let connections: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(32);
+        let paced: Option<f64> = args.get(5).and_then(|s| s.parse().ok());
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let duration = Duration::from_secs(seconds);
+        if let Some(rate) = paced {
+            let lat = runtime.block_on(load::paced(target, connections, rate, duration))?;
+            let q = |q| micros(load::quantile(&lat, q));
+            println!(
+                "{target}: p50 {:.1} µs  p99 {:.1} µs  p99.9 {:.1} µs  ({} requests at {rate} req/s)",
+                q(0.5),
+                q(0.99),
+                q(0.999),
+                lat.len()
+            );
+            return Ok(());
+        }
+        let (rate, requests) = runtime.block_on(load::saturate(target, connections, duration))?;
+        println!("{target}: {rate:.0} req/s ({requests} requests)");
+        return Ok(());
     }
     let seconds: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(5);
     let connections: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(64);

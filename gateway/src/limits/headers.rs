@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 
 /// One bucket as the headers describe it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -27,53 +27,76 @@ pub struct RateLimitHeaders {
     pub output_tokens: Option<BucketHeader>,
 }
 
+/// `x-ratelimit-{limit,remaining,reset}-{suffix}`, built once: this runs on every response.
+const NAMES: [(HeaderName, HeaderName, HeaderName); 3] = [
+    (
+        HeaderName::from_static("x-ratelimit-limit-requests"),
+        HeaderName::from_static("x-ratelimit-remaining-requests"),
+        HeaderName::from_static("x-ratelimit-reset-requests"),
+    ),
+    (
+        HeaderName::from_static("x-ratelimit-limit-tokens"),
+        HeaderName::from_static("x-ratelimit-remaining-tokens"),
+        HeaderName::from_static("x-ratelimit-reset-tokens"),
+    ),
+    (
+        HeaderName::from_static("x-ratelimit-limit-output-tokens"),
+        HeaderName::from_static("x-ratelimit-remaining-output-tokens"),
+        HeaderName::from_static("x-ratelimit-reset-output-tokens"),
+    ),
+];
+
 impl RateLimitHeaders {
     /// Writes `x-ratelimit-{limit,remaining,reset}-{requests,tokens,output-tokens}`.
     pub fn write(&self, headers: &mut HeaderMap) {
-        for (suffix, bucket) in [
-            ("requests", &self.requests),
-            ("tokens", &self.input_tokens),
-            ("output-tokens", &self.output_tokens),
-        ] {
+        let buckets = [&self.requests, &self.input_tokens, &self.output_tokens];
+        headers.reserve(3 * buckets.iter().filter(|b| b.is_some()).count());
+        for ((limit, remaining, reset), bucket) in NAMES.iter().zip(buckets) {
             let Some(bucket) = bucket else { continue };
-            let put = |headers: &mut HeaderMap, name: String, value: HeaderValue| {
-                if let Ok(name) = http::HeaderName::try_from(name) {
-                    headers.insert(name, value);
-                }
-            };
-            put(
-                headers,
-                format!("x-ratelimit-limit-{suffix}"),
-                HeaderValue::from(bucket.limit),
-            );
-            put(
-                headers,
-                format!("x-ratelimit-remaining-{suffix}"),
-                HeaderValue::from(bucket.remaining),
-            );
-            if let Ok(reset) = HeaderValue::try_from(format_reset(bucket.reset)) {
-                put(headers, format!("x-ratelimit-reset-{suffix}"), reset);
+            headers.insert(limit.clone(), HeaderValue::from(bucket.limit));
+            headers.insert(remaining.clone(), HeaderValue::from(bucket.remaining));
+            let mut text = [0u8; 32];
+            let len = write_reset(bucket.reset, &mut text);
+            if let Ok(value) = HeaderValue::from_bytes(&text[..len]) {
+                headers.insert(reset.clone(), value);
             }
         }
     }
 }
 
-/// Durations as OpenAI writes them: `20ms`, `1.5s`, `6m0s`.
-pub fn format_reset(reset: Duration) -> String {
+/// Writes a duration as OpenAI does (`20ms`, `1.5s`, `6m0s`, in whole milliseconds) into a
+/// stack buffer, with no allocation; returns the length written.
+fn write_reset(reset: Duration, out: &mut [u8; 32]) -> usize {
+    use std::io::Write;
+    let mut cursor = std::io::Cursor::new(&mut out[..]);
     let ms = reset.as_millis();
-    if ms < 1000 {
-        format!("{ms}ms")
+    // A Duration has at most 23 digits of milliseconds: 32 bytes always suffice.
+    let _ = if ms < 1000 {
+        write!(cursor, "{ms}ms")
     } else if ms < 60_000 {
-        let s = format!("{:.3}", reset.as_secs_f64());
-        format!("{}s", s.trim_end_matches('0').trim_end_matches('.'))
+        // Seconds with up to three decimals, trailing zeros (and a bare point) trimmed.
+        let (whole, frac) = (ms / 1000, ms % 1000);
+        match (frac % 100, frac % 10) {
+            _ if frac == 0 => write!(cursor, "{whole}s"),
+            (0, _) => write!(cursor, "{whole}.{}s", frac / 100),
+            (_, 0) => write!(cursor, "{whole}.{:02}s", frac / 10),
+            _ => write!(cursor, "{whole}.{frac:03}s"),
+        }
     } else {
-        format!("{}m{}s", ms / 60_000, (ms % 60_000) / 1000)
-    }
+        write!(cursor, "{}m{}s", ms / 60_000, (ms % 60_000) / 1000)
+    };
+    cursor.position() as usize
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn format_reset(reset: Duration) -> String {
+        let mut text = [0u8; 32];
+        let len = write_reset(reset, &mut text);
+        String::from_utf8_lossy(&text[..len]).into_owned()
+    }
 
     #[test]
     fn resets_read_like_openai() {
@@ -81,5 +104,7 @@ mod tests {
         assert_eq!(format_reset(Duration::from_millis(1500)), "1.5s");
         assert_eq!(format_reset(Duration::from_secs(2)), "2s");
         assert_eq!(format_reset(Duration::from_secs(360)), "6m0s");
+        assert_eq!(format_reset(Duration::from_millis(1050)), "1.05s");
+        assert_eq!(format_reset(Duration::from_millis(59_999)), "59.999s");
     }
 }

@@ -1,7 +1,7 @@
 //! The limiter: one set of buckets per (tenant, model); reserve on arrival, settle on completion.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::bucket::TokenBucket;
@@ -48,7 +48,7 @@ pub struct Refusal {
 /// What a request took, to settle against when it ends.
 #[derive(Debug, Clone)]
 pub struct Reservation {
-    key: (String, String),
+    buckets: Arc<Mutex<Buckets>>,
     input_tokens: u64,
     output_tokens: u64,
 }
@@ -72,11 +72,15 @@ struct Buckets {
     output: Option<TokenBucket>,
 }
 
-/// All buckets of all tenants.
+/// All buckets of all tenants: tenant → model → buckets. Looked up by `&str` (a request
+/// allocates no key), each (tenant, model) locked on its own.
 #[derive(Debug, Default)]
 pub struct Limiter {
-    buckets: Mutex<HashMap<(String, String), Buckets>>,
+    buckets: Mutex<HashMap<String, ModelBuckets>>,
 }
+
+/// One tenant's buckets by model.
+type ModelBuckets = HashMap<String, Arc<Mutex<Buckets>>>;
 
 impl Buckets {
     fn new(config: LimitsConfig, now: Instant) -> Self {
@@ -148,11 +152,9 @@ impl Limiter {
         let Some(config) = tenant.limits else {
             return Ok(None);
         };
-        let key = (tenant.name.clone(), model.to_string());
-        let mut all = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        let buckets = all
-            .entry(key.clone())
-            .or_insert_with(|| Buckets::new(config, now));
+        let shared = self.buckets_of(&tenant.name, model, config, now);
+        let mut guard = shared.lock().unwrap_or_else(|p| p.into_inner());
+        let buckets = &mut *guard;
         buckets.reconfigure(config, now);
         let wants = [
             (LimitKind::Requests, &mut buckets.requests, 1.0),
@@ -196,14 +198,35 @@ impl Limiter {
                 bucket.take(amount);
             }
         }
+        let headers = buckets.headers();
+        drop(guard);
         Ok(Some((
             Reservation {
-                key,
+                buckets: shared,
                 input_tokens,
                 output_tokens,
             },
-            buckets.headers(),
+            headers,
         )))
+    }
+
+    /// The buckets of (`tenant`, `model`), created full on first use.
+    fn buckets_of(
+        &self,
+        tenant: &str,
+        model: &str,
+        config: LimitsConfig,
+        now: Instant,
+    ) -> Arc<Mutex<Buckets>> {
+        let mut all = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(found) = all.get(tenant).and_then(|models| models.get(model)) {
+            return found.clone();
+        }
+        let created = Arc::new(Mutex::new(Buckets::new(config, now)));
+        all.entry(tenant.to_string())
+            .or_default()
+            .insert(model.to_string(), created.clone());
+        created
     }
 
     /// Corrects a reservation with how the request ended. Prompt tokens served from the
@@ -221,10 +244,11 @@ impl Limiter {
             ),
             Settle::Unknown => return,
         };
-        let mut all = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(buckets) = all.get_mut(&reservation.key) else {
-            return;
-        };
+        let mut guard = reservation
+            .buckets
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let buckets = &mut *guard;
         for (bucket, delta) in [
             (&mut buckets.input, input_delta),
             (&mut buckets.output, output_delta),

@@ -4,9 +4,14 @@
 //! spawns a task that waits for the connection to become idle again. Here a sender goes back
 //! to the pool as soon as the response head arrives and is taken only once hyper says it is
 //! ready (the previous body fully read), so a request costs no extra task or wake-up.
+//!
+//! Idle connections are kept per thread: a request takes one its own thread drives (the
+//! connection task runs on the runtime that opened it), so with one runtime per thread
+//! ([`crate::server::Workers`]) an upstream call never hands off to another thread.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -17,8 +22,13 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 
-/// Idle connections kept per replica; beyond this, finished connections are closed.
+/// Idle connections kept per replica and thread; beyond this, finished ones are closed.
 const MAX_IDLE_PER_REPLICA: usize = 1024;
+
+/// Idle lists; threads beyond this many share them.
+const SHARDS: usize = 64;
+
+type IdleList = Mutex<HashMap<Authority, Vec<SendRequest<Full<Bytes>>>>>;
 
 /// Why a request got no response.
 #[derive(Debug, thiserror::Error)]
@@ -42,7 +52,7 @@ pub enum H1Error {
 /// HTTP/1.1 connections to every replica, keyed by `host:port`.
 #[derive(Debug)]
 pub struct H1Pool {
-    idle: Mutex<HashMap<Authority, Vec<SendRequest<Full<Bytes>>>>>,
+    shards: Box<[IdleList]>,
     connect_timeout: Duration,
 }
 
@@ -50,7 +60,7 @@ impl H1Pool {
     /// An empty pool whose connects give up after `connect_timeout`.
     pub fn new(connect_timeout: Duration) -> Self {
         Self {
-            idle: Mutex::new(HashMap::new()),
+            shards: (0..SHARDS).map(|_| IdleList::default()).collect(),
             connect_timeout,
         }
     }
@@ -67,10 +77,12 @@ impl H1Pool {
             .cloned()
             .ok_or_else(|| H1Error::NoAuthority(request.uri().clone()))?;
         origin_form(&mut request, &authority);
-        if let Some(mut sender) = self.checkout(&authority) {
+        // This thread's list, fixed for the whole call even if the task moves meanwhile.
+        let idle = &self.shards[current_shard()];
+        if let Some(mut sender) = checkout(idle, &authority) {
             match sender.try_send_request(request).await {
                 Ok(response) => {
-                    self.checkin(authority, sender);
+                    checkin(idle, authority, sender);
                     return Ok(response);
                 }
                 Err(mut failed) => match failed.take_message() {
@@ -81,26 +93,8 @@ impl H1Pool {
         }
         let mut sender = self.connect(&authority).await?;
         let response = sender.send_request(request).await?;
-        self.checkin(authority, sender);
+        checkin(idle, authority, sender);
         Ok(response)
-    }
-
-    /// An idle connection ready for a request; closed ones are dropped on the way.
-    fn checkout(&self, authority: &Authority) -> Option<SendRequest<Full<Bytes>>> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let senders = idle.get_mut(authority)?;
-        senders.retain(|s| !s.is_closed());
-        // Newest first: the most recently used connection is the likeliest to be warm.
-        let at = senders.iter().rposition(SendRequest::is_ready)?;
-        Some(senders.swap_remove(at))
-    }
-
-    fn checkin(&self, authority: Authority, sender: SendRequest<Full<Bytes>>) {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let senders = idle.entry(authority).or_default();
-        if senders.len() < MAX_IDLE_PER_REPLICA {
-            senders.push(sender);
-        }
     }
 
     async fn connect(&self, authority: &Authority) -> Result<SendRequest<Full<Bytes>>, H1Error> {
@@ -131,6 +125,41 @@ impl H1Pool {
             }
         });
         Ok(sender)
+    }
+}
+
+/// This thread's idle list.
+fn current_shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    }
+    SHARD.with(|shard| *shard)
+}
+
+/// An idle connection ready for a request; closed ones are dropped on the way.
+fn checkout(idle: &IdleList, authority: &Authority) -> Option<SendRequest<Full<Bytes>>> {
+    let mut idle = idle.lock().unwrap_or_else(|e| e.into_inner());
+    let senders = idle.get_mut(authority)?;
+    // Newest first: the most recently used connection is the likeliest to be warm. The
+    // scan stops at the first ready one (no pass over the whole list per request).
+    let mut at = senders.len();
+    while at > 0 {
+        at -= 1;
+        if senders[at].is_closed() {
+            senders.swap_remove(at);
+        } else if senders[at].is_ready() {
+            return Some(senders.swap_remove(at));
+        }
+    }
+    None
+}
+
+fn checkin(idle: &IdleList, authority: Authority, sender: SendRequest<Full<Bytes>>) {
+    let mut idle = idle.lock().unwrap_or_else(|e| e.into_inner());
+    let senders = idle.entry(authority).or_default();
+    if senders.len() < MAX_IDLE_PER_REPLICA {
+        senders.push(sender);
     }
 }
 

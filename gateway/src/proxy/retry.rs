@@ -74,12 +74,22 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let (max_attempts, metrics) = (self.max_attempts, self.metrics.clone());
         async move {
-            let deadline = request.extensions().get::<Info>().map(|i| i.deadline);
+            let info = request.extensions().get::<Info>().cloned();
+            let deadline = info.as_ref().map(|i| i.deadline);
+            let mut request = Some(request);
             let mut tried: Vec<String> = Vec::new();
             let mut last_error: Option<GatewayError> = None;
             for attempt in 1..=max_attempts {
-                let mut this_try = copy(&request);
-                this_try.extensions_mut().insert(Exclude(tried.clone()));
+                // The last attempt takes the request itself; earlier ones a copy.
+                let mut this_try = match &request {
+                    Some(original) if attempt < max_attempts => copy(original),
+                    _ => request
+                        .take()
+                        .ok_or_else(|| crate::routing::layer_missing("request"))?,
+                };
+                if !tried.is_empty() {
+                    this_try.extensions_mut().insert(Exclude(tried.clone()));
+                }
                 futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
                 let error = match inner.call(this_try).await {
                     Ok(response) => return Ok(response),
@@ -101,7 +111,7 @@ where
                     return Err(error);
                 }
                 tried.push(replica.clone());
-                if let Some(info) = request.extensions().get::<Info>() {
+                if let Some(info) = &info {
                     metrics.model(&info.model).retried();
                 }
                 tracing::info!(%replica, attempt, "retrying on another replica");

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt};
-use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
+use http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode, Version, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use tokenscale_common::headers as names;
@@ -33,43 +33,57 @@ pub struct UpstreamSettings {
 /// Sends requests to the replica in their `Picked` extension.
 #[derive(Clone)]
 pub struct Upstream {
+    // One `Arc`: the service is cloned for every request.
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     client: UpstreamClient,
     metrics: Arc<Metrics>,
-    settings: Arc<UpstreamSettings>,
+    settings: UpstreamSettings,
 }
 
 impl Upstream {
     /// An upstream caller.
     pub fn new(client: UpstreamClient, metrics: Arc<Metrics>, settings: UpstreamSettings) -> Self {
-        Self {
+        let inner = Inner {
             client,
             metrics,
-            settings: Arc::new(settings),
+            settings,
+        };
+        Self {
+            inner: Arc::new(inner),
         }
     }
 }
 
 /// Headers never forwarded: hop-by-hop ones, the client's credentials, and those rebuilt.
-const DROPPED: [&str; 12] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "authorization",
-    "x-api-key",
-    "host",
-    "content-length",
-    "x-tokenscale-priority",
+const DROPPED: [HeaderName; 12] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    header::AUTHORIZATION,
+    HeaderName::from_static(names::API_KEY),
+    header::HOST,
+    header::CONTENT_LENGTH,
+    HeaderName::from_static(names::PRIORITY),
 ];
 
-fn forwarded(headers: &HeaderMap) -> impl Iterator<Item = (&http::HeaderName, &HeaderValue)> {
-    headers
-        .iter()
-        .filter(|(name, _)| !DROPPED.contains(&name.as_str()))
+/// Removes the [`DROPPED`] headers in place, moving the rest rather than copying them.
+/// Runs twice per request: one pass over the few headers present finds what to remove,
+/// rather than one hashed lookup per dropped name.
+fn drop_unforwarded(headers: &mut HeaderMap) {
+    while let Some(name) = headers.keys().find(|name| DROPPED.contains(name)).cloned() {
+        headers.remove(&name);
+    }
 }
+
+const UPSTREAM: HeaderName = HeaderName::from_static(names::UPSTREAM);
+const PRIORITY: HeaderName = HeaderName::from_static(names::PRIORITY);
 
 impl Service<Request<Bytes>> for Upstream {
     type Response = Response<Body>;
@@ -81,7 +95,7 @@ impl Service<Request<Bytes>> for Upstream {
     }
 
     fn call(&mut self, request: Request<Bytes>) -> Self::Future {
-        let this = self.clone();
+        let this = self.inner.clone();
         async move {
             let ext = request.extensions();
             let info = ext.get::<Info>().cloned().ok_or_else(|| missing("info"))?;
@@ -99,7 +113,7 @@ impl Service<Request<Bytes>> for Upstream {
     }
 }
 
-impl Upstream {
+impl Inner {
     async fn exchange(
         &self,
         request: Request<Bytes>,
@@ -107,7 +121,7 @@ impl Upstream {
         pool: Arc<ModelPool>,
         replica: Arc<Replica>,
     ) -> Result<Response<Body>, GatewayError> {
-        let outgoing = self.build(&request, &info, &replica)?;
+        let outgoing = build(request, &info, &replica)?;
         let timeout = self.settings.response_timeout;
         let sent =
             tokio::time::timeout(timeout, self.client.send(outgoing, replica.addr.h2c)).await;
@@ -149,13 +163,15 @@ impl Upstream {
                 status,
             });
         }
-        let (parts, body) = response.into_parts();
-        let mut out = Response::builder().status(parts.status);
-        for (name, value) in forwarded(&parts.headers) {
-            out = out.header(name, value);
-        }
+        let (mut parts, body) = response.into_parts();
+        // As a fresh response would be: the upstream's protocol details stay behind.
+        parts.version = Version::HTTP_11;
+        parts.extensions = http::Extensions::new();
+        drop_unforwarded(&mut parts.headers);
+        // Room for what the layers above add (request id, rate-limit headers): one growth.
+        parts.headers.reserve(16);
         if let Ok(value) = HeaderValue::try_from(replica.addr.url.as_str()) {
-            out = out.header(names::UPSTREAM, value);
+            parts.headers.insert(UPSTREAM, value);
         }
         let body = if info.stream && status.is_success() {
             let relay = SseRelay::new(
@@ -175,8 +191,7 @@ impl Upstream {
             }
             full_body(bytes)
         };
-        out.body(body)
-            .map_err(|e| missing(&format!("response headers ({e})")))
+        Ok(Response::from_parts(parts, body))
     }
 
     /// Reads a whole non-streaming body; a failure here is still before the client saw a
@@ -223,30 +238,31 @@ impl Upstream {
             status: StatusCode::BAD_GATEWAY,
         }
     }
+}
 
-    fn build(
-        &self,
-        request: &Request<Bytes>,
-        info: &Info,
-        replica: &Replica,
-    ) -> Result<Request<Full<Bytes>>, GatewayError> {
-        let path = request.uri().path_and_query().map_or("/", |p| p.as_str());
-        let uri = replica
-            .addr
-            .uri(path)
-            .map_err(|e| missing(&format!("upstream URI ({e})")))?;
-        let mut builder = Request::builder().method(request.method().clone()).uri(uri);
-        for (name, value) in forwarded(request.headers()) {
-            builder = builder.header(name, value);
-        }
-        builder = builder
-            .header(header::CONTENT_LENGTH, request.body().len())
-            .header(names::PRIORITY, info.priority.as_str());
-        if !replica.addr.h2c {
-            builder = builder.header(header::HOST, replica.addr.authority.as_str());
-        }
-        builder
-            .body(Full::new(request.body().clone()))
-            .map_err(|e| missing(&format!("upstream request ({e})")))
+/// The request for `replica`: the client's, moved (its body is shared, not copied), less
+/// the headers not forwarded, plus length, priority and (HTTP/1.1) `Host`.
+fn build(
+    request: Request<Bytes>,
+    info: &Info,
+    replica: &Replica,
+) -> Result<Request<Full<Bytes>>, GatewayError> {
+    let (mut parts, body) = request.into_parts();
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    parts.uri = replica
+        .addr
+        .uri(path)
+        .map_err(|e| missing(&format!("upstream URI ({e})")))?;
+    parts.version = Version::HTTP_11;
+    parts.extensions = http::Extensions::new();
+    let headers = &mut parts.headers;
+    drop_unforwarded(headers);
+    headers.insert(header::CONTENT_LENGTH, body.len().into());
+    headers.insert(PRIORITY, HeaderValue::from_static(info.priority.as_str()));
+    if !replica.addr.h2c
+        && let Ok(host) = HeaderValue::from_str(replica.addr.authority.as_str())
+    {
+        headers.insert(header::HOST, host);
     }
+    Ok(Request::from_parts(parts, Full::new(body)))
 }

@@ -116,6 +116,8 @@ where
     B::Error: Into<BoxError>,
 {
     let mut body = std::pin::pin!(body);
+    // A body that arrives as one frame (the usual case) is kept as that frame, not copied.
+    let mut only: Option<Bytes> = None;
     let mut kept = bytes::BytesMut::new();
     let mut seen = 0usize;
     let give_up = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -143,7 +145,14 @@ where
         };
         seen += data.len();
         if seen <= limit {
-            kept.extend_from_slice(&data);
+            match only.take() {
+                None if kept.is_empty() => only = Some(data),
+                Some(first) => {
+                    kept.extend_from_slice(&first);
+                    kept.extend_from_slice(&data);
+                }
+                None => kept.extend_from_slice(&data),
+            }
         } else if seen > limit.saturating_mul(16) {
             break;
         }
@@ -151,7 +160,7 @@ where
     if seen > limit {
         return Err(GatewayError::PayloadTooLarge { limit_bytes: limit });
     }
-    Ok(kept.freeze())
+    Ok(only.unwrap_or_else(|| kept.freeze()))
 }
 
 fn check_content_type<B>(request: &Request<B>) -> Result<(), GatewayError> {

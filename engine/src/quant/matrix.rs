@@ -5,11 +5,12 @@ use std::ops::Range;
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8, BlockQ8_0, QK};
 use super::dequant::{dequantize, repack_q4_0, repack_q4_1, repack_q8_0};
 use super::kernels::{QBlock, scalar};
+use super::q8::{Q8Rows, padded_blocks};
 use super::{Error, Simd};
 use crate::gguf::GgmlType;
 
 /// Activation rows handled by one kernel call (each weight block is unpacked once per tile).
-pub const TILE_ROWS: usize = 4;
+pub const TILE_ROWS: usize = 8;
 
 /// Weights, row-major: row `n` is blocks `n * blocks_per_row ..`.
 #[derive(Debug, Clone)]
@@ -31,11 +32,11 @@ pub struct QMatrix {
 }
 
 /// A batch of activation rows: `f32` is `[m, cols]`; `q8`, when given, is the same rows
-/// quantised, `[m, cols / 32]` blocks, and selects the integer kernels for quantised weights.
+/// quantised, and selects the integer kernels for quantised weights.
 #[derive(Debug, Clone, Copy)]
 pub struct Acts<'a> {
     pub f32: &'a [f32],
-    pub q8: Option<&'a [BlockQ8]>,
+    pub q8: Option<&'a Q8Rows>,
 }
 
 impl QMatrix {
@@ -144,7 +145,11 @@ impl QMatrix {
             1 => self.tile::<1>(acts, m0, rows, out),
             2 => self.tile::<2>(acts, m0, rows, out),
             3 => self.tile::<3>(acts, m0, rows, out),
-            _ => self.tile::<4>(acts, m0, rows, out),
+            4 => self.tile::<4>(acts, m0, rows, out),
+            5 => self.tile::<5>(acts, m0, rows, out),
+            6 => self.tile::<6>(acts, m0, rows, out),
+            7 => self.tile::<7>(acts, m0, rows, out),
+            _ => self.tile::<8>(acts, m0, rows, out),
         }
     }
 
@@ -152,9 +157,13 @@ impl QMatrix {
         let (cols, bpr) = (self.cols, self.cols / QK);
         let f32_rows: [&[f32]; R] =
             std::array::from_fn(|r| &acts.f32[(m0 + r) * cols..(m0 + r + 1) * cols]);
-        let q8_rows: Option<[&[BlockQ8]; R]> = acts
-            .q8
-            .map(|q| std::array::from_fn(|r| &q[(m0 + r) * bpr..(m0 + r + 1) * bpr]));
+        let q8_rows: Option<Q8Tile<'_, R>> = acts.q8.map(|q| {
+            let stride = padded_blocks(bpr);
+            Q8Tile {
+                blocks: std::array::from_fn(|r| &q.blocks[(m0 + r) * bpr..(m0 + r + 1) * bpr]),
+                sums: std::array::from_fn(|r| &q.sums[(m0 + r) * stride..(m0 + r + 1) * stride]),
+            }
+        });
         match &self.weights {
             Weights::Q4_1(w) => self.run(w, rows, f32_rows, q8_rows, out),
             Weights::Q4_0(w) => self.run(w, rows, f32_rows, q8_rows, out),
@@ -177,7 +186,7 @@ impl QMatrix {
         w: &[B],
         rows: Range<usize>,
         f32_rows: [&[f32]; R],
-        q8_rows: Option<[&[BlockQ8]; R]>,
+        q8_rows: Option<Q8Tile<'_, R>>,
         out: &mut [f32],
     ) {
         let bpr = self.cols / QK;
@@ -188,17 +197,23 @@ impl QMatrix {
             // FMA on this CPU (or a test that detected it first).
             unsafe {
                 match q8_rows {
-                    Some(q) => avx2::gemv_q8::<B, R>(w, bpr, rows, q, out),
+                    Some(q) => avx2::gemv_q8::<B, R>(w, bpr, rows, q.blocks, q.sums, out),
                     None => avx2::gemv_f32::<B, R>(w, bpr, rows, f32_rows, out),
                 }
             }
             return;
         }
         match q8_rows {
-            Some(q) => scalar::gemv_q8::<B, R>(w, bpr, rows, q, out),
+            Some(q) => scalar::gemv_q8::<B, R>(w, bpr, rows, q.blocks, out),
             None => scalar::gemv_f32::<B, R>(w, bpr, rows, f32_rows, out),
         }
     }
+}
+
+/// One tile's rows of [`Q8Rows`].
+struct Q8Tile<'a, const R: usize> {
+    blocks: [&'a [BlockQ8]; R],
+    sums: [&'a [f32]; R],
 }
 
 fn concat<T: Clone>(

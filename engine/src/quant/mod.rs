@@ -15,7 +15,7 @@ mod q8;
 pub use blocks::{BlockQ4_0, BlockQ4_1, BlockQ8, BlockQ8_0, QK};
 pub use dequant::dequantize;
 pub use matrix::{Acts, QMatrix, TILE_ROWS};
-pub use q8::quantize_q8;
+pub use q8::{Q8Rows, quantize_q8};
 
 use crate::gguf::GgmlType;
 

@@ -111,18 +111,19 @@ fn random_matrix(ty: GgmlType, rows: usize, cols: usize, seed: &mut u64) -> Vec<
 
 #[test]
 fn kernels_agree_with_dequantised_reference() {
-    let (rows, cols, m) = (13, 96, 6);
+    let (rows, cols, m) = (13, 96, TILE_ROWS + 2);
     let mut seed = 7;
     let x: Vec<f32> = (0..m * cols).map(|_| lcg(&mut seed)).collect();
-    let mut xq = vec![BlockQ8::default(); m * cols / 32];
-    quantize_q8(&x, &mut xq);
+    let mut q8 = Q8Rows::default();
+    q8.quantize(&x, cols);
+    let xq = &q8.blocks;
     for ty in [GgmlType::Q4_1, GgmlType::Q4_0, GgmlType::Q8_0] {
         let bytes = random_matrix(ty, rows, cols, &mut seed);
         let mut dense = vec![0f32; rows * cols];
         dequantize(ty, &bytes, &mut dense).unwrap();
         let fast = QMatrix::from_ggml(ty, &bytes, rows, cols).unwrap();
         let portable = fast.clone().with_simd(Simd::Scalar);
-        for q8 in [None, Some(xq.as_slice())] {
+        for q8 in [None, Some(&q8)] {
             let acts = Acts { f32: &x, q8 };
             for tile in 1..=TILE_ROWS {
                 for m0 in 0..=(m - tile) {
@@ -171,6 +172,62 @@ fn q8_quantisation_round_trips_within_half_a_step() {
         assert!((b.s - b.d * sum as f32).abs() < 1e-5);
         for (&v, &qv) in xs.iter().zip(&b.qs) {
             assert!((v - b.d * f32::from(qv)).abs() <= b.d * 0.5 + 1e-6);
+        }
+    }
+}
+
+#[test]
+fn simd_quantisation_matches_the_portable_one_exactly() {
+    let mut seed = 11;
+    // Random values, exact halves of the quantisation step (ties round away from zero), an
+    // all-zero block and one with a single value.
+    let mut x: Vec<f32> = (0..32 * 6).map(|_| lcg(&mut seed) * 3.0).collect();
+    for (j, v) in x[32..64].iter_mut().enumerate() {
+        *v = (j as f32 - 15.5) * 0.5;
+    }
+    x[64] = 127.0;
+    x[66] = 2.5;
+    x[67] = -2.5;
+    x[96..128].fill(0.0);
+    let mut fast = vec![BlockQ8::default(); x.len() / 32];
+    let mut portable = fast.clone();
+    quantize_q8(&x, &mut fast);
+    kernels::scalar::quantize_q8(&x, &mut portable);
+    assert_eq!(fast, portable);
+}
+
+#[test]
+fn a_row_gets_the_same_bits_in_every_tile() {
+    // The batching invariance of the engine rests on this: whatever tile size, position in
+    // the tile and group of weight rows a dot product is computed in, its result is the same.
+    let (rows, cols, m) = (11, 288, TILE_ROWS + 3);
+    let mut seed = 5;
+    let x: Vec<f32> = (0..m * cols).map(|_| lcg(&mut seed)).collect();
+    let mut q8 = Q8Rows::default();
+    q8.quantize(&x, cols);
+    for ty in [GgmlType::Q4_1, GgmlType::Q4_0, GgmlType::Q8_0] {
+        let bytes = random_matrix(ty, rows, cols, &mut seed);
+        let w = QMatrix::from_ggml(ty, &bytes, rows, cols).unwrap();
+        let acts = Acts {
+            f32: &x,
+            q8: Some(&q8),
+        };
+        let mut alone = vec![0f32; m * rows];
+        for r in 0..m {
+            w.gemv_tile(acts, r, 1, 0..rows, &mut alone[r * rows..(r + 1) * rows]);
+        }
+        for tile in 2..=TILE_ROWS {
+            for m0 in 0..=(m - tile) {
+                for start in [0, 1, 3] {
+                    let len = rows - start;
+                    let mut out = vec![0f32; tile * len];
+                    w.gemv_tile(acts, m0, tile, start..rows, &mut out);
+                    for r in 0..tile {
+                        let want = &alone[(m0 + r) * rows + start..(m0 + r + 1) * rows];
+                        assert_eq!(&out[r * len..(r + 1) * len], want, "{ty} tile {tile}");
+                    }
+                }
+            }
         }
     }
 }

@@ -10,7 +10,7 @@ use super::linear::linear;
 use super::ops::{add_in_place, rms_norm, rope, rope_tables, swiglu};
 use crate::backend::{SeqStep, StepOutput};
 use crate::model::{Layer, Model};
-use crate::quant::{Acts, BlockQ8, QK, QMatrix, quantize_q8};
+use crate::quant::{Acts, Q8Rows, QMatrix};
 
 /// Settings of one forward call.
 #[derive(Debug, Clone, Copy)]
@@ -21,11 +21,10 @@ pub(super) struct Run {
 
 impl Run {
     /// `out = x · wᵀ` for `x` `[m, w.cols()]`, quantising `x` first on the fast path.
-    fn linear(&self, w: &QMatrix, x: &[f32], m: usize, xq: &mut Vec<BlockQ8>, out: &mut [f32]) {
+    fn linear(&self, w: &QMatrix, x: &[f32], m: usize, xq: &mut Q8Rows, out: &mut [f32]) {
         let q8 = if self.precision == Precision::Fast && w.is_quantized() {
-            xq.resize(m * w.cols() / QK, BlockQ8::default());
-            quantize_q8(x, xq);
-            Some(xq.as_slice())
+            xq.quantize(x, w.cols());
+            Some(&*xq)
         } else {
             None
         };
@@ -73,7 +72,7 @@ pub(super) fn forward(
         model.token_embd.row_f32(tok as usize, row);
     }
     let mut xn = vec![0f32; t * hidden]; // [t, hidden] normalised
-    let mut xq = Vec::new(); // [t, width / 32] quantised activations (fast path)
+    let mut xq = Q8Rows::default(); // [t, width / 32] quantised activations (fast path)
     let mut qkv = vec![0f32; t * qkv_dim]; // [t, q_dim + 2 kv_dim]
     let mut attn = vec![0f32; t * q_dim]; // [t, q_dim]
     let mut proj = vec![0f32; t * hidden]; // [t, hidden]

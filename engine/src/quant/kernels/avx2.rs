@@ -3,6 +3,8 @@
 //! Integer path per 32-element block: unpack the weights to 32 unsigned bytes once, then for
 //! each activation row `maddubs` (u8 × i8 → i16 pairs) and `madd` with ones (→ 8 × i32),
 //! convert and accumulate with the product of the two block scales (llama.cpp's scheme).
+//! The micro-kernel holds a register tile of `NW` weight rows × `R` activation rows, one
+//! accumulator each: an unpacked weight block serves `R` rows, a loaded activation block `NW`.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -16,8 +18,6 @@ pub(crate) trait Avx2Block: QBlock {
     const SIGNED: bool;
     /// The block's scale `d`.
     fn scale(&self) -> f32;
-    /// The term added per block besides the scaled integer dot (see `QBlock::dot_q8`).
-    fn offset(&self, a: &BlockQ8) -> f32;
     /// The unsigned byte operand for `maddubs`, and the sign source (for `SIGNED` blocks).
     ///
     /// # Safety
@@ -28,6 +28,12 @@ pub(crate) trait Avx2Block: QBlock {
     /// # Safety
     /// The CPU must support AVX2 and FMA.
     unsafe fn dequant(&self) -> [__m256; 4];
+    /// The offsets `min` of blocks `k0 .. k0 + 8` of `row`, zero past its end (read in place
+    /// from the blocks: a copy would add a sixth to the bytes a batch-1 step streams).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2; `k0 < row.len()`.
+    unsafe fn mins(row: &[Self], k0: usize) -> __m256;
 }
 
 #[target_feature(enable = "avx2")]
@@ -53,62 +59,68 @@ fn widen_u8(lo: __m128i, hi: __m128i) -> [__m256; 4] {
     ]
 }
 
-impl Avx2Block for BlockQ4_1 {
-    const SIGNED: bool = false;
-    fn scale(&self) -> f32 {
-        self.d
-    }
-    fn offset(&self, a: &BlockQ8) -> f32 {
-        self.m * a.s
-    }
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    unsafe fn unpack(&self) -> (__m256i, __m256i) {
-        let (lo, hi) = nibbles(&self.qs);
-        let u = _mm256_set_m128i(hi, lo);
-        (u, u)
-    }
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    unsafe fn dequant(&self) -> [__m256; 4] {
-        let (lo, hi) = nibbles(&self.qs);
-        let (d, m) = (_mm256_set1_ps(self.d), _mm256_set1_ps(self.m));
-        widen_u8(lo, hi).map(|q| _mm256_fmadd_ps(q, d, m))
-    }
+/// The 4-bit blocks: `qs` holds `q[j]` in the low and `q[j + 16]` in the high nibbles, and
+/// `d * q + min` is the value, `min` being `$factor` times the block's field `$min_field`
+/// (folded in outside the kernels' inner loop).
+macro_rules! avx2_nibble_block {
+    ($block:ty, $min_field:ident, $factor:expr) => {
+        impl Avx2Block for $block {
+            const SIGNED: bool = false;
+            fn scale(&self) -> f32 {
+                self.d
+            }
+            #[target_feature(enable = "avx2")]
+            #[inline]
+            unsafe fn unpack(&self) -> (__m256i, __m256i) {
+                let (lo, hi) = nibbles(&self.qs);
+                let u = _mm256_set_m128i(hi, lo);
+                (u, u)
+            }
+            #[target_feature(enable = "avx2,fma")]
+            #[inline]
+            unsafe fn dequant(&self) -> [__m256; 4] {
+                let (lo, hi) = nibbles(&self.qs);
+                let (d, m) = (_mm256_set1_ps(self.d), _mm256_set1_ps(self.min()));
+                widen_u8(lo, hi).map(|q| _mm256_fmadd_ps(q, d, m))
+            }
+            #[target_feature(enable = "avx2,fma")]
+            #[inline]
+            unsafe fn mins(row: &[Self], k0: usize) -> __m256 {
+                const STRIDE: i32 = (std::mem::size_of::<$block>() / 4) as i32;
+                const FIELD: i32 = (std::mem::offset_of!($block, $min_field) / 4) as i32;
+                let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+                let idx = _mm256_setr_epi32(
+                    FIELD,
+                    FIELD + STRIDE,
+                    FIELD + 2 * STRIDE,
+                    FIELD + 3 * STRIDE,
+                    FIELD + 4 * STRIDE,
+                    FIELD + 5 * STRIDE,
+                    FIELD + 6 * STRIDE,
+                    FIELD + 7 * STRIDE,
+                );
+                let left = _mm256_set1_epi32((row.len() - k0).min(8) as i32);
+                let valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(left, lanes));
+                // SAFETY: `k0 < row.len()`, and lanes past the row's end are masked off, so
+                // only `$min_field` of blocks `k0 ..` of `row` are read (4-byte aligned f32s).
+                let m = unsafe {
+                    let base = row.as_ptr().add(k0).cast::<f32>();
+                    _mm256_mask_i32gather_ps::<4>(_mm256_setzero_ps(), base, idx, valid)
+                };
+                _mm256_mul_ps(m, _mm256_set1_ps($factor))
+            }
+        }
+    };
 }
 
-impl Avx2Block for BlockQ4_0 {
-    const SIGNED: bool = false;
-    fn scale(&self) -> f32 {
-        self.d
-    }
-    fn offset(&self, a: &BlockQ8) -> f32 {
-        -8.0 * self.d * a.s
-    }
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    unsafe fn unpack(&self) -> (__m256i, __m256i) {
-        let (lo, hi) = nibbles(&self.qs);
-        let u = _mm256_set_m128i(hi, lo);
-        (u, u)
-    }
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    unsafe fn dequant(&self) -> [__m256; 4] {
-        let (lo, hi) = nibbles(&self.qs);
-        let d = _mm256_set1_ps(self.d);
-        let m = _mm256_set1_ps(-8.0 * self.d);
-        widen_u8(lo, hi).map(|q| _mm256_fmadd_ps(q, d, m))
-    }
-}
+avx2_nibble_block!(BlockQ4_1, m, 1.0);
+// Q4_0's values are `d * (q − 8)`: its offset is `−8 d`.
+avx2_nibble_block!(BlockQ4_0, d, -8.0);
 
 impl Avx2Block for BlockQ8_0 {
     const SIGNED: bool = true;
     fn scale(&self) -> f32 {
         self.d
-    }
-    fn offset(&self, _a: &BlockQ8) -> f32 {
-        0.0
     }
     #[target_feature(enable = "avx2")]
     #[inline]
@@ -129,6 +141,11 @@ impl Avx2Block for BlockQ8_0 {
         [lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)]
             .map(|q| _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d))
     }
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn mins(_row: &[Self], _k0: usize) -> __m256 {
+        _mm256_setzero_ps()
+    }
 }
 
 #[target_feature(enable = "avx2,fma")]
@@ -139,55 +156,183 @@ fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
 }
 
-/// Weight rows × quantised activations (see the module docs).
+/// Weight rows × quantised activations (see the module docs). `sums[r]` holds the padded
+/// block sums of activation row `r` (see `Q8Rows`).
 #[target_feature(enable = "avx2,fma")]
 pub(crate) fn gemv_q8<B: Avx2Block, const R: usize>(
     w: &[B],
     blocks_per_row: usize,
     rows: Range<usize>,
     acts: [&[BlockQ8]; R],
+    sums: [&[f32]; R],
     out: &mut [f32],
 ) {
     let n = rows.len();
     let acts = acts.map(|a| &a[..blocks_per_row]);
-    let ones = _mm256_set1_epi16(1);
-    // One block against all R activation rows; `acc` and `off` must stay in registers, so
-    // they are only ever indexed by the (unrolled) constant `r`.
-    let step = |wb: &B, k: usize, acc: &mut [__m256; R], off: &mut [f32; R]| {
-        // SAFETY: this closure only runs inside this function, on CPUs with AVX2 and FMA.
-        let (u, sign) = unsafe { wb.unpack() };
-        for r in 0..R {
-            let a = &acts[r][k];
-            // SAFETY: `qs` is 32 readable bytes; loadu has no alignment requirement.
-            let y = unsafe { _mm256_loadu_si256(a.qs.as_ptr().cast()) };
-            let y = if B::SIGNED {
-                _mm256_sign_epi8(y, sign)
-            } else {
-                y
-            };
-            let p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), ones);
-            let scale = _mm256_set1_ps(wb.scale() * a.d);
-            acc[r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[r]);
-            off[r] += wb.offset(a);
-        }
+    let tile = Tile {
+        w,
+        blocks_per_row,
+        acts,
+        sums,
     };
-    for (i, row) in rows.enumerate() {
-        let wrow = &w[row * blocks_per_row..(row + 1) * blocks_per_row];
-        // Two accumulator sets (even/odd blocks) halve the dependency chains.
-        let (mut acc0, mut acc1) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
-        let (mut off0, mut off1) = ([0f32; R], [0f32; R]);
-        let mut k = 0;
-        while k + 1 < wrow.len() {
-            step(&wrow[k], k, &mut acc0, &mut off0);
-            step(&wrow[k + 1], k + 1, &mut acc1, &mut off1);
-            k += 2;
+    // Weight rows per register tile: at most 8 accumulators (of 16 registers), and at least
+    // 4 independent FMA chains when only one or two activation rows come.
+    let nw = match R {
+        1 | 2 => 4,
+        3 | 4 => 2,
+        _ => 1,
+    };
+    let mut i = 0;
+    while i + nw <= n {
+        let row = rows.start + i;
+        match nw {
+            4 => tile.rows::<4>(row, i, n, out),
+            2 => tile.rows::<2>(row, i, n, out),
+            _ => tile.rows::<1>(row, i, n, out),
         }
-        if k < wrow.len() {
-            step(&wrow[k], k, &mut acc0, &mut off0);
+        i += nw;
+    }
+    while i < n {
+        tile.rows::<1>(rows.start + i, i, n, out);
+        i += 1;
+    }
+}
+
+/// The operands of one [`gemv_q8`] call.
+struct Tile<'a, B, const R: usize> {
+    w: &'a [B],
+    blocks_per_row: usize,
+    acts: [&'a [BlockQ8]; R],
+    sums: [&'a [f32]; R],
+}
+
+/// Runs `$body` once for each constant `$i` in `0..8` below `$n` (a const generic): loops over
+/// a register tile must be unrolled, or LLVM keeps the whole tile of accumulators in memory.
+macro_rules! unrolled {
+    ($i:ident < $n:expr => $body:block) => {
+        unrolled!(@ $i ($n) $body 0 1 2 3 4 5 6 7)
+    };
+    (@ $i:ident ($n:expr) $body:block $($k:literal)*) => {
+        $({
+            let $i: usize = $k;
+            if $i < $n $body
+        })*
+    };
+}
+
+impl<B: Avx2Block, const R: usize> Tile<'_, B, R> {
+    /// Weight rows `row .. row + NW` against every activation row, written to
+    /// `out[r * n + i ..]`. Each accumulator sees the same operations in the same order
+    /// whatever `NW` and `R` are.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    fn rows<const NW: usize>(&self, row: usize, i: usize, n: usize, out: &mut [f32]) {
+        const { assert!(NW <= 8 && R <= 8, "`unrolled!` covers tiles up to 8 × 8") };
+        let bpr = self.blocks_per_row;
+        let mut wrows: [&[B]; NW] = [&[]; NW];
+        unrolled!(j < NW => {
+            wrows[j] = &self.w[(row + j) * bpr..][..bpr];
+        });
+        let acts = &self.acts;
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [[_mm256_setzero_ps(); R]; NW];
+        for k in 0..bpr {
+            let mut unpacked = [(_mm256_setzero_si256(), _mm256_setzero_si256()); NW];
+            let mut dw = [_mm256_setzero_ps(); NW];
+            unrolled!(j < NW => {
+                // SAFETY: `k < bpr`, the length of every row slice; this function only runs
+                // on CPUs with AVX2 (its target_feature).
+                let wb = unsafe { wrows[j].get_unchecked(k) };
+                unpacked[j] = unsafe { wb.unpack() };
+                dw[j] = _mm256_set1_ps(wb.scale());
+            });
+            unrolled!(r < R => {
+                // SAFETY: `k < bpr`, the length of every activation row slice (`gemv_q8`).
+                let a = unsafe { acts[r].get_unchecked(k) };
+                // SAFETY: `qs` is 32 readable bytes; loadu has no alignment requirement.
+                let y = unsafe { _mm256_loadu_si256(a.qs.as_ptr().cast()) };
+                let da = _mm256_set1_ps(a.d);
+                unrolled!(j < NW => {
+                    let (u, sign) = unpacked[j];
+                    let y = if B::SIGNED {
+                        _mm256_sign_epi8(y, sign)
+                    } else {
+                        y
+                    };
+                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), ones);
+                    let scale = _mm256_mul_ps(dw[j], da);
+                    acc[j][r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[j][r]);
+                });
+            });
         }
-        for r in 0..R {
-            out[r * n + i] = hsum(_mm256_add_ps(acc0[r], acc1[r])) + off0[r] + off1[r];
+        if B::HAS_MIN {
+            // Σ_k min[k] · s[k]: the offsets times the activation block sums, 8 blocks a step
+            // (the sums are padded with zeros to a multiple of 8).
+            unrolled!(j < NW => {
+                for k0 in (0..bpr).step_by(8) {
+                    // SAFETY: `k0 < bpr`, the row's length; AVX2 is this function's feature.
+                    let m = unsafe { B::mins(wrows[j], k0) };
+                    unrolled!(r < R => {
+                        let s = &self.sums[r][k0..k0 + 8];
+                        // SAFETY: `s` is 8 readable floats.
+                        let s = unsafe { _mm256_loadu_ps(s.as_ptr()) };
+                        acc[j][r] = _mm256_fmadd_ps(m, s, acc[j][r]);
+                    });
+                }
+            });
         }
+        unrolled!(j < NW => {
+            unrolled!(r < R => {
+                out[r * n + i + j] = hsum(acc[j][r]);
+            });
+        });
+    }
+}
+
+/// Activations → [`BlockQ8`], exactly as `scalar::quantize_q8` (round half away from zero is
+/// LLVM's own lowering of `f32::round`: truncate `v + copysign(0.5 − ulp, v)`).
+#[target_feature(enable = "avx2,fma")]
+pub(crate) fn quantize_q8(x: &[f32], out: &mut [BlockQ8]) {
+    let sign_bit = _mm256_set1_ps(-0.0);
+    let almost_half = _mm256_set1_ps(0.5f32.next_down());
+    // packs interleave 128-bit lanes; this puts the 32 bytes back in order.
+    let unshuffle = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (block, xs) in out.iter_mut().zip(x.chunks_exact(QK)) {
+        // SAFETY: `xs` holds 32 floats: four loads of 8 at offsets 0, 8, 16, 24.
+        let v: [__m256; 4] =
+            std::array::from_fn(|i| unsafe { _mm256_loadu_ps(xs.as_ptr().add(8 * i)) });
+        let abs = v.map(|v| _mm256_andnot_ps(sign_bit, v));
+        let amax = _mm256_max_ps(_mm256_max_ps(abs[0], abs[1]), _mm256_max_ps(abs[2], abs[3]));
+        let amax = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        let amax = _mm_max_ps(amax, _mm_movehl_ps(amax, amax));
+        let amax = _mm_cvtss_f32(_mm_max_ss(amax, _mm_shuffle_ps(amax, amax, 1)));
+        let d = amax / 127.0;
+        let id = _mm256_set1_ps(if d > 0.0 { 1.0 / d } else { 0.0 });
+        let q = v.map(|v| {
+            let v = _mm256_mul_ps(v, id);
+            let half = _mm256_or_ps(almost_half, _mm256_and_ps(sign_bit, v));
+            let r = _mm256_round_ps(
+                _mm256_add_ps(v, half),
+                _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC,
+            );
+            _mm256_cvttps_epi32(r)
+        });
+        let sum = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        let sum = _mm_add_epi32(
+            _mm256_castsi256_si128(sum),
+            _mm256_extracti128_si256(sum, 1),
+        );
+        let sum = _mm_add_epi32(sum, _mm_unpackhi_epi64(sum, sum));
+        let sum = _mm_cvtsi128_si32(_mm_add_epi32(sum, _mm_shuffle_epi32(sum, 1)));
+        let bytes = _mm256_packs_epi16(
+            _mm256_packs_epi32(q[0], q[1]),
+            _mm256_packs_epi32(q[2], q[3]),
+        );
+        let bytes = _mm256_permutevar8x32_epi32(bytes, unshuffle);
+        // SAFETY: `qs` is 32 writable bytes; storeu has no alignment requirement.
+        unsafe { _mm256_storeu_si256(block.qs.as_mut_ptr().cast(), bytes) };
+        block.d = d;
+        block.s = d * sum as f32;
     }
 }
 

@@ -43,3 +43,21 @@ pub(crate) fn gemv_q8<B: QBlock, const R: usize>(
         }
     }
 }
+
+/// Activations → [`BlockQ8`] (see `quant::quantize_q8`).
+pub(crate) fn quantize_q8(x: &[f32], out: &mut [BlockQ8]) {
+    for (block, xs) in out.iter_mut().zip(x.chunks_exact(QK)) {
+        let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if d > 0.0 { 1.0 / d } else { 0.0 };
+        let mut sum = 0i32;
+        for (q, &v) in block.qs.iter_mut().zip(xs) {
+            // round-half-away like ggml's roundf; |v * id| ≤ 127 so the cast cannot wrap.
+            let r = (v * id).round() as i32;
+            *q = r as i8;
+            sum += r;
+        }
+        block.d = d;
+        block.s = d * sum as f32;
+    }
+}

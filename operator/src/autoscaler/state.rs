@@ -89,13 +89,7 @@ impl PolicyState {
     /// one-off step (already fully in the current demand) is not extrapolated as if it went on.
     pub(crate) fn demand_trend(&mut self, now_s: f64, window_s: f64, tokens_per_s: f64) -> f64 {
         self.demand_history.push_back((now_s, tokens_per_s));
-        while self
-            .demand_history
-            .front()
-            .is_some_and(|&(t, _)| t < now_s - window_s)
-        {
-            self.demand_history.pop_front();
-        }
+        forget_before(&mut self.demand_history, now_s - window_s);
         let Some(&(first_s, first)) = self.demand_history.front() else {
             return 0.0;
         };
@@ -130,13 +124,7 @@ impl PolicyState {
         if per_replica.is_finite() {
             self.burst_history.push_back((now_s, per_replica));
         }
-        while self
-            .burst_history
-            .front()
-            .is_some_and(|&(t, _)| t < now_s - window_s)
-        {
-            self.burst_history.pop_front();
-        }
+        forget_before(&mut self.burst_history, now_s - window_s);
         self.burst_history
             .iter()
             .map(|&(_, x)| x)
@@ -146,17 +134,18 @@ impl PolicyState {
     /// Remembers a raw recommendation and returns the highest one within `window_s`.
     pub(crate) fn stabilized(&mut self, now_s: f64, window_s: f64, raw: u32) -> u32 {
         self.recommendations.push_back((now_s, raw));
-        while self
-            .recommendations
-            .front()
-            .is_some_and(|&(t, _)| t < now_s - window_s)
-        {
-            self.recommendations.pop_front();
-        }
+        forget_before(&mut self.recommendations, now_s - window_s);
         self.recommendations
             .iter()
             .map(|&(_, r)| r)
             .max()
             .unwrap_or(raw)
+    }
+}
+
+/// Drops the samples of a time-ordered window taken before `start_s`.
+fn forget_before<T>(samples: &mut VecDeque<(f64, T)>, start_s: f64) {
+    while samples.front().is_some_and(|(t, _)| *t < start_s) {
+        samples.pop_front();
     }
 }

@@ -260,4 +260,47 @@ mod tests {
                 .contains("--rate")
         );
     }
+
+    #[test]
+    fn calibration_levels_always_include_concurrency_one_and_need_two() {
+        let parse = |extra: &[&str]| {
+            let argv = ["b", "--url", "u", "--model", "m", "--calibrate", "p.yaml"];
+            Cli::parse_from(argv.iter().chain(extra)).bench.levels()
+        };
+        let c = |v: &[u32]| {
+            v.iter()
+                .copied()
+                .map(Level::Concurrency)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(parse(&[]).unwrap(), c(&[1, 4, 16]));
+        assert_eq!(parse(&["--concurrency", "8,32"]).unwrap(), c(&[1, 8, 32]));
+        assert!(
+            parse(&["--concurrency", "1"])
+                .unwrap_err()
+                .to_string()
+                .contains("two concurrency levels")
+        );
+        assert!(
+            parse(&["--plot", "x.png"])
+                .unwrap_err()
+                .to_string()
+                .contains(".svg")
+        );
+        let argv = [
+            "b",
+            "--url",
+            "u",
+            "--model",
+            "m",
+            "--calibrate",
+            "p",
+            "--rate",
+            "2",
+        ];
+        assert!(
+            Cli::try_parse_from(argv).is_err(),
+            "calibration is closed loop only"
+        );
+    }
 }

@@ -157,13 +157,7 @@ async fn calibrate_and_write(
         ),
         source: format!(
             "tokenscale bench --calibrate: closed loop at concurrency {:?}, {} prompt / {} output tokens, plus {} prompt tokens at concurrency 1; client {} ({} cores)",
-            args.levels()?
-                .iter()
-                .filter_map(|l| match l {
-                    Level::Concurrency(c) => Some(*c),
-                    Level::Rate(_) => None,
-                })
-                .collect::<Vec<_>>(),
+            loaded.iter().map(|m| m.concurrency).collect::<Vec<_>>(),
             CALIBRATION_PROMPT_TOKENS,
             args.output_tokens,
             long_input,

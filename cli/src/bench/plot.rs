@@ -102,6 +102,7 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, report: &Report) -> R
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

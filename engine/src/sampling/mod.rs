@@ -11,6 +11,7 @@ mod sampler;
 mod stop;
 mod weights;
 
+pub(crate) use exp::exp;
 pub use logprobs::TokenLogprob;
 pub use params::{
     MAX_REPETITION_PENALTY, MAX_STOP_STRING_BYTES, MAX_STOP_STRINGS, MAX_TEMPERATURE,

@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 
 use super::Precision;
-use super::attention::{Heads, TokenPlace, attention};
+use super::attention::{Attend, Heads, TokenPlace, attention};
 use super::kv_store::KvStore;
 use super::linear::linear;
 use super::ops::{add_in_place, rms_norm, rope, rope_tables, swiglu};
@@ -33,9 +33,9 @@ impl Run {
 }
 
 /// Runs the batch; the caller has validated token ids, positions and block tables.
-pub(super) fn forward(
+pub(super) fn forward<T: Attend>(
     model: &Model,
-    kv: &mut KvStore,
+    kv: &mut KvStore<T>,
     batch: &[SeqStep<'_>],
     run: Run,
 ) -> StepOutput {
@@ -92,7 +92,7 @@ pub(super) fn forward(
             &sin,
             c.rope_layout,
         );
-        write_kv(kv, l, &qkv, &places, q_dim);
+        write_kv(kv, l, &qkv, &places, q_dim, kv_dim);
         attention(&qkv, kv, l, &places, heads, &mut attn);
         run.linear(&layer.wo, &attn, t, &mut xq, &mut proj);
         add_in_place(&mut x, &proj);
@@ -160,14 +160,18 @@ fn position_qkv(
 }
 
 /// Stores each token's K and V (`qkv[t, q_dim ..]`) in its cache slot.
-fn write_kv(kv: &mut KvStore, layer: usize, qkv: &[f32], places: &[TokenPlace<'_>], q_dim: usize) {
-    let kv_dim = kv.kv_dim;
+fn write_kv<T: Attend>(
+    kv: &mut KvStore<T>,
+    layer: usize,
+    qkv: &[f32],
+    places: &[TokenPlace<'_>],
+    q_dim: usize,
+    kv_dim: usize,
+) {
     let qkv_dim = q_dim + 2 * kv_dim;
-    for (t, place) in places.iter().enumerate() {
-        let off = kv.slot_offset(place.block_table, place.pos);
-        let row = &qkv[t * qkv_dim..(t + 1) * qkv_dim];
-        kv.keys[layer][off..off + kv_dim].copy_from_slice(&row[q_dim..q_dim + kv_dim]);
-        kv.values[layer][off..off + kv_dim].copy_from_slice(&row[q_dim + kv_dim..]);
+    for (row, place) in qkv.chunks_exact(qkv_dim).zip(places) {
+        let (k, v) = row[q_dim..].split_at(kv_dim);
+        kv.write(layer, place.block_table, place.pos, k, v);
     }
 }
 

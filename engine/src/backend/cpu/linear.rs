@@ -54,7 +54,12 @@ pub(super) fn linear(w: &QMatrix, acts: Acts<'_>, m: usize, out: &mut [f32], thr
                     // one element.
                     unsafe {
                         let dst = out_ptr.get().add((m0 + r) * n + rows.start);
-                        std::ptr::copy_nonoverlapping(src.as_ptr(), dst, len);
+                        if len == SUB_ROWS {
+                            // A constant length: a few vector moves, not a `memcpy` call.
+                            std::ptr::copy_nonoverlapping(src.as_ptr(), dst, SUB_ROWS);
+                        } else {
+                            std::ptr::copy_nonoverlapping(src.as_ptr(), dst, len);
+                        }
                     }
                 }
                 m0 += tile;

@@ -10,7 +10,7 @@ mod ops;
 use std::sync::Arc;
 
 use self::forward::{Run, forward};
-use self::kv_store::KvStore;
+use self::kv_store::{F16Bits, KvStore};
 use crate::backend::{Backend, SeqStep, StepOutput};
 use crate::model::{Model, ModelConfig};
 use crate::{Error, Result};
@@ -21,7 +21,8 @@ pub enum Precision {
     /// f32 activations against weights dequantised in registers: the reference.
     Reference,
     /// Activations quantised per 32 values to `i8` and integer dot products (llama.cpp's
-    /// scheme); what `serve` runs. Its logit error against the reference is measured by the
+    /// scheme), keys and values cached as f16 (llama.cpp's and vLLM's default); what `serve`
+    /// runs. Its logit error against the reference is measured by the
     /// golden test.
     #[default]
     Fast,
@@ -47,7 +48,7 @@ impl Default for CpuOptions {
 /// Runs a [`Model`] on the CPU over a paged KV cache it owns.
 pub struct CpuBackend {
     model: Arc<Model>,
-    kv: KvStore,
+    kv: Kv,
     run: Run,
     pool: rayon::ThreadPool,
 }
@@ -57,6 +58,29 @@ impl std::fmt::Debug for CpuBackend {
         f.debug_struct("CpuBackend")
             .field("run", &self.run)
             .finish_non_exhaustive()
+    }
+}
+
+/// The KV cache in the element type the precision uses.
+#[derive(Debug)]
+enum Kv {
+    F32(KvStore<f32>),
+    F16(KvStore<F16Bits>),
+}
+
+impl Kv {
+    fn block_size(&self) -> usize {
+        match self {
+            Kv::F32(s) => s.block_size,
+            Kv::F16(s) => s.block_size,
+        }
+    }
+
+    fn num_blocks(&self) -> usize {
+        match self {
+            Kv::F32(s) => s.num_blocks,
+            Kv::F16(s) => s.num_blocks,
+        }
     }
 }
 
@@ -81,12 +105,22 @@ impl CpuBackend {
             ));
         }
         let c = &model.config;
-        let kv =
-            KvStore::new(c.num_layers, num_kv_blocks, block_size, c.kv_dim()).ok_or_else(|| {
-                backend_error(format!(
-                    "{num_kv_blocks} KV blocks of {block_size} overflow"
-                ))
-            })?;
+        let overflow = || {
+            backend_error(format!(
+                "{num_kv_blocks} KV blocks of {block_size} overflow"
+            ))
+        };
+        let (layers, kv_heads, hd) = (c.num_layers, c.num_kv_heads, c.head_dim);
+        let kv = match options.precision {
+            Precision::Reference => Kv::F32(
+                KvStore::new(layers, num_kv_blocks, block_size, kv_heads, hd)
+                    .ok_or_else(overflow)?,
+            ),
+            Precision::Fast => Kv::F16(
+                KvStore::new(layers, num_kv_blocks, block_size, kv_heads, hd)
+                    .ok_or_else(overflow)?,
+            ),
+        };
         let threads = match options.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
@@ -108,8 +142,12 @@ impl CpuBackend {
     }
 
     /// Bytes of KV storage one token slot takes (keys and values, all layers).
-    pub fn kv_bytes_per_token(config: &ModelConfig) -> usize {
-        2 * config.num_layers * config.kv_dim() * std::mem::size_of::<f32>()
+    pub fn kv_bytes_per_token(config: &ModelConfig, precision: Precision) -> usize {
+        let elem = match precision {
+            Precision::Reference => std::mem::size_of::<f32>(),
+            Precision::Fast => std::mem::size_of::<F16Bits>(),
+        };
+        2 * config.num_layers * config.kv_dim() * elem
     }
 
     /// The model this backend runs.
@@ -136,7 +174,7 @@ impl CpuBackend {
                     c.context_length
                 )));
             }
-            if s.block_table.len() * self.kv.block_size < end {
+            if s.block_table.len() * self.kv.block_size() < end {
                 return Err(backend_error(format!(
                     "batch entry {i}: block table of {} blocks cannot hold {end} tokens",
                     s.block_table.len()
@@ -145,11 +183,11 @@ impl CpuBackend {
             if let Some(&bad) = s
                 .block_table
                 .iter()
-                .find(|&&b| b as usize >= self.kv.num_blocks)
+                .find(|&&b| b as usize >= self.kv.num_blocks())
             {
                 return Err(backend_error(format!(
                     "batch entry {i}: block {bad} outside the pool of {}",
-                    self.kv.num_blocks
+                    self.kv.num_blocks()
                 )));
             }
         }
@@ -167,11 +205,11 @@ impl Backend for CpuBackend {
     }
 
     fn block_size(&self) -> usize {
-        self.kv.block_size
+        self.kv.block_size()
     }
 
     fn num_kv_blocks(&self) -> usize {
-        self.kv.num_blocks
+        self.kv.num_blocks()
     }
 
     fn forward(&mut self, batch: &[SeqStep<'_>]) -> Result<StepOutput> {
@@ -179,7 +217,10 @@ impl Backend for CpuBackend {
         if batch.is_empty() {
             return Ok(StepOutput::default());
         }
-        let (model, kv, run) = (&self.model, &mut self.kv, self.run);
-        Ok(self.pool.install(|| forward(model, kv, batch, run)))
+        let (model, run) = (&self.model, self.run);
+        Ok(match &mut self.kv {
+            Kv::F32(kv) => self.pool.install(|| forward(model, kv, batch, run)),
+            Kv::F16(kv) => self.pool.install(|| forward(model, kv, batch, run)),
+        })
     }
 }

@@ -29,12 +29,9 @@ pub(super) unsafe fn attend(
     let (keys, values) = (&kv.keys[layer], &kv.values[layer]);
     let Token { q: q_t, place } = token;
     let ctx = place.pos + 1;
-    let Scratch { scores, block } = scratch;
-    scores.clear();
-    scores.resize(group * ctx, 0.0); // [group, ctx]
-    // Whole groups of eight slots, zero past the block's used slots.
-    block.clear();
-    block.resize(bs.next_multiple_of(8) * hd, 0.0);
+    // Every score is written before it is read, and the block's slots past those in use are
+    // zeroed per block below: the buffers only grow, never get cleared.
+    let (scores, block) = scratch.buffers(group * ctx, bs.next_multiple_of(8) * hd);
     for g in 0..heads.num_kv_heads {
         for (i, b, n) in blocks(place.block_table, bs, ctx) {
             let base = kv.head_block(b, g);

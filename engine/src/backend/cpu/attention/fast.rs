@@ -66,10 +66,7 @@ fn portable(
     let (keys, values) = (&kv.keys[layer], &kv.values[layer]);
     let Token { q: q_t, place } = token;
     let ctx = place.pos + 1;
-    let Scratch { scores, block } = scratch;
-    scores.clear();
-    scores.resize(group * ctx, 0.0); // [group, ctx]
-    block.resize(hd, 0.0);
+    let (scores, block) = scratch.buffers(group * ctx, hd); // scores: [group, ctx]
     for g in 0..heads.num_kv_heads {
         for (i, b, n) in blocks(place.block_table, kv.block_size, ctx) {
             let base = kv.head_block(b, g);

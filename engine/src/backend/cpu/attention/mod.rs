@@ -51,6 +51,19 @@ pub(super) struct Scratch {
     block: Vec<f32>,
 }
 
+impl Scratch {
+    /// `scores` and `block` at these lengths, holding whatever earlier tokens left there.
+    fn buffers(&mut self, scores: usize, block: usize) -> (&mut [f32], &mut [f32]) {
+        if self.scores.len() < scores {
+            self.scores.resize(scores, 0.0);
+        }
+        if self.block.len() < block {
+            self.block.resize(block, 0.0);
+        }
+        (&mut self.scores[..scores], &mut self.block[..block])
+    }
+}
+
 /// How a KV element type attends: f32 runs the reference, f16 the fast path.
 pub(super) trait Attend: KvElem {
     /// Per batch: anything to decide once (the fast path detects the CPU's kernels).

@@ -18,9 +18,7 @@ pub(super) fn attend(
     let (keys, values) = (&kv.keys[layer], &kv.values[layer]);
     let Token { q: q_t, place } = token;
     let ctx = place.pos + 1;
-    let scores = &mut scratch.scores;
-    scores.clear();
-    scores.resize(group * ctx, 0.0); // [group, ctx]
+    let (scores, _) = scratch.buffers(group * ctx, 0); // [group, ctx]
     for g in 0..heads.num_kv_heads {
         for (i, block, n) in blocks(place.block_table, kv.block_size, ctx) {
             let base = kv.head_block(block, g);

@@ -144,7 +144,9 @@ pub async fn paced(
     for task in tasks {
         all.extend(task.await.map_err(std::io::Error::other)??);
     }
-    pacer.join().map_err(|_| std::io::Error::other("pacer thread panicked"))?;
+    pacer
+        .join()
+        .map_err(|_| std::io::Error::other("pacer thread panicked"))?;
     all.sort();
     Ok(all)
 }

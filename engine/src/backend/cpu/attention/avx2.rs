@@ -10,7 +10,7 @@ use super::fast::softmax;
 use super::{Heads, Scratch, Token, blocks};
 use crate::backend::cpu::kv_store::{F16Bits, KvStore};
 
-/// Attention of one token (`out_t`: `[heads, head_dim]`).
+/// Attention of one token's query heads of one KV head group (`out_g`: `[group, head_dim]`).
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C; `heads.head_dim` must be a multiple of 8.
@@ -21,53 +21,54 @@ pub(super) unsafe fn attend(
     layer: usize,
     heads: Heads,
     scratch: &mut Scratch,
-    out_t: &mut [f32],
+    out_g: &mut [f32],
 ) {
     let (hd, group, bs) = (heads.head_dim, heads.group(), kv.block_size);
     debug_assert_eq!(hd % 8, 0);
     let scale = _mm256_set1_ps(1.0 / (hd as f32).sqrt());
     let (keys, values) = (&kv.keys[layer], &kv.values[layer]);
-    let Token { q: q_t, place } = token;
+    let Token {
+        q: q_g,
+        kv_head: g,
+        place,
+    } = token;
     let ctx = place.pos + 1;
     // Every score is written before it is read, and the block's slots past those in use are
     // zeroed per block below: the buffers only grow, never get cleared.
     let (scores, block) = scratch.buffers(group * ctx, bs.next_multiple_of(8) * hd);
-    for g in 0..heads.num_kv_heads {
-        for (i, b, n) in blocks(place.block_table, bs, ctx) {
-            let base = kv.head_block(b, g);
-            widen(&keys[base..base + n * hd], block);
-            block[n * hd..n.next_multiple_of(8) * hd].fill(0.0);
-            for h in 0..group {
-                let q = &q_t[(g * group + h) * hd..][..hd];
-                let row = &mut scores[h * ctx + i * bs..][..n];
-                for s0 in (0..n).step_by(8) {
-                    let dots = _mm256_mul_ps(dot8(q, &block[s0 * hd..(s0 + 8) * hd]), scale);
-                    let mut lanes = [0f32; 8];
-                    // SAFETY: `lanes` is 8 writable floats.
-                    unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), dots) };
-                    let m = (n - s0).min(8);
-                    row[s0..s0 + m].copy_from_slice(&lanes[..m]);
-                }
+    for (i, b, n) in blocks(place.block_table, bs, ctx) {
+        let base = kv.head_block(b, g);
+        widen(&keys[base..base + n * hd], block);
+        block[n * hd..n.next_multiple_of(8) * hd].fill(0.0);
+        for h in 0..group {
+            let q = &q_g[h * hd..][..hd];
+            let row = &mut scores[h * ctx + i * bs..][..n];
+            for s0 in (0..n).step_by(8) {
+                let dots = _mm256_mul_ps(dot8(q, &block[s0 * hd..(s0 + 8) * hd]), scale);
+                let mut lanes = [0f32; 8];
+                // SAFETY: `lanes` is 8 writable floats.
+                unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), dots) };
+                let m = (n - s0).min(8);
+                row[s0..s0 + m].copy_from_slice(&lanes[..m]);
             }
         }
-        for row in scores.chunks_exact_mut(ctx) {
-            softmax(row);
-        }
-        let out_g = &mut out_t[g * group * hd..(g + 1) * group * hd];
-        out_g.fill(0.0);
-        for (i, b, n) in blocks(place.block_table, bs, ctx) {
-            let base = kv.head_block(b, g);
-            widen(&values[base..base + n * hd], block);
-            for (h, out_h) in out_g.chunks_exact_mut(hd).enumerate() {
-                let weights = &scores[h * ctx + i * bs..][..n];
-                for d0 in (0..hd).step_by(64) {
-                    let width = (hd - d0).min(64);
-                    if width == 64 {
-                        accumulate::<8>(weights, block, hd, d0, &mut out_h[d0..d0 + 64]);
-                    } else {
-                        for d in (d0..d0 + width).step_by(8) {
-                            accumulate::<1>(weights, block, hd, d, &mut out_h[d..d + 8]);
-                        }
+    }
+    for row in scores.chunks_exact_mut(ctx) {
+        softmax(row);
+    }
+    out_g.fill(0.0);
+    for (i, b, n) in blocks(place.block_table, bs, ctx) {
+        let base = kv.head_block(b, g);
+        widen(&values[base..base + n * hd], block);
+        for (h, out_h) in out_g.chunks_exact_mut(hd).enumerate() {
+            let weights = &scores[h * ctx + i * bs..][..n];
+            for d0 in (0..hd).step_by(64) {
+                let width = (hd - d0).min(64);
+                if width == 64 {
+                    accumulate::<8>(weights, block, hd, d0, &mut out_h[d0..d0 + 64]);
+                } else {
+                    for d in (d0..d0 + width).step_by(8) {
+                        accumulate::<1>(weights, block, hd, d, &mut out_h[d..d + 8]);
                     }
                 }
             }

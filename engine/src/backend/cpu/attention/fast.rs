@@ -33,7 +33,7 @@ impl Plan {
     }
 }
 
-/// Attention of one token (`out_t`: `[heads, head_dim]`).
+/// Attention of one token's query heads of one KV head group (`out_g`: `[group, head_dim]`).
 pub(super) fn attend(
     plan: Plan,
     token: Token<'_>,
@@ -41,16 +41,16 @@ pub(super) fn attend(
     layer: usize,
     heads: Heads,
     scratch: &mut Scratch,
-    out_t: &mut [f32],
+    out_g: &mut [f32],
 ) {
     #[cfg(target_arch = "x86_64")]
     if plan.avx2 {
         // SAFETY: `Plan::detect` found AVX2, FMA and F16C, and a head size divisible by 8.
-        unsafe { super::avx2::attend(token, kv, layer, heads, scratch, out_t) };
+        unsafe { super::avx2::attend(token, kv, layer, heads, scratch, out_g) };
         return;
     }
     let _ = plan;
-    portable(token, kv, layer, heads, scratch, out_t);
+    portable(token, kv, layer, heads, scratch, out_g);
 }
 
 fn portable(
@@ -59,40 +59,41 @@ fn portable(
     layer: usize,
     heads: Heads,
     scratch: &mut Scratch,
-    out_t: &mut [f32],
+    out_g: &mut [f32],
 ) {
     let (hd, group) = (heads.head_dim, heads.group());
     let scale = 1.0 / (hd as f32).sqrt();
     let (keys, values) = (&kv.keys[layer], &kv.values[layer]);
-    let Token { q: q_t, place } = token;
+    let Token {
+        q: q_g,
+        kv_head: g,
+        place,
+    } = token;
     let ctx = place.pos + 1;
     let (scores, block) = scratch.buffers(group * ctx, hd); // scores: [group, ctx]
-    for g in 0..heads.num_kv_heads {
-        for (i, b, n) in blocks(place.block_table, kv.block_size, ctx) {
-            let base = kv.head_block(b, g);
-            for s in 0..n {
-                widen(&keys[base + s * hd..][..hd], block);
-                for h in 0..group {
-                    let q = &q_t[(g * group + h) * hd..][..hd];
-                    let dot: f32 = q.iter().zip(&*block).map(|(q, k)| q * k).sum();
-                    scores[h * ctx + i * kv.block_size + s] = dot * scale;
-                }
+    for (i, b, n) in blocks(place.block_table, kv.block_size, ctx) {
+        let base = kv.head_block(b, g);
+        for s in 0..n {
+            widen(&keys[base + s * hd..][..hd], block);
+            for h in 0..group {
+                let q = &q_g[h * hd..][..hd];
+                let dot: f32 = q.iter().zip(&*block).map(|(q, k)| q * k).sum();
+                scores[h * ctx + i * kv.block_size + s] = dot * scale;
             }
         }
-        for row in scores.chunks_exact_mut(ctx) {
-            softmax(row);
-        }
-        let out_g = &mut out_t[g * group * hd..(g + 1) * group * hd];
-        out_g.fill(0.0);
-        for (i, b, n) in blocks(place.block_table, kv.block_size, ctx) {
-            let base = kv.head_block(b, g);
-            for s in 0..n {
-                widen(&values[base + s * hd..][..hd], block);
-                for (h, o) in out_g.chunks_exact_mut(hd).enumerate() {
-                    let w = scores[h * ctx + i * kv.block_size + s];
-                    for (o, v) in o.iter_mut().zip(&*block) {
-                        *o += w * v;
-                    }
+    }
+    for row in scores.chunks_exact_mut(ctx) {
+        softmax(row);
+    }
+    out_g.fill(0.0);
+    for (i, b, n) in blocks(place.block_table, kv.block_size, ctx) {
+        let base = kv.head_block(b, g);
+        for s in 0..n {
+            widen(&values[base + s * hd..][..hd], block);
+            for (h, o) in out_g.chunks_exact_mut(hd).enumerate() {
+                let w = scores[h * ctx + i * kv.block_size + s];
+                for (o, v) in o.iter_mut().zip(&*block) {
+                    *o += w * v;
                 }
             }
         }

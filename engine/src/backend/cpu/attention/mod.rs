@@ -35,10 +35,12 @@ impl Heads {
     }
 }
 
-/// One token of the batch: its query heads (`[heads, head_dim]`) and where it sits.
+/// One token of the batch, one KV head of it: that head's group of query heads
+/// (`[group, head_dim]`), and where the token sits.
 #[derive(Clone, Copy)]
 pub(super) struct Token<'a> {
     q: &'a [f32],
+    kv_head: usize,
     place: TokenPlace<'a>,
 }
 
@@ -69,7 +71,8 @@ pub(super) trait Attend: KvElem {
     /// Per batch: anything to decide once (the fast path detects the CPU's kernels).
     type Plan: Copy + Send + Sync;
     fn plan(heads: Heads) -> Self::Plan;
-    /// `out_t` (`[heads, head_dim]`) = attention of `token` over layer `layer` of `kv`.
+    /// `out_g` (`[group, head_dim]`) = attention of `token`'s query heads of its KV head over
+    /// layer `layer` of `kv`.
     fn attend(
         plan: Self::Plan,
         token: Token<'_>,
@@ -77,7 +80,7 @@ pub(super) trait Attend: KvElem {
         layer: usize,
         heads: Heads,
         scratch: &mut Scratch,
-        out_t: &mut [f32],
+        out_g: &mut [f32],
     );
 }
 
@@ -91,9 +94,9 @@ impl Attend for f32 {
         layer: usize,
         heads: Heads,
         scratch: &mut Scratch,
-        out_t: &mut [f32],
+        out_g: &mut [f32],
     ) {
-        reference::attend(token, kv, layer, heads, scratch, out_t);
+        reference::attend(token, kv, layer, heads, scratch, out_g);
     }
 }
 
@@ -109,9 +112,9 @@ impl Attend for F16Bits {
         layer: usize,
         heads: Heads,
         scratch: &mut Scratch,
-        out_t: &mut [f32],
+        out_g: &mut [f32],
     ) {
-        fast::attend(plan, token, kv, layer, heads, scratch, out_t);
+        fast::attend(plan, token, kv, layer, heads, scratch, out_g);
     }
 }
 
@@ -129,15 +132,20 @@ pub(super) fn attention<T: Attend>(
     let q_dim = heads.num_heads * heads.head_dim;
     let qkv_dim = q_dim + 2 * heads.num_kv_heads * heads.head_dim;
     let plan = T::plan(heads);
-    out.par_chunks_mut(q_dim)
-        .enumerate()
-        .for_each_init(Scratch::default, |scratch, (t, out_t)| {
+    // One task per token and KV head: a lone decoding sequence still keeps every thread busy.
+    let group_dim = heads.group() * heads.head_dim;
+    out.par_chunks_mut(group_dim).enumerate().for_each_init(
+        Scratch::default,
+        |scratch, (i, out_g)| {
+            let (t, g) = (i / heads.num_kv_heads, i % heads.num_kv_heads);
             let token = Token {
-                q: &qkv[t * qkv_dim..t * qkv_dim + q_dim],
+                q: &qkv[t * qkv_dim + g * group_dim..][..group_dim],
+                kv_head: g,
                 place: places[t],
             };
-            T::attend(plan, token, kv, layer, heads, scratch, out_t);
-        });
+            T::attend(plan, token, kv, layer, heads, scratch, out_g);
+        },
+    );
 }
 
 /// The blocks of a context of `ctx` positions: `(index in the table, block id, positions used)`.

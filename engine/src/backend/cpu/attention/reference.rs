@@ -4,46 +4,47 @@
 use super::{Heads, Scratch, Token, blocks};
 use crate::backend::cpu::kv_store::KvStore;
 
-/// Attention of one token (`out_t`: `[heads, head_dim]`).
+/// Attention of one token's query heads of one KV head group (`out_g`: `[group, head_dim]`).
 pub(super) fn attend(
     token: Token<'_>,
     kv: &KvStore<f32>,
     layer: usize,
     heads: Heads,
     scratch: &mut Scratch,
-    out_t: &mut [f32],
+    out_g: &mut [f32],
 ) {
     let (hd, group) = (heads.head_dim, heads.group());
     let scale = 1.0 / (hd as f32).sqrt();
     let (keys, values) = (&kv.keys[layer], &kv.values[layer]);
-    let Token { q: q_t, place } = token;
+    let Token {
+        q: q_g,
+        kv_head: g,
+        place,
+    } = token;
     let ctx = place.pos + 1;
     let (scores, _) = scratch.buffers(group * ctx, 0); // [group, ctx]
-    for g in 0..heads.num_kv_heads {
-        for (i, block, n) in blocks(place.block_table, kv.block_size, ctx) {
-            let base = kv.head_block(block, g);
-            for s in 0..n {
-                let k = &keys[base + s * hd..][..hd];
-                for h in 0..group {
-                    let q = &q_t[(g * group + h) * hd..][..hd];
-                    scores[h * ctx + i * kv.block_size + s] = dot(q, k) * scale;
-                }
+    for (i, block, n) in blocks(place.block_table, kv.block_size, ctx) {
+        let base = kv.head_block(block, g);
+        for s in 0..n {
+            let k = &keys[base + s * hd..][..hd];
+            for h in 0..group {
+                let q = &q_g[h * hd..][..hd];
+                scores[h * ctx + i * kv.block_size + s] = dot(q, k) * scale;
             }
         }
-        for row in scores.chunks_exact_mut(ctx) {
-            softmax(row);
-        }
-        let out_g = &mut out_t[g * group * hd..(g + 1) * group * hd];
-        out_g.fill(0.0);
-        for (i, block, n) in blocks(place.block_table, kv.block_size, ctx) {
-            let base = kv.head_block(block, g);
-            for s in 0..n {
-                let v = &values[base + s * hd..][..hd];
-                for (h, o) in out_g.chunks_exact_mut(hd).enumerate() {
-                    let w = scores[h * ctx + i * kv.block_size + s];
-                    for (o, v) in o.iter_mut().zip(v) {
-                        *o += w * v;
-                    }
+    }
+    for row in scores.chunks_exact_mut(ctx) {
+        softmax(row);
+    }
+    out_g.fill(0.0);
+    for (i, block, n) in blocks(place.block_table, kv.block_size, ctx) {
+        let base = kv.head_block(block, g);
+        for s in 0..n {
+            let v = &values[base + s * hd..][..hd];
+            for (h, o) in out_g.chunks_exact_mut(hd).enumerate() {
+                let w = scores[h * ctx + i * kv.block_size + s];
+                for (o, v) in o.iter_mut().zip(v) {
+                    *o += w * v;
                 }
             }
         }

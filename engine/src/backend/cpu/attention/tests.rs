@@ -43,6 +43,31 @@ fn stores(
     (exact, half)
 }
 
+/// Runs `attend` for every KV head of one token (`q`: `[heads, head_dim]`) into `out`.
+fn each_head(
+    heads: Heads,
+    q: &[f32],
+    place: TokenPlace<'_>,
+    out: &mut [f32],
+    mut attend: impl FnMut(Token<'_>, &mut [f32]),
+) {
+    let group_dim = heads.group() * heads.head_dim;
+    for (g, (q, out)) in q
+        .chunks_exact(group_dim)
+        .zip(out.chunks_exact_mut(group_dim))
+        .enumerate()
+    {
+        attend(
+            Token {
+                q,
+                kv_head: g,
+                place,
+            },
+            out,
+        );
+    }
+}
+
 fn check(heads: Heads, block_size: usize, ctx: usize) {
     let blocks_needed = ctx.div_ceil(block_size);
     // Scattered, descending block ids: the kernels must follow the table.
@@ -54,28 +79,22 @@ fn check(heads: Heads, block_size: usize, ctx: usize) {
     let q: Vec<f32> = (0..heads.num_heads * heads.head_dim)
         .map(|_| rng.next())
         .collect();
-    let token = Token {
-        q: &q,
-        place: TokenPlace {
-            pos: ctx - 1,
-            block_table: &table,
-        },
+    let place = TokenPlace {
+        pos: ctx - 1,
+        block_table: &table,
     };
     let q_dim = q.len();
     let mut want = vec![0f32; q_dim];
-    reference::attend(token, &exact, 0, heads, &mut Scratch::default(), &mut want);
+    each_head(heads, &q, place, &mut want, |token, out| {
+        reference::attend(token, &exact, 0, heads, &mut Scratch::default(), out)
+    });
     let plans = [fast::Plan::detect(heads), fast::Plan::portable()];
     for plan in plans {
         let mut got = vec![0f32; q_dim];
-        fast::attend(
-            plan,
-            token,
-            &half,
-            0,
-            heads,
-            &mut Scratch::default(),
-            &mut got,
-        );
+        let mut scratch = Scratch::default();
+        each_head(heads, &q, place, &mut got, |token, out| {
+            fast::attend(plan, token, &half, 0, heads, &mut scratch, out)
+        });
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             assert!(
                 (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
@@ -116,22 +135,21 @@ fn a_token_attends_the_same_whatever_its_scratch_held() {
     let q = [0.5f32; 16];
     let run = |ctx: usize, scratch: &mut Scratch| {
         let mut out = vec![0f32; 16];
-        let token = Token {
-            q: &q,
-            place: TokenPlace {
-                pos: ctx - 1,
-                block_table: &table,
-            },
+        let place = TokenPlace {
+            pos: ctx - 1,
+            block_table: &table,
         };
-        fast::attend(
-            fast::Plan::detect(heads),
-            token,
-            &half,
-            0,
-            heads,
-            scratch,
-            &mut out,
-        );
+        each_head(heads, &q, place, &mut out, |token, out| {
+            fast::attend(
+                fast::Plan::detect(heads),
+                token,
+                &half,
+                0,
+                heads,
+                scratch,
+                out,
+            )
+        });
         out
     };
     let fresh = run(9, &mut Scratch::default());

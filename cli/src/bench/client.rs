@@ -61,11 +61,20 @@ pub async fn send(
     shape: &RequestShape,
     body: Bytes,
 ) -> Result<Sample, String> {
-    let start = Instant::now();
-    match tokio::time::timeout(shape.timeout, exchange(client, shape, body, start)).await {
-        Ok(result) => result,
-        Err(_) => Err("timeout".into()),
+    // A keep-alive connection the server closed while it sat in the pool fails before any
+    // response: one retry on a fresh connection, as HTTP clients do (some servers, llama.cpp's
+    // among them, close connections the pool still holds).
+    for attempt in 0..2 {
+        let start = Instant::now();
+        let result =
+            tokio::time::timeout(shape.timeout, exchange(client, shape, body.clone(), start));
+        match result.await {
+            Ok(Err(kind)) if kind == "connect" && attempt == 0 => continue,
+            Ok(result) => return result,
+            Err(_) => return Err("timeout".into()),
+        }
     }
+    Err("connect".into())
 }
 
 async fn exchange(

@@ -29,7 +29,7 @@ pub(super) fn linear(w: &QMatrix, acts: Acts<'_>, m: usize, out: &mut [f32], thr
     assert_eq!(out.len(), m * n, "linear: output is not [m, rows]");
     // Several chunks per thread, so a core that is busy elsewhere does not hold up the step.
     let chunk = n
-        .div_ceil(threads.max(1) * 4)
+        .div_ceil(threads.max(1) * 8)
         .next_multiple_of(SUB_ROWS)
         .max(SUB_ROWS);
     let num_chunks = n.div_ceil(chunk);

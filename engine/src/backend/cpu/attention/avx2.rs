@@ -6,7 +6,6 @@
 
 use std::arch::x86_64::*;
 
-use super::fast::softmax;
 use super::{Heads, Scratch, Token, blocks};
 use crate::backend::cpu::kv_store::{F16Bits, KvStore};
 
@@ -144,4 +143,19 @@ fn accumulate<const V: usize>(
     for (c, a) in acc.iter().enumerate() {
         unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(8 * c), *a) };
     }
+}
+
+/// Softmax in place, with the vectorisable `exp` (libm's is a scalar call per score).
+#[inline(always)]
+fn softmax(row: &mut [f32]) {
+    let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let mut sums = [0f32; 8];
+    for chunk in row.chunks_mut(8) {
+        for (v, s) in chunk.iter_mut().zip(&mut sums) {
+            *v = crate::sampling::exp(*v - max);
+            *s += *v;
+        }
+    }
+    let inv = 1.0 / sums.iter().sum::<f32>();
+    row.iter_mut().for_each(|v| *v *= inv);
 }

@@ -1,13 +1,14 @@
-//! The f32 reference: plain loops in the order the maths is written (scores, softmax, weighted
-//! sum of values), the baseline the golden vectors check and the fast path is compared with.
+//! The reference: plain loops in the order the maths is written (scores, softmax, weighted sum
+//! of values), the baseline the golden vectors check (over an f32 cache) and the fast path is
+//! compared with; over an f16 cache it is also the fast path's fallback on CPUs without AVX2.
 
 use super::{Heads, Scratch, Token, blocks};
-use crate::backend::cpu::kv_store::KvStore;
+use crate::backend::cpu::kv_store::{KvElem, KvStore};
 
 /// Attention of one token's query heads of one KV head group (`out_g`: `[group, head_dim]`).
-pub(super) fn attend(
+pub(super) fn attend<T: KvElem>(
     token: Token<'_>,
-    kv: &KvStore<f32>,
+    kv: &KvStore<T>,
     layer: usize,
     heads: Heads,
     scratch: &mut Scratch,
@@ -44,7 +45,7 @@ pub(super) fn attend(
             for (h, o) in out_g.chunks_exact_mut(hd).enumerate() {
                 let w = scores[h * ctx + i * kv.block_size + s];
                 for (o, v) in o.iter_mut().zip(v) {
-                    *o += w * v;
+                    *o += w * v.to_f32();
                 }
             }
         }
@@ -53,18 +54,18 @@ pub(super) fn attend(
 
 /// A dot product with eight independent sums, so the compiler vectorises it.
 #[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+fn dot<T: KvElem>(a: &[f32], b: &[T]) -> f32 {
     let mut acc = [0f32; 8];
     let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f32 = ac
         .remainder()
         .iter()
         .zip(bc.remainder())
-        .map(|(x, y)| x * y)
+        .map(|(x, y)| x * y.to_f32())
         .sum();
     for (x, y) in ac.zip(bc) {
         for i in 0..8 {
-            acc[i] += x[i] * y[i];
+            acc[i] += x[i] * y[i].to_f32();
         }
     }
     acc.iter().sum::<f32>() + tail

@@ -10,6 +10,12 @@ use tokenscale_gateway::config::{Config, Discovery, watch_tenants};
 use tokenscale_gateway::server::Workers;
 use tokenscale_gateway::{Gateway, discovery};
 
+// A request allocates ~70 small objects (header values, boxed layer futures, extensions)
+// and frees them on another path. glibc's malloc and free were ~8% of the gateway's CPU at
+// saturation; with mimalloc the gateway's user CPU per request fell ~14% (proxy_bench).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The tokenscale gateway.
 #[derive(Debug, Parser)]
 #[command(version, about)]

@@ -79,7 +79,7 @@ async fn get(
         .body(Full::new(Bytes::new()))
         .ok()?;
     let exchange = async {
-        let response = client.send(request, replica.addr.h2c).await.ok()?;
+        let response = client.send(request, &replica.addr).await.ok()?;
         let status = response.status();
         let body = Limited::new(response.into_body(), 4 << 20)
             .collect()

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use bytes::BytesMut;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 /// One bucket as the headers describe it.
@@ -48,44 +49,83 @@ const NAMES: [(HeaderName, HeaderName, HeaderName); 3] = [
 
 impl RateLimitHeaders {
     /// Writes `x-ratelimit-{limit,remaining,reset}-{requests,tokens,output-tokens}`.
+    ///
+    /// This runs on every response: the (up to nine) values are written into one buffer and
+    /// each header value is a slice of it, so the headers cost one allocation, not nine.
     pub fn write(&self, headers: &mut HeaderMap) {
         let buckets = [&self.requests, &self.input_tokens, &self.output_tokens];
-        headers.reserve(3 * buckets.iter().filter(|b| b.is_some()).count());
-        for ((limit, remaining, reset), bucket) in NAMES.iter().zip(buckets) {
-            let Some(bucket) = bucket else { continue };
-            headers.insert(limit.clone(), HeaderValue::from(bucket.limit));
-            headers.insert(remaining.clone(), HeaderValue::from(bucket.remaining));
-            let mut text = [0u8; 32];
-            let len = write_reset(bucket.reset, &mut text);
-            if let Ok(value) = HeaderValue::from_bytes(&text[..len]) {
-                headers.insert(reset.clone(), value);
+        let present = buckets.iter().filter(|b| b.is_some()).count();
+        if present == 0 {
+            return;
+        }
+        // 20 digits for each u64, at most 26 bytes for a reset (see `push_reset`).
+        let mut text = BytesMut::with_capacity(present * (20 + 20 + 26));
+        let mut ends = [0usize; 9];
+        for (i, bucket) in buckets.into_iter().flatten().enumerate() {
+            push_decimal(&mut text, bucket.limit, 1);
+            ends[3 * i] = text.len();
+            push_decimal(&mut text, bucket.remaining, 1);
+            ends[3 * i + 1] = text.len();
+            push_reset(&mut text, bucket.reset);
+            ends[3 * i + 2] = text.len();
+        }
+        let text = text.freeze();
+        headers.reserve(3 * present);
+        let table = NAMES;
+        let names = table
+            .iter()
+            .zip(buckets)
+            .filter(|(_, bucket)| bucket.is_some())
+            .flat_map(|((limit, remaining, reset), _)| [limit, remaining, reset]);
+        let mut start = 0;
+        for (name, &end) in names.zip(&ends) {
+            // Digits, letters and points only: always a valid header value.
+            if let Ok(value) = HeaderValue::from_maybe_shared(text.slice(start..end)) {
+                headers.insert(name.clone(), value);
             }
+            start = end;
         }
     }
 }
 
-/// Writes a duration as OpenAI does (`20ms`, `1.5s`, `6m0s`, in whole milliseconds) into a
-/// stack buffer, with no allocation; returns the length written.
-fn write_reset(reset: Duration, out: &mut [u8; 32]) -> usize {
-    use std::io::Write;
-    let mut cursor = std::io::Cursor::new(&mut out[..]);
-    let ms = reset.as_millis();
-    // A Duration has at most 23 digits of milliseconds: 32 bytes always suffice.
-    let _ = if ms < 1000 {
-        write!(cursor, "{ms}ms")
+/// Appends `n` in decimal, zero-padded to at least `width` digits. (By hand: `fmt`'s
+/// machinery was a fifth of this file's cost per response.)
+fn push_decimal(out: &mut BytesMut, mut n: u64, width: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    while n > 0 || digits.len() - at < width.clamp(1, 20) {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// Appends a duration as OpenAI writes it (`20ms`, `1.5s`, `6m0s`), in whole milliseconds.
+fn push_reset(out: &mut BytesMut, reset: Duration) {
+    let ms = u64::try_from(reset.as_millis()).unwrap_or(u64::MAX);
+    if ms < 1000 {
+        push_decimal(out, ms, 1);
+        out.extend_from_slice(b"ms");
     } else if ms < 60_000 {
         // Seconds with up to three decimals, trailing zeros (and a bare point) trimmed.
-        let (whole, frac) = (ms / 1000, ms % 1000);
-        match (frac % 100, frac % 10) {
-            _ if frac == 0 => write!(cursor, "{whole}s"),
-            (0, _) => write!(cursor, "{whole}.{}s", frac / 100),
-            (_, 0) => write!(cursor, "{whole}.{:02}s", frac / 10),
-            _ => write!(cursor, "{whole}.{frac:03}s"),
+        let (whole, mut frac, mut width) = (ms / 1000, ms % 1000, 3);
+        push_decimal(out, whole, 1);
+        if frac > 0 {
+            while frac % 10 == 0 {
+                frac /= 10;
+                width -= 1;
+            }
+            out.extend_from_slice(b".");
+            push_decimal(out, frac, width);
         }
+        out.extend_from_slice(b"s");
     } else {
-        write!(cursor, "{}m{}s", ms / 60_000, (ms % 60_000) / 1000)
-    };
-    cursor.position() as usize
+        push_decimal(out, ms / 60_000, 1);
+        out.extend_from_slice(b"m");
+        push_decimal(out, (ms % 60_000) / 1000, 1);
+        out.extend_from_slice(b"s");
+    }
 }
 
 #[cfg(test)]
@@ -93,9 +133,49 @@ mod tests {
     use super::*;
 
     fn format_reset(reset: Duration) -> String {
-        let mut text = [0u8; 32];
-        let len = write_reset(reset, &mut text);
-        String::from_utf8_lossy(&text[..len]).into_owned()
+        let mut text = BytesMut::new();
+        push_reset(&mut text, reset);
+        String::from_utf8_lossy(&text).into_owned()
+    }
+
+    #[test]
+    fn every_bucket_gets_its_three_headers() {
+        let bucket = |limit, remaining, ms| BucketHeader {
+            limit,
+            remaining,
+            reset: Duration::from_millis(ms),
+        };
+        let all = RateLimitHeaders {
+            requests: Some(bucket(60, 59, 1000)),
+            input_tokens: None,
+            output_tokens: Some(bucket(u64::MAX, 0, 360_000)),
+        };
+        let mut headers = HeaderMap::new();
+        all.write(&mut headers);
+        let get = |name: &str| {
+            headers
+                .get(name)
+                .map(|v| v.to_str().unwrap_or("?").to_string())
+        };
+        assert_eq!(get("x-ratelimit-limit-requests").as_deref(), Some("60"));
+        assert_eq!(get("x-ratelimit-remaining-requests").as_deref(), Some("59"));
+        assert_eq!(get("x-ratelimit-reset-requests").as_deref(), Some("1s"));
+        assert_eq!(get("x-ratelimit-limit-tokens"), None);
+        assert_eq!(
+            get("x-ratelimit-limit-output-tokens").as_deref(),
+            Some("18446744073709551615")
+        );
+        assert_eq!(
+            get("x-ratelimit-remaining-output-tokens").as_deref(),
+            Some("0")
+        );
+        assert_eq!(
+            get("x-ratelimit-reset-output-tokens").as_deref(),
+            Some("6m0s")
+        );
+        assert_eq!(headers.len(), 6);
+        RateLimitHeaders::default().write(&mut headers);
+        assert_eq!(headers.len(), 6);
     }
 
     #[test]
@@ -106,5 +186,10 @@ mod tests {
         assert_eq!(format_reset(Duration::from_secs(360)), "6m0s");
         assert_eq!(format_reset(Duration::from_millis(1050)), "1.05s");
         assert_eq!(format_reset(Duration::from_millis(59_999)), "59.999s");
+        assert_eq!(format_reset(Duration::from_millis(1_005)), "1.005s");
+        assert_eq!(format_reset(Duration::from_millis(1_200)), "1.2s");
+        assert_eq!(format_reset(Duration::ZERO), "0ms");
+        assert_eq!(format_reset(Duration::from_secs(3_600)), "60m0s");
+        assert_eq!(format_reset(Duration::MAX), "307445734561825m51s");
     }
 }

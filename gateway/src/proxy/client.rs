@@ -11,6 +11,7 @@ use hyper_util::client::legacy::{Client, Error as ClientError, connect::HttpConn
 use hyper_util::rt::TokioExecutor;
 
 use super::h1_pool::{H1Error, H1Pool};
+use crate::routing::ReplicaAddr;
 
 /// One client per protocol, each with its own connection pool.
 #[derive(Clone, Debug)]
@@ -55,16 +56,17 @@ impl UpstreamClient {
         Self { http1, h2c }
     }
 
-    /// Sends `request` (its URI names the replica) over HTTP/1.1 or h2c.
+    /// Sends `request` to `replica` over HTTP/1.1 or h2c. Over h2c its URI must be
+    /// absolute; over HTTP/1.1 it may also be origin-form (`/path?query`).
     pub async fn send(
         &self,
         request: Request<Full<Bytes>>,
-        h2c: bool,
+        replica: &ReplicaAddr,
     ) -> Result<Response<Incoming>, SendError> {
-        if h2c {
+        if replica.h2c {
             Ok(self.h2c.request(request).await?)
         } else {
-            Ok(self.http1.send(request).await?)
+            Ok(self.http1.send(request, &replica.authority).await?)
         }
     }
 }

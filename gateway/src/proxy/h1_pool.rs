@@ -41,9 +41,6 @@ pub enum H1Error {
         /// Why.
         message: String,
     },
-    /// The request URI names no replica.
-    #[error("upstream URI `{0}` has no host")]
-    NoAuthority(Uri),
     /// The connection failed while the request was in flight.
     #[error(transparent)]
     Exchange(#[from] hyper::Error),
@@ -65,18 +62,16 @@ impl H1Pool {
         }
     }
 
-    /// Sends `request` (absolute URI) on an idle connection, or a new one; a request an idle
+    /// Sends `request` to `authority` on an idle connection, or a new one; a request an idle
     /// connection could not take (closed by the replica meanwhile) goes on a fresh one.
+    /// An absolute URI is sent in origin form, with a `Host` header if it had none.
     pub async fn send(
         &self,
         mut request: Request<Full<Bytes>>,
+        authority: &Authority,
     ) -> Result<Response<Incoming>, H1Error> {
-        let authority = request
-            .uri()
-            .authority()
-            .cloned()
-            .ok_or_else(|| H1Error::NoAuthority(request.uri().clone()))?;
-        origin_form(&mut request, &authority);
+        origin_form(&mut request, authority);
+        let authority = authority.clone();
         // This thread's list, fixed for the whole call even if the task moves meanwhile.
         let idle = &self.shards[current_shard()];
         if let Some(mut sender) = checkout(idle, &authority) {
@@ -165,6 +160,9 @@ fn checkin(idle: &IdleList, authority: Authority, sender: SendRequest<Full<Bytes
 
 /// HTTP/1.1 origin servers get `/path?query` and a `Host` header, not an absolute URI.
 fn origin_form(request: &mut Request<Full<Bytes>>, authority: &Authority) {
+    if request.uri().scheme().is_none() && request.uri().authority().is_none() {
+        return;
+    }
     if !request.headers().contains_key(header::HOST)
         && let Ok(host) = HeaderValue::from_str(authority.as_str())
     {

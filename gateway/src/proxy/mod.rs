@@ -3,6 +3,7 @@
 
 mod client;
 mod h1_pool;
+mod json_members;
 mod retry;
 mod sse;
 mod upstream;

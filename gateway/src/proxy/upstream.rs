@@ -123,8 +123,7 @@ impl Inner {
     ) -> Result<Response<Body>, GatewayError> {
         let outgoing = build(request, &info, &replica)?;
         let timeout = self.settings.response_timeout;
-        let sent =
-            tokio::time::timeout(timeout, self.client.send(outgoing, replica.addr.h2c)).await;
+        let sent = tokio::time::timeout(timeout, self.client.send(outgoing, &replica.addr)).await;
         let response = match sent {
             Err(_) => {
                 self.metrics
@@ -248,21 +247,22 @@ fn build(
     replica: &Replica,
 ) -> Result<Request<Full<Bytes>>, GatewayError> {
     let (mut parts, body) = request.into_parts();
-    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    parts.uri = replica
-        .addr
-        .uri(path)
-        .map_err(|e| missing(&format!("upstream URI ({e})")))?;
+    // HTTP/1.1 takes the client's origin-form URI as it is; h2c needs an absolute one.
+    if replica.addr.h2c || parts.uri.authority().is_some() {
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        parts.uri = replica
+            .addr
+            .uri(path)
+            .map_err(|e| missing(&format!("upstream URI ({e})")))?;
+    }
     parts.version = Version::HTTP_11;
     parts.extensions = http::Extensions::new();
     let headers = &mut parts.headers;
     drop_unforwarded(headers);
     headers.insert(header::CONTENT_LENGTH, body.len().into());
     headers.insert(PRIORITY, HeaderValue::from_static(info.priority.as_str()));
-    if !replica.addr.h2c
-        && let Ok(host) = HeaderValue::from_str(replica.addr.authority.as_str())
-    {
-        headers.insert(header::HOST, host);
+    if !replica.addr.h2c {
+        headers.insert(header::HOST, replica.addr.host.clone());
     }
     Ok(Request::from_parts(parts, Full::new(body)))
 }

@@ -14,6 +14,9 @@ pub struct ReplicaAddr {
     pub authority: Authority,
     /// Whether to speak HTTP/2 with prior knowledge (`h2c://`).
     pub h2c: bool,
+    /// `host:port` as the `Host` header of HTTP/1.1 requests, built once (cloning it
+    /// per request only counts a reference).
+    pub host: http::HeaderValue,
 }
 
 impl ReplicaAddr {
@@ -38,10 +41,15 @@ impl ReplicaAddr {
         if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
             return Err(format!("`{url}`: give only scheme://host:port, no path"));
         }
+        let host = http::HeaderValue::from_maybe_shared(bytes::Bytes::copy_from_slice(
+            authority.as_str().as_bytes(),
+        ))
+        .map_err(|e| format!("`{url}`: {e}"))?;
         Ok(Self {
             url: url.trim_end_matches('/').to_string(),
             authority,
             h2c,
+            host,
         })
     }
 

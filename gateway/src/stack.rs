@@ -14,7 +14,6 @@
 //! ```
 
 use std::convert::Infallible;
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
@@ -136,13 +135,24 @@ fn next_request_id() -> HeaderValue {
             .map_or(0, |d| d.as_nanos());
         (crate::routing::picker::mix(nanos as u64 ^ std::process::id() as u64) >> 32) as u32
     });
-    // Written on the stack: `gw-` and two hex numbers fit in 32 bytes.
-    let mut text = [0u8; 32];
-    let mut cursor = std::io::Cursor::new(&mut text[..]);
+    // `gw-`, 8 hex digits, `-`, up to 16 hex digits, written by hand on the stack (this runs
+    // for every request; `fmt` cost more than the rest of the layer).
     let next = NEXT.fetch_add(1, Ordering::Relaxed);
-    let _ = write!(cursor, "gw-{prefix:08x}-{next:x}");
-    let len = cursor.position() as usize;
-    HeaderValue::from_bytes(&text[..len]).unwrap_or(HeaderValue::from_static("gw"))
+    let mut text = [0u8; 28];
+    text[..3].copy_from_slice(b"gw-");
+    write_hex(&mut text[3..11], u64::from(*prefix));
+    text[11] = b'-';
+    let digits = (16 - next.leading_zeros() as usize / 4).max(1);
+    write_hex(&mut text[12..12 + digits], next);
+    HeaderValue::from_bytes(&text[..12 + digits]).unwrap_or(HeaderValue::from_static("gw"))
+}
+
+/// Fills `out` with the low `out.len()` hex digits of `n`, most significant first.
+fn write_hex(out: &mut [u8], mut n: u64) {
+    for digit in out.iter_mut().rev() {
+        *digit = b"0123456789abcdef"[(n & 0xf) as usize];
+        n >>= 4;
+    }
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static(headers::REQUEST_ID);
@@ -195,5 +205,26 @@ where
             })
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids_are_prefix_and_counter_in_hex() {
+        let mut out = [0u8; 4];
+        write_hex(&mut out, 0xbeef);
+        assert_eq!(&out, b"beef");
+        let (a, b) = (next_request_id(), next_request_id());
+        let (a, b) = (a.to_str().expect("ascii"), b.to_str().expect("ascii"));
+        let (prefix_a, count_a) = a.rsplit_once('-').expect("two parts");
+        let (prefix_b, count_b) = b.rsplit_once('-').expect("two parts");
+        assert_eq!(prefix_a, prefix_b);
+        assert!(prefix_a.starts_with("gw-") && prefix_a.len() == 11, "{a}");
+        let count = |c: &str| u64::from_str_radix(c, 16).expect("hex");
+        assert!(count(count_b) > count(count_a), "{a} then {b}");
+        assert!(!count_a.starts_with('0') || count_a == "0", "{a}");
     }
 }

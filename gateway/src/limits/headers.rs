@@ -29,7 +29,7 @@ pub struct RateLimitHeaders {
 }
 
 /// `x-ratelimit-{limit,remaining,reset}-{suffix}`, built once: this runs on every response.
-const NAMES: [(HeaderName, HeaderName, HeaderName); 3] = [
+static NAMES: [(HeaderName, HeaderName, HeaderName); 3] = [
     (
         HeaderName::from_static("x-ratelimit-limit-requests"),
         HeaderName::from_static("x-ratelimit-remaining-requests"),
@@ -54,31 +54,30 @@ impl RateLimitHeaders {
     /// each header value is a slice of it, so the headers cost one allocation, not nine.
     pub fn write(&self, headers: &mut HeaderMap) {
         let buckets = [&self.requests, &self.input_tokens, &self.output_tokens];
-        let present = buckets.iter().filter(|b| b.is_some()).count();
-        if present == 0 {
+        if buckets.iter().all(|b| b.is_none()) {
             return;
         }
+        // Each value's header name and where its text ends in the shared buffer.
+        let mut spans: [Option<(&HeaderName, usize)>; 9] = Default::default();
         // 20 digits for each u64, at most 26 bytes for a reset (see `push_reset`).
-        let mut text = BytesMut::with_capacity(present * (20 + 20 + 26));
-        let mut ends = [0usize; 9];
-        for (i, bucket) in buckets.into_iter().flatten().enumerate() {
-            push_decimal(&mut text, bucket.limit, 1);
-            ends[3 * i] = text.len();
-            push_decimal(&mut text, bucket.remaining, 1);
-            ends[3 * i + 1] = text.len();
-            push_reset(&mut text, bucket.reset);
-            ends[3 * i + 2] = text.len();
-        }
-        let text = text.freeze();
-        headers.reserve(3 * present);
-        let table = NAMES;
-        let names = table
+        let mut text = BytesMut::with_capacity(3 * (20 + 20 + 26));
+        let present = NAMES
             .iter()
             .zip(buckets)
-            .filter(|(_, bucket)| bucket.is_some())
-            .flat_map(|((limit, remaining, reset), _)| [limit, remaining, reset]);
+            .filter_map(|(names, b)| Some((names, b.as_ref()?)));
+        for (at, ((limit, remaining, reset), bucket)) in
+            present.enumerate().map(|(i, p)| (3 * i, p))
+        {
+            push_decimal(&mut text, bucket.limit, 1);
+            spans[at] = Some((limit, text.len()));
+            push_decimal(&mut text, bucket.remaining, 1);
+            spans[at + 1] = Some((remaining, text.len()));
+            push_reset(&mut text, bucket.reset);
+            spans[at + 2] = Some((reset, text.len()));
+        }
+        let text = text.freeze();
         let mut start = 0;
-        for (name, &end) in names.zip(&ends) {
+        for (name, end) in spans.into_iter().flatten() {
             // Digits, letters and points only: always a valid header value.
             if let Ok(value) = HeaderValue::from_maybe_shared(text.slice(start..end)) {
                 headers.insert(name.clone(), value);

@@ -41,10 +41,8 @@ impl ReplicaAddr {
         if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
             return Err(format!("`{url}`: give only scheme://host:port, no path"));
         }
-        let host = http::HeaderValue::from_maybe_shared(bytes::Bytes::copy_from_slice(
-            authority.as_str().as_bytes(),
-        ))
-        .map_err(|e| format!("`{url}`: {e}"))?;
+        let host =
+            http::HeaderValue::from_str(authority.as_str()).map_err(|e| format!("`{url}`: {e}"))?;
         Ok(Self {
             url: url.trim_end_matches('/').to_string(),
             authority,

@@ -1,4 +1,4 @@
-//! Load generators: closed-loop saturation, paced latency, and many open streams.
+//! Load generators: closed-loop saturation and many open streams (paced load: [`crate::paced`]).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -82,73 +82,6 @@ pub async fn saturate(
         total += task.await.map_err(std::io::Error::other)??;
     }
     Ok((total as f64 / started.elapsed().as_secs_f64(), total))
-}
-
-/// Open loop at `rate_per_s` for `duration`, sent over up to `connections` keep-alive
-/// connections; returns sorted latencies.
-///
-/// The schedule comes from a plain thread that sleeps until each send time (nanosleep wakes
-/// within tens of microseconds), not from tokio's timer: its wheel ticks in whole
-/// milliseconds, which would send the requests of each millisecond in one burst. Each request
-/// counts from its scheduled time, so a request that waits for a free connection (the server
-/// is behind) is charged that wait: no coordinated omission.
-pub async fn paced(
-    target: SocketAddr,
-    connections: usize,
-    rate_per_s: f64,
-    duration: Duration,
-) -> std::io::Result<Vec<Duration>> {
-    let mut conns = Vec::new();
-    for _ in 0..connections {
-        conns.push(Conn::open(target).await?);
-    }
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
-    let interval = Duration::from_secs_f64(1.0 / rate_per_s);
-    let pacer = std::thread::spawn(move || {
-        let start = Instant::now();
-        let mut k = 0u32;
-        loop {
-            let at = start + interval * k;
-            if at >= start + duration {
-                break;
-            }
-            if let Some(wait) = at.checked_duration_since(Instant::now()) {
-                std::thread::sleep(wait);
-            }
-            if tx.send(at).is_err() {
-                break;
-            }
-            k += 1;
-        }
-    });
-    let schedule = std::sync::Arc::new(tokio::sync::Mutex::new(rx));
-    let mut tasks = Vec::new();
-    for mut conn in conns {
-        let schedule = schedule.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            loop {
-                let Some(at) = schedule.lock().await.recv().await else {
-                    break;
-                };
-                if conn.call().await.is_err() {
-                    conn = Conn::open(target).await?;
-                    continue;
-                }
-                latencies.push(at.elapsed());
-            }
-            Ok::<_, std::io::Error>(latencies)
-        }));
-    }
-    let mut all = Vec::new();
-    for task in tasks {
-        all.extend(task.await.map_err(std::io::Error::other)??);
-    }
-    pacer
-        .join()
-        .map_err(|_| std::io::Error::other("pacer thread panicked"))?;
-    all.sort();
-    Ok(all)
 }
 
 /// The `q` quantile of sorted values.

@@ -14,6 +14,7 @@
 //! requests/s (or, given a RATE, latency quantiles at that pace).
 
 mod load;
+mod paced;
 mod upstream;
 
 use std::net::SocketAddr;
@@ -46,7 +47,7 @@ fn main() -> Result<()> {
             .build()?;
         let duration = Duration::from_secs(seconds);
         if let Some(rate) = paced {
-            let lat = runtime.block_on(load::paced(target, connections, rate, duration))?;
+            let lat = paced::run(target, connections, rate, duration)?;
             let q = |q| micros(load::quantile(&lat, q));
             println!(
                 "{target}: p50 {:.1} µs  p99 {:.1} µs  p99.9 {:.1} µs  ({} requests at {rate} req/s)",
@@ -288,13 +289,20 @@ async fn latency_rounds(
     let mut p99s = vec![Vec::new(); 3];
     for round in 1..=3 {
         for (i, (name, target)) in targets.iter().enumerate() {
-            let lat = load::paced(*target, connections, rate, duration).await?;
+            let target = *target;
+            let before = MachineTicks::now();
+            let lat = tokio::task::spawn_blocking(move || {
+                paced::run(target, connections, rate, duration)
+            })
+            .await??;
+            let busy = before.busy_since();
             let (p50, p99) = (load::quantile(&lat, 0.5), load::quantile(&lat, 0.99));
             println!(
-                "round {round} {name:>8}: p50 {:>7.1} µs  p99 {:>7.1} µs  ({} requests)",
+                "round {round} {name:>8}: p50 {:>7.1} µs  p99 {:>7.1} µs  ({} requests; machine {:.0}% busy)",
                 micros(p50),
                 micros(p99),
-                lat.len()
+                lat.len(),
+                busy * 100.0
             );
             p50s[i].push(micros(p50));
             p99s[i].push(micros(p99));
@@ -347,6 +355,40 @@ fn cpu_ticks(pids: &[u32]) -> u64 {
             Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
         })
         .sum()
+}
+
+/// The whole machine's CPU time from `/proc/stat`: the load generator, the upstream and the
+/// proxy share two cores, so a latency figure means little without how busy they were.
+struct MachineTicks {
+    busy: u64,
+    total: u64,
+}
+
+impl MachineTicks {
+    fn now() -> Self {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let ticks: Vec<u64> = stat
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|t| t.parse().ok())
+            .collect();
+        // user nice system idle iowait irq softirq steal ...: idle and iowait are not busy.
+        let total: u64 = ticks.iter().take(8).sum();
+        let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+        Self {
+            busy: total - idle,
+            total,
+        }
+    }
+
+    /// The fraction of the machine's CPU time that was busy since `self`.
+    fn busy_since(&self) -> f64 {
+        let now = Self::now();
+        (now.busy - self.busy) as f64 / (now.total - self.total).max(1) as f64
+    }
 }
 
 /// `pid` and its direct children (nginx's master and workers).

@@ -30,8 +30,8 @@ COPY . .
 # because the target cache is not part of the image.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p tokenscale-engine --bin tokenscale-engine \
- && install -D -m 0755 target/release/tokenscale-engine /out/tokenscale-engine \
+    cargo build --profile dist --locked -p tokenscale-engine --bin tokenscale-engine \
+ && install -D -m 0755 target/dist/tokenscale-engine /out/tokenscale-engine \
  && mkdir -p /out/cache
 
 # NVRTC compiles the engine's kernels at start and includes cuda_fp16.h / cuda_bf16.h; the

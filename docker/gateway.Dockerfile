@@ -15,8 +15,8 @@ WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p tokenscale-gateway --bin tokenscale-gateway \
- && install -D -m 0755 target/release/tokenscale-gateway /out/tokenscale-gateway
+    cargo build --profile dist --locked -p tokenscale-gateway --bin tokenscale-gateway \
+ && install -D -m 0755 target/dist/tokenscale-gateway /out/tokenscale-gateway
 
 FROM ${RUNTIME_BASE}
 COPY --from=build /out/tokenscale-gateway /usr/local/bin/tokenscale-gateway

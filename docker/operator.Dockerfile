@@ -16,8 +16,8 @@ WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked -p tokenscale-operator --bin tokenscale-operator \
- && install -D -m 0755 target/release/tokenscale-operator /out/tokenscale-operator
+    cargo build --profile dist --locked -p tokenscale-operator --bin tokenscale-operator \
+ && install -D -m 0755 target/dist/tokenscale-operator /out/tokenscale-operator
 
 FROM ${RUNTIME_BASE}
 COPY --from=build /out/tokenscale-operator /usr/local/bin/tokenscale-operator

@@ -273,6 +273,7 @@ impl Workers {
             threads.push(on_own_runtime(
                 format!("gateway-worker-{index}"),
                 async move {
+                    tokio::spawn(keep_timer_wheel_armed());
                     let shutdown = stop_requested(stopped);
                     serve_connections(Connections::Handed(handed), gateway, shutdown, drain).await
                 },
@@ -315,6 +316,23 @@ impl Workers {
                 .map_err(|_| std::io::Error::other("a gateway thread panicked"))??;
         }
         Ok(())
+    }
+}
+
+/// Keeps the worker runtime's timer wheel from running empty. Registering a timer due
+/// before every other one makes tokio wake its I/O driver (an eventfd write, then one more
+/// turn through `epoll_wait`) in case the thread is asleep there; on a worker, which
+/// registers its timers while running, that wake is wasted. With the wheel empty between
+/// requests, every request's upstream timeout paid it: one syscall and one `epoll_wait` per
+/// request more than nginx (perf stat: 1.0 `write` and 2.8 `epoll_wait` per request, nginx
+/// 0 and 2.0; with this task 0 and 2.0). A tick every second is due before the request
+/// path's timeouts (≥ 2 s), so they no longer wake anything; a shorter one (a client's
+/// deadline) still does, as it must. The CPU saved is small (~1-2 µs of ~40 per request,
+/// near the noise of alternating saturation runs), the syscalls saved are certain.
+async fn keep_timer_wheel_armed() {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
     }
 }
 

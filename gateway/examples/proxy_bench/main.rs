@@ -3,8 +3,8 @@
 //! open streams. Measures and prints; asserts nothing.
 //!
 //! ```sh
-//! cargo build --release -p tokenscale-gateway --bins --examples
-//! target/release/examples/proxy_bench [SECONDS] [CONNECTIONS] [STREAMS]
+//! cargo build --profile dist -p tokenscale-gateway --bins --examples
+//! target/dist/examples/proxy_bench [SECONDS] [CONNECTIONS] [STREAMS]
 //! ```
 //! Needs `nginx` on PATH (Debian package). The load generator is this program's own Rust
 //! loop (hyper HTTP/1.1 keep-alive connections), not wrk.

@@ -84,12 +84,19 @@ pub fn run(
     let mut latencies = reading
         .join()
         .map_err(|_| std::io::Error::other("reader thread panicked"))??;
-    paced?;
+    let sent = paced?;
+    if latencies.len() < sent {
+        eprintln!(
+            "{target}: {} of {sent} requests got no 200 response; their latencies are left out",
+            sent - latencies.len()
+        );
+    }
     latencies.sort();
     Ok(latencies)
 }
 
-/// The pacer: at each send time, the request goes out on the next idle connection.
+/// The pacer: at each send time, the request goes out on the next idle connection. Returns
+/// how many were sent.
 fn pace(
     writers: &mut [TcpStream],
     slots: &[Slot],
@@ -97,9 +104,10 @@ fn pace(
     start: Instant,
     rate_per_s: f64,
     duration: Duration,
-) -> std::io::Result<()> {
+) -> std::io::Result<usize> {
     let interval = Duration::from_secs_f64(1.0 / rate_per_s);
     let mut next_conn = 0;
+    let mut sent = 0;
     for k in 0u32.. {
         let offset = interval * k;
         if offset >= duration {
@@ -132,8 +140,9 @@ fn pace(
         if write_all(&mut writers[conn], request).is_err() {
             slot.dead.store(true, Ordering::Release);
         }
+        sent += 1;
     }
-    Ok(())
+    Ok(sent)
 }
 
 /// `write_all` on a socket the reader side made non-blocking (the flag is shared by both

@@ -1,13 +1,17 @@
 //! Proxy overhead benchmark: the gateway (every layer on) beside nginx as a plain reverse
-//! proxy, against an instant upstream on loopback; then the gateway's memory with 10,000
-//! open streams. Measures and prints; asserts nothing.
+//! proxy, against an instant upstream on loopback: requests/s at saturation, the latency each
+//! adds at a quarter and half of the gateway's saturation, the same again with each proxy
+//! alone on a core of its own (`taskset`; the load generator and the upstream on the other
+//! cores), and the gateway's memory with 10,000 open streams. Measures and prints; asserts
+//! nothing.
 //!
 //! ```sh
 //! cargo build --profile dist -p tokenscale-gateway --bins --examples
 //! target/dist/examples/proxy_bench [SECONDS] [CONNECTIONS] [STREAMS]
 //! ```
-//! Needs `nginx` on PATH (Debian package). The load generator is this program's own Rust
-//! loop (hyper HTTP/1.1 keep-alive connections), not wrk.
+//! Needs `nginx` on PATH (Debian package) and, for the dedicated-core runs, `taskset`
+//! (util-linux). The load generators are this program's own: a closed loop of hyper
+//! keep-alive connections for saturation, an open loop in the manner of wrk2 for latency.
 //!
 //! To profile one proxy alone, `proxy_bench upstream PORT` runs the instant upstream and
 //! `proxy_bench load HOST:PORT [SECONDS] [CONNECTIONS] [RATE]` only drives load and prints
@@ -15,12 +19,17 @@
 
 mod load;
 mod paced;
+mod procfs;
+mod procs;
 mod upstream;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
+
+use procfs::{CoreTicks, cpu_ticks, rss_kib, ticks_per_s, with_children};
+use procs::{CoreSplit, Procs, spawn_gateway, spawn_nginx};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
@@ -72,39 +81,33 @@ fn main() -> Result<()> {
     result
 }
 
-/// Child processes, killed on drop.
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        // SIGTERM, not SIGKILL: nginx's master must stop its workers, the gateway drains.
-        for child in &mut self.0 {
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(child.id().to_string())
-                .status();
-        }
-        for child in &mut self.0 {
-            for _ in 0..50 {
-                if matches!(child.try_wait(), Ok(Some(_))) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 fn free_port() -> Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port())
 }
 
+/// The processes under test and where they listen.
+struct Setup {
+    up: u16,
+    upstream_pid: u32,
+    nginx: u16,
+    nginx_pid: u32,
+    gateway: u16,
+    gateway_pid: u32,
+    /// One-worker copies of both proxies on a core of their own, if the machine allows.
+    dedicated: Option<Dedicated>,
+}
+
+/// Both proxies with one worker each on the last core (see [`CoreSplit`]).
+struct Dedicated {
+    split: CoreSplit,
+    nginx: u16,
+    gateway: u16,
+}
+
 fn run(dir: &Path, seconds: u64, connections: usize, streams: usize) -> Result<()> {
-    let (up, nginx_port, gw_port) = (free_port()?, free_port()?, free_port()?);
+    let up = free_port()?;
     let exe = std::env::current_exe()?;
     let gateway_bin: PathBuf = exe
         .parent()
@@ -117,6 +120,7 @@ fn run(dir: &Path, seconds: u64, connections: usize, streams: usize) -> Result<(
             .args(["upstream", &up.to_string()])
             .spawn()?,
     );
+    let upstream_pid = procs.0[0].id();
 
     let key_hash = tokenscale_gateway::auth::hash_key("bench-key");
     let gateway_yaml = format!(
@@ -127,74 +131,75 @@ fn run(dir: &Path, seconds: u64, connections: usize, streams: usize) -> Result<(
          queue: {{max_len: 100000}}\n"
     );
     std::fs::write(dir.join("gateway.yaml"), gateway_yaml)?;
-    let gateway = Command::new(&gateway_bin)
-        .args(["--listen", &format!("127.0.0.1:{gw_port}"), "--config"])
-        .arg(dir.join("gateway.yaml"))
-        .env("RUST_LOG", "warn")
-        .spawn()
-        .map_err(|e| format!("{}: {e} (build with --bins)", gateway_bin.display()))?;
-    let gateway_pid = gateway.id();
-    procs.0.push(gateway);
-
-    let nginx_conf = format!(
-        "worker_processes 2;\ndaemon off;\nuser root;\npid {dir}/nginx.pid;\nerror_log {dir}/error.log warn;\n\
-events {{ worker_connections 8192; }}\n\
-http {{\n  access_log off;\n  keepalive_requests 100000000;\n  client_body_temp_path {dir}/body;\n  proxy_temp_path {dir}/proxy;\n\
-  fastcgi_temp_path {dir}/fcgi;\n  uwsgi_temp_path {dir}/uwsgi;\n  scgi_temp_path {dir}/scgi;\n\
-  upstream up {{ server 127.0.0.1:{up}; keepalive 256; }}\n\
-  server {{\n    listen 127.0.0.1:{nginx_port};\n    location / {{\n      proxy_pass http://up;\n\
-      proxy_http_version 1.1;\n      proxy_set_header Connection \"\";\n      proxy_buffering off;\n    }}\n  }}\n}}\n",
-        dir = dir.display()
-    );
-    std::fs::write(dir.join("nginx.conf"), nginx_conf)?;
-    let nginx_cmd = Command::new("nginx")
-        .arg("-c")
-        .arg(dir.join("nginx.conf"))
-        .arg("-p")
-        .arg(dir)
-        .stderr(Stdio::inherit())
-        .spawn()?;
-    let nginx_pid = nginx_cmd.id();
-    procs.0.push(nginx_cmd);
-
+    let (gateway, nginx) = (free_port()?, free_port()?);
+    procs
+        .0
+        .push(spawn_gateway(&gateway_bin, dir, gateway, None, None)?);
+    let gateway_pid = procs.0[procs.0.len() - 1].id();
+    procs.0.push(spawn_nginx(dir, "nginx", nginx, up, 2, None)?);
+    let nginx_pid = procs.0[procs.0.len() - 1].id();
+    let dedicated = match CoreSplit::detect() {
+        Some(split) => {
+            let own = split.own.to_string();
+            let (gateway, nginx) = (free_port()?, free_port()?);
+            procs.0.push(spawn_gateway(
+                &gateway_bin,
+                dir,
+                gateway,
+                Some(1),
+                Some(&own),
+            )?);
+            procs.0.push(spawn_nginx(
+                dir,
+                "nginx-dedicated",
+                nginx,
+                up,
+                1,
+                Some(&own),
+            )?);
+            Some(Dedicated {
+                split,
+                nginx,
+                gateway,
+            })
+        }
+        None => {
+            println!("(one core, or no taskset: the dedicated-core latency runs are skipped)");
+            None
+        }
+    };
+    let setup = Setup {
+        up,
+        upstream_pid,
+        nginx,
+        nginx_pid,
+        gateway,
+        gateway_pid,
+        dedicated,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    runtime.block_on(measure(
-        up,
-        nginx_port,
-        gw_port,
-        gateway_pid,
-        nginx_pid,
-        seconds,
-        connections,
-        streams,
-    ))
+    runtime.block_on(measure(&setup, seconds, connections, streams))
 }
 
-#[allow(clippy::too_many_arguments)] // ports and pids of the processes it measures
-async fn measure(
-    up: u16,
-    nginx: u16,
-    gw: u16,
-    gateway_pid: u32,
-    nginx_pid: u32,
-    seconds: u64,
-    connections: usize,
-    streams: usize,
-) -> Result<()> {
-    let addr = |port: u16| -> SocketAddr { ([127, 0, 0, 1], port).into() };
+fn addr(port: u16) -> SocketAddr {
+    ([127, 0, 0, 1], port).into()
+}
+
+async fn measure(setup: &Setup, seconds: u64, connections: usize, streams: usize) -> Result<()> {
     let targets = [
-        ("direct", addr(up)),
-        ("nginx", addr(nginx)),
-        ("gateway", addr(gw)),
+        ("direct", addr(setup.up)),
+        ("nginx", addr(setup.nginx)),
+        ("gateway", addr(setup.gateway)),
     ];
     for (name, target) in targets {
         wait_until_serving(name, target).await?;
     }
+    let gateway_pid = setup.gateway_pid;
     let duration = Duration::from_secs(seconds);
-    let nginx_pids = with_children(nginx_pid);
+    let nginx_pids = with_children(setup.nginx_pid);
     println!(
         "== saturation: {connections} keep-alive connections, {seconds} s per run, 3 interleaved rounds, non-streaming chat completions"
     );
@@ -254,12 +259,17 @@ async fn measure(
     // with 16, half load kept ~10 of them busy on average (Little's law), so any hiccup
     // queued requests in the load generator and the p99 measured that queue.
     for fraction in [4.0, 2.0] {
-        latency_rounds(&targets, rates[2] / fraction, 64, duration).await?;
+        latency_rounds(&targets, rates[2] / fraction, 64, duration, None).await?;
+    }
+
+    // Before the memory test: tearing down 10,000 streams disturbs the runs after it.
+    if let Some(dedicated) = &setup.dedicated {
+        dedicated_core(setup, dedicated, duration).await?;
     }
 
     println!("== memory: {streams} concurrent open streams through the gateway (h2c upstream)");
     let before = rss_kib(gateway_pid)?;
-    let open = load::open_streams(addr(gw), "bench-h2", streams).await?;
+    let open = load::open_streams(addr(setup.gateway), "bench-h2", streams).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = rss_kib(gateway_pid)?;
     println!(
@@ -273,6 +283,48 @@ async fn measure(
     Ok(())
 }
 
+/// Latency with each proxy alone on a core (one worker), the load generator and the
+/// upstream on the others: what a proxy adds when it does not wait for a core behind them,
+/// as in a cluster where the gateway has CPUs of its own. The load is a quarter and half of
+/// this one-core gateway's saturation, measured here.
+async fn dedicated_core(setup: &Setup, dedicated: &Dedicated, duration: Duration) -> Result<()> {
+    let split = &dedicated.split;
+    split.move_to_rest(std::process::id())?;
+    split.move_to_rest(setup.upstream_pid)?;
+    let targets = [
+        ("direct", addr(setup.up)),
+        ("nginx", addr(dedicated.nginx)),
+        ("gateway", addr(dedicated.gateway)),
+    ];
+    for (name, target) in targets {
+        wait_until_serving(name, target).await?;
+    }
+    load::saturate(targets[2].1, 32, Duration::from_secs(1)).await?; // warm-up
+    let mut rates = Vec::new();
+    for _ in 0..3 {
+        let busy = CoreTicks::now(Some(split.own));
+        rates.push(load::saturate(targets[2].1, 32, duration).await?.0);
+        println!(
+            "dedicated core {}: gateway (1 worker) saturates at {:.0} req/s (its core {:.0}% busy)",
+            split.own,
+            rates[rates.len() - 1],
+            busy.busy_since() * 100.0
+        );
+    }
+    let saturation = median(rates);
+    for fraction in [4.0, 2.0] {
+        latency_rounds(
+            &targets,
+            saturation / fraction,
+            64,
+            duration,
+            Some(split.own),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 /// Three interleaved rounds of paced load at `rate` on every target; prints each run and
 /// the latency nginx and the gateway add over the direct path (median of the rounds).
 async fn latency_rounds(
@@ -280,9 +332,14 @@ async fn latency_rounds(
     rate: f64,
     connections: usize,
     duration: Duration,
+    proxy_core: Option<usize>,
 ) -> Result<()> {
+    let (shared, busy_of) = match proxy_core {
+        Some(core) => (format!(", proxies alone on core {core}"), "proxy core"),
+        None => (String::new(), "machine"),
+    };
     println!(
-        "== latency at {rate:.0} req/s, {connections} connections, {} s per run, 3 interleaved rounds",
+        "== latency at {rate:.0} req/s, {connections} connections, {} s per run, 3 interleaved rounds{shared}",
         duration.as_secs()
     );
     let mut p50s = vec![Vec::new(); 3];
@@ -290,7 +347,7 @@ async fn latency_rounds(
     for round in 1..=3 {
         for (i, (name, target)) in targets.iter().enumerate() {
             let target = *target;
-            let before = MachineTicks::now();
+            let before = CoreTicks::now(proxy_core);
             let lat = tokio::task::spawn_blocking(move || {
                 paced::run(target, connections, rate, duration)
             })
@@ -298,7 +355,7 @@ async fn latency_rounds(
             let busy = before.busy_since();
             let (p50, p99) = (load::quantile(&lat, 0.5), load::quantile(&lat, 0.99));
             println!(
-                "round {round} {name:>8}: p50 {:>7.1} µs  p99 {:>7.1} µs  ({} requests; machine {:.0}% busy)",
+                "round {round} {name:>8}: p50 {:>7.1} µs  p99 {:>7.1} µs  ({} requests; {busy_of} {:.0}% busy)",
                 micros(p50),
                 micros(p99),
                 lat.len(),
@@ -339,95 +396,8 @@ fn median(mut values: Vec<f64>) -> f64 {
     values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
-/// Clock ticks per second of /proc's CPU times.
-fn ticks_per_s() -> f64 {
-    100.0
-}
-
-/// utime + stime of `pids`, in clock ticks.
-fn cpu_ticks(pids: &[u32]) -> u64 {
-    pids.iter()
-        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
-        .filter_map(|stat| {
-            // Fields after the `(comm)`: state is field 3; utime and stime are 14 and 15.
-            let rest = stat.rsplit_once(')')?.1;
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
-        })
-        .sum()
-}
-
-/// The whole machine's CPU time from `/proc/stat`: the load generator, the upstream and the
-/// proxy share two cores, so a latency figure means little without how busy they were.
-struct MachineTicks {
-    busy: u64,
-    total: u64,
-}
-
-impl MachineTicks {
-    fn now() -> Self {
-        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-        let ticks: Vec<u64> = stat
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .split_whitespace()
-            .skip(1)
-            .filter_map(|t| t.parse().ok())
-            .collect();
-        // user nice system idle iowait irq softirq steal ...: idle and iowait are not busy.
-        let total: u64 = ticks.iter().take(8).sum();
-        let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
-        Self {
-            busy: total - idle,
-            total,
-        }
-    }
-
-    /// The fraction of the machine's CPU time that was busy since `self`.
-    fn busy_since(&self) -> f64 {
-        let now = Self::now();
-        (now.busy - self.busy) as f64 / (now.total - self.total).max(1) as f64
-    }
-}
-
-/// `pid` and its direct children (nginx's master and workers).
-fn with_children(pid: u32) -> Vec<u32> {
-    std::thread::sleep(Duration::from_millis(300));
-    let mut pids = vec![pid];
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
-            continue;
-        };
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
-        if ppid == Some(pid) {
-            pids.push(child);
-        }
-    }
-    pids
-}
-
 fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
-}
-
-/// Resident set size of a process, from /proc, in KiB.
-fn rss_kib(pid: u32) -> Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .ok_or("no VmRSS")?;
-    Ok(line
-        .split_whitespace()
-        .nth(1)
-        .ok_or("VmRSS value")?
-        .parse()?)
 }
 
 async fn wait_until_serving(name: &str, target: SocketAddr) -> Result<()> {

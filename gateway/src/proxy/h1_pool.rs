@@ -111,7 +111,10 @@ impl H1Pool {
         stream
             .set_nodelay(true)
             .map_err(|e| failed(e.to_string()))?;
-        let (sender, connection) = http1::handshake(TokioIo::new(stream))
+        // One flattened `write` per request, as towards clients (see `server.rs`).
+        let (sender, connection) = http1::Builder::new()
+            .writev(false)
+            .handshake(TokioIo::new(stream))
             .await
             .map_err(|e| failed(e.to_string()))?;
         tokio::spawn(async move {

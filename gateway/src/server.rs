@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, header};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
@@ -38,6 +38,7 @@ pub struct Gateway {
     tenants: Arc<TenantDirectory>,
     registry: Registry,
     shutting_down: Arc<AtomicBool>,
+    header_timeout: Duration,
 }
 
 impl Gateway {
@@ -82,6 +83,7 @@ impl Gateway {
             tenants,
             registry,
             shutting_down: Arc::default(),
+            header_timeout: Duration::from_millis(config.client_header_timeout_ms),
         })
     }
 
@@ -197,6 +199,12 @@ async fn serve_connections(
     // queued-buffer bookkeeping (with the same on the upstream side: −3% CPU per request,
     // +2% requests/s, alternating proxy_bench runs in both orders).
     builder.http1().writev(false);
+    // A client that sends its headers slowly, or leaves a keep-alive connection idle, would
+    // hold the connection (and its buffers) forever; hyper closes it after this time.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(gateway.header_timeout);
     // Shared, not cloned per request: a `Gateway` clone copies the whole layer stack.
     let gateway = Arc::new(gateway);
     tokio::pin!(shutdown);

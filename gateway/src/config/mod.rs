@@ -39,6 +39,10 @@ pub struct Config {
     /// Largest accepted request body, in bytes (413 above).
     #[serde(default = "defaults::max_body_bytes")]
     pub max_body_bytes: usize,
+    /// Time a client connection may take to send a request's headers, including the idle
+    /// wait for the next request on a keep-alive connection; the connection is closed after.
+    #[serde(default = "defaults::client_header_timeout_ms")]
+    pub client_header_timeout_ms: u64,
     /// Admission queue settings.
     #[serde(default)]
     pub queue: QueueConfig,
@@ -212,6 +216,9 @@ mod defaults {
     }
     pub fn max_body_bytes() -> usize {
         4 << 20
+    }
+    pub fn client_header_timeout_ms() -> u64 {
+        30_000
     }
     pub fn replica_concurrency() -> u32 {
         64

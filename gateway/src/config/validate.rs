@@ -152,6 +152,10 @@ impl Config {
                 "reload_interval_ms must be at least 1",
             ),
             (
+                self.client_header_timeout_ms == 0,
+                "client_header_timeout_ms must be at least 1",
+            ),
+            (
                 self.tokens.chars_per_token.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater),
                 "tokens.chars_per_token must be positive",
             ),

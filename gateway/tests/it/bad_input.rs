@@ -119,3 +119,46 @@ async fn bad_requests_get_4xx_and_the_gateway_is_unharmed() {
     assert_eq!(ok.status, 200, "{}", ok.body);
     running.shutdown().await.expect("clean shutdown");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_finishes_its_headers_is_disconnected() {
+    use std::time::{Duration, Instant};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let replica = MockReplica::start().await;
+    let yaml = config(&[&replica], "{}", "") + "client_header_timeout_ms: 300\n";
+    let (running, client) = gateway(&yaml).await;
+    wait_ready(&running, "m", 1).await;
+    let mut slow = tokio::net::TcpStream::connect(running.addr)
+        .await
+        .expect("connect");
+    slow.write_all(b"POST /v1/completions HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .expect("partial head");
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), slow.read_to_end(&mut rest)).await;
+    assert!(
+        read.is_ok(),
+        "the gateway still held the half-sent request after 10 s"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(250),
+        "closed after {:?}, before the timeout",
+        started.elapsed()
+    );
+    assert_eq!(
+        replica.requests(),
+        0,
+        "a half-sent request reached a replica"
+    );
+    // Requests that arrive whole are served as before.
+    let reply = client
+        .post(
+            "/v1/completions",
+            Some("key-a"),
+            &completion_body("hello", 4),
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+}

@@ -198,11 +198,11 @@ async fn serve_connections(
     // `writev`: OpenAI responses and SSE events are small, and the copy costs less than the
     // queued-buffer bookkeeping (with the same on the upstream side: −3% CPU per request,
     // +2% requests/s, alternating proxy_bench runs in both orders).
-    builder.http1().writev(false);
     // A client that sends its headers slowly, or leaves a keep-alive connection idle, would
-    // hold the connection (and its buffers) forever; hyper closes it after this time.
+    // hold the connection (and its buffers) forever; hyper closes it after the timeout.
     builder
         .http1()
+        .writev(false)
         .timer(TokioTimer::new())
         .header_read_timeout(gateway.header_timeout);
     // Shared, not cloned per request: a `Gateway` clone copies the whole layer stack.

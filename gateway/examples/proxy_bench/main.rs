@@ -115,12 +115,11 @@ fn run(dir: &Path, seconds: u64, connections: usize, streams: usize) -> Result<(
         .map(|d| d.join("tokenscale-gateway"))
         .ok_or("exe dir")?;
     let mut procs = Procs(Vec::new());
-    procs.0.push(
+    let upstream_pid = procs.add(
         Command::new(&exe)
             .args(["upstream", &up.to_string()])
             .spawn()?,
     );
-    let upstream_pid = procs.0[0].id();
 
     let key_hash = tokenscale_gateway::auth::hash_key("bench-key");
     let gateway_yaml = format!(
@@ -132,24 +131,20 @@ fn run(dir: &Path, seconds: u64, connections: usize, streams: usize) -> Result<(
     );
     std::fs::write(dir.join("gateway.yaml"), gateway_yaml)?;
     let (gateway, nginx) = (free_port()?, free_port()?);
-    procs
-        .0
-        .push(spawn_gateway(&gateway_bin, dir, gateway, None, None)?);
-    let gateway_pid = procs.0[procs.0.len() - 1].id();
-    procs.0.push(spawn_nginx(dir, "nginx", nginx, up, 2, None)?);
-    let nginx_pid = procs.0[procs.0.len() - 1].id();
+    let gateway_pid = procs.add(spawn_gateway(&gateway_bin, dir, gateway, None, None)?);
+    let nginx_pid = procs.add(spawn_nginx(dir, "nginx", nginx, up, 2, None)?);
     let dedicated = match CoreSplit::detect() {
         Some(split) => {
             let own = split.own.to_string();
             let (gateway, nginx) = (free_port()?, free_port()?);
-            procs.0.push(spawn_gateway(
+            procs.add(spawn_gateway(
                 &gateway_bin,
                 dir,
                 gateway,
                 Some(1),
                 Some(&own),
             )?);
-            procs.0.push(spawn_nginx(
+            procs.add(spawn_nginx(
                 dir,
                 "nginx-dedicated",
                 nginx,
@@ -188,15 +183,25 @@ fn addr(port: u16) -> SocketAddr {
     ([127, 0, 0, 1], port).into()
 }
 
-async fn measure(setup: &Setup, seconds: u64, connections: usize, streams: usize) -> Result<()> {
+/// The direct path, nginx and the gateway, once each answers.
+async fn serving_targets(
+    up: u16,
+    nginx: u16,
+    gateway: u16,
+) -> Result<[(&'static str, SocketAddr); 3]> {
     let targets = [
-        ("direct", addr(setup.up)),
-        ("nginx", addr(setup.nginx)),
-        ("gateway", addr(setup.gateway)),
+        ("direct", addr(up)),
+        ("nginx", addr(nginx)),
+        ("gateway", addr(gateway)),
     ];
     for (name, target) in targets {
         wait_until_serving(name, target).await?;
     }
+    Ok(targets)
+}
+
+async fn measure(setup: &Setup, seconds: u64, connections: usize, streams: usize) -> Result<()> {
+    let targets = serving_targets(setup.up, setup.nginx, setup.gateway).await?;
     let gateway_pid = setup.gateway_pid;
     let duration = Duration::from_secs(seconds);
     let nginx_pids = with_children(setup.nginx_pid);
@@ -207,9 +212,8 @@ async fn measure(setup: &Setup, seconds: u64, connections: usize, streams: usize
     // CPU time per request (from /proc) is the contention-proof figure.
     let mut rates = vec![Vec::new(); 3];
     let mut cpu_us = vec![Vec::new(); 3];
-    for (i, (_, target)) in targets.iter().enumerate() {
+    for (_, target) in &targets {
         load::saturate(*target, connections, Duration::from_secs(1)).await?; // warm-up
-        let _ = i;
     }
     for round in 1..=3 {
         for (i, (name, target)) in targets.iter().enumerate() {
@@ -291,14 +295,7 @@ async fn dedicated_core(setup: &Setup, dedicated: &Dedicated, duration: Duration
     let split = &dedicated.split;
     split.move_to_rest(std::process::id())?;
     split.move_to_rest(setup.upstream_pid)?;
-    let targets = [
-        ("direct", addr(setup.up)),
-        ("nginx", addr(dedicated.nginx)),
-        ("gateway", addr(dedicated.gateway)),
-    ];
-    for (name, target) in targets {
-        wait_until_serving(name, target).await?;
-    }
+    let targets = serving_targets(setup.up, dedicated.nginx, dedicated.gateway).await?;
     load::saturate(targets[2].1, 32, Duration::from_secs(1)).await?; // warm-up
     let mut rates = Vec::new();
     for _ in 0..3 {

@@ -10,6 +10,15 @@ use crate::Result;
 /// Child processes, stopped on drop.
 pub struct Procs(pub Vec<Child>);
 
+impl Procs {
+    /// Keeps `child` to stop at the end; returns its pid.
+    pub fn add(&mut self, child: Child) -> u32 {
+        let pid = child.id();
+        self.0.push(child);
+        pid
+    }
+}
+
 impl Drop for Procs {
     fn drop(&mut self) {
         // SIGTERM, not SIGKILL: nginx's master must stop its workers, the gateway drains.

@@ -84,14 +84,6 @@ pub async fn saturate(
     Ok((total as f64 / started.elapsed().as_secs_f64(), total))
 }
 
-/// The `q` quantile of sorted values.
-pub fn quantile(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
-}
-
 /// Opens `count` streaming requests and keeps them open (reads only the headers and first
 /// chunk); returns the sockets.
 pub async fn open_streams(

@@ -32,14 +32,21 @@ struct Slot {
     scheduled_ns: AtomicU64,
 }
 
+/// One answered request: when it was scheduled (after the run's start) and its latency.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    pub scheduled: Duration,
+    pub latency: Duration,
+}
+
 /// Sends `rate_per_s` requests a second for `duration` over up to `connections` keep-alive
-/// connections; returns the sorted latencies of the 200 responses.
+/// connections; returns the 200 responses in the order they were scheduled.
 pub fn run(
     target: SocketAddr,
     connections: usize,
     rate_per_s: f64,
     duration: Duration,
-) -> std::io::Result<Vec<Duration>> {
+) -> std::io::Result<Vec<Sample>> {
     let request = format!(
         "POST /v1/chat/completions HTTP/1.1\r\nhost: {target}\r\ncontent-type: application/json\r\n\
          authorization: Bearer bench-key\r\ncontent-length: {}\r\n\r\n{BODY}",
@@ -49,8 +56,9 @@ pub fn run(
     let mut writers = Vec::with_capacity(connections);
     let mut readers = Vec::with_capacity(connections);
     for _ in 0..connections {
-        let stream = TcpStream::connect(target)?;
+        let mut stream = TcpStream::connect(target)?;
         stream.set_nodelay(true)?;
+        warm_up(&mut stream, &request)?;
         writers.push(stream.try_clone()?);
         readers.push(stream);
     }
@@ -81,18 +89,41 @@ pub fn run(
     for writer in &writers {
         let _ = writer.shutdown(std::net::Shutdown::Both);
     }
-    let mut latencies = reading
+    let mut samples = reading
         .join()
         .map_err(|_| std::io::Error::other("reader thread panicked"))??;
     let sent = paced?;
-    if latencies.len() < sent {
+    if samples.len() < sent {
         eprintln!(
             "{target}: {} of {sent} requests got no 200 response; their latencies are left out",
-            sent - latencies.len()
+            sent - samples.len()
         );
     }
-    latencies.sort();
-    Ok(latencies)
+    samples.sort_by_key(|s| s.scheduled);
+    Ok(samples)
+}
+
+/// One untimed exchange on a new connection, so that the clock starts with every connection
+/// accepted and set up on both sides of the proxy: a burst of 64 connection setups is not the
+/// steady state being measured (it cost the first 10 ms of each run up to 10 ms of latency).
+fn warm_up(stream: &mut TcpStream, request: &[u8]) -> std::io::Result<()> {
+    use std::io::Read;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.write_all(request)?;
+    let mut buf = Vec::with_capacity(8192);
+    let mut chunk = [0u8; 8192];
+    loop {
+        match response_len(&buf) {
+            Framing::Complete { len, .. } if len == buf.len() => break,
+            Framing::Partial => {}
+            _ => return Err(std::io::Error::other("warm-up: unexpected response")),
+        }
+        match stream.read(&mut chunk)? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    stream.set_read_timeout(None)
 }
 
 /// The pacer: at each send time, the request goes out on the next idle connection. Returns
@@ -168,7 +199,7 @@ fn read_all(
     slots: Arc<[Slot]>,
     start: Instant,
     stop: Arc<AtomicBool>,
-) -> std::io::Result<Vec<Duration>> {
+) -> std::io::Result<Vec<Sample>> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()?;
@@ -180,11 +211,11 @@ fn read_all(
             let (slots, stop) = (slots.clone(), stop.clone());
             tasks.push(tokio::spawn(read_one(stream, index, slots, start, stop)));
         }
-        let mut latencies = Vec::new();
+        let mut samples = Vec::new();
         for task in tasks {
-            latencies.extend(task.await.map_err(std::io::Error::other)?);
+            samples.extend(task.await.map_err(std::io::Error::other)?);
         }
-        Ok(latencies)
+        Ok(samples)
     })
 }
 
@@ -195,16 +226,17 @@ async fn read_one(
     slots: Arc<[Slot]>,
     start: Instant,
     stop: Arc<AtomicBool>,
-) -> Vec<Duration> {
+) -> Vec<Sample> {
     let slot = &slots[index];
-    let mut latencies = Vec::new();
+    let mut samples = Vec::new();
     let mut buf = Vec::with_capacity(8192);
     loop {
         match response_len(&buf) {
             Framing::Complete { len, ok } => {
                 let scheduled = Duration::from_nanos(slot.scheduled_ns.load(Ordering::Relaxed));
                 if ok {
-                    latencies.push(start.elapsed().saturating_sub(scheduled));
+                    let latency = start.elapsed().saturating_sub(scheduled);
+                    samples.push(Sample { scheduled, latency });
                 }
                 buf.drain(..len);
                 slot.busy.store(false, Ordering::Release);
@@ -221,7 +253,7 @@ async fn read_one(
     if !stop.load(Ordering::Acquire) {
         slot.dead.store(true, Ordering::Release);
     }
-    latencies
+    samples
 }
 
 enum Framing {

@@ -188,9 +188,14 @@ fn gateway_gives_the_same_content_as_the_engines_directly() {
         ),
     ];
     for (path, body) in cases {
-        for stream in [false, true] {
+        // `stream_options: null` is valid OpenAI and some clients send it: the gateway, which
+        // asks for usage on every stream, must replace it, not add a second member.
+        for (stream, null_options) in [(false, false), (true, false), (true, true)] {
             let mut body = body.clone();
             body["stream"] = serde_json::Value::Bool(stream);
+            if null_options {
+                body["stream_options"] = serde_json::Value::Null;
+            }
             let body = body.to_string();
             let direct = http(engines[0], "POST", path, &body).expect("direct");
             assert_eq!(direct.0, 200, "direct {path}: {}", direct.1);

@@ -17,8 +17,10 @@ pub struct PartialBody<'a> {
     pub model: Option<Cow<'a, str>>,
     /// SSE or not.
     pub stream: Option<bool>,
-    /// Raw `stream_options`, kept raw so its span can be rewritten in place.
-    #[serde(borrow)]
+    /// Raw `stream_options`, kept raw so its span can be rewritten in place. An explicit
+    /// `null` is kept too (as the raw `null`): read as absent, the gateway would add a second
+    /// `stream_options` member beside it, which strict engines reject as a duplicate field.
+    #[serde(borrow, default, deserialize_with = "raw_even_if_null")]
     pub stream_options: Option<&'a RawValue>,
     /// Legacy output cap.
     pub max_tokens: Option<i64>,
@@ -75,6 +77,14 @@ pub struct PromptSummary {
     /// Hash of the first `prefix_chars` characters; `None` when affinity is off or the
     /// prompt is empty.
     pub prefix_hash: Option<u64>,
+}
+
+/// A member's raw value, `null` included (serde reads `null` as `None` for an `Option`).
+fn raw_even_if_null<'de, D>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    <&RawValue>::deserialize(deserializer).map(Some)
 }
 
 /// Parses the partial body, mapping JSON errors to a 400 that quotes serde's reason.

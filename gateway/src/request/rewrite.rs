@@ -5,7 +5,8 @@ use serde_json::value::RawValue;
 
 /// Returns the body with `stream_options.include_usage` set to true, changing nothing else:
 /// the field is inserted after the opening brace, or only the `stream_options` value is
-/// re-written in place when the client sent one.
+/// re-written in place when the client sent one (an object, or `null`). Any other value is
+/// the client's error to hear about from the engine, as it would directly: left as it is.
 pub fn request_usage_in_stream(body: &Bytes, stream_options: Option<&RawValue>) -> Bytes {
     const FIELD: &[u8] = br#""stream_options":{"include_usage":true},"#;
     let Some(raw) = stream_options else {
@@ -23,7 +24,8 @@ pub fn request_usage_in_stream(body: &Bytes, stream_options: Option<&RawValue>) 
     let end = start + raw.get().len();
     let mut options = match serde_json::from_str::<serde_json::Value>(raw.get()) {
         Ok(serde_json::Value::Object(map)) => map,
-        _ => serde_json::Map::new(),
+        Ok(serde_json::Value::Null) => serde_json::Map::new(),
+        _ => return body.clone(),
     };
     options.insert("include_usage".into(), serde_json::Value::Bool(true));
     let replacement = serde_json::Value::Object(options).to_string();
@@ -57,5 +59,26 @@ mod tests {
         assert_eq!(v["stream_options"]["include_usage"], true);
         assert_eq!(v["stream_options"]["x"], 1);
         assert_eq!(v["n"], 2);
+    }
+
+    #[test]
+    fn an_explicit_null_is_replaced_not_duplicated() {
+        let body = r#"{"model":"m","stream":true,"stream_options":null,"prompt":"x"}"#;
+        let bytes = Bytes::copy_from_slice(body.as_bytes());
+        let out =
+            request_usage_in_stream(&bytes, parse_body(&bytes).expect("parses").stream_options);
+        assert_eq!(
+            std::str::from_utf8(&out).expect("utf-8"),
+            r#"{"model":"m","stream":true,"stream_options":{"include_usage":true},"prompt":"x"}"#
+        );
+    }
+
+    #[test]
+    fn a_stream_options_that_is_not_an_object_is_left_for_the_engine_to_refuse() {
+        let body = r#"{"model":"m","stream":true,"stream_options":"yes","prompt":"x"}"#;
+        let bytes = Bytes::copy_from_slice(body.as_bytes());
+        let out =
+            request_usage_in_stream(&bytes, parse_body(&bytes).expect("parses").stream_options);
+        assert_eq!(out, bytes);
     }
 }

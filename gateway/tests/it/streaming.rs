@@ -47,6 +47,23 @@ async fn usage_is_requested_upstream_and_stripped_unless_asked_for() {
     );
     assert!(reply.body.ends_with("data: [DONE]\n\n"));
 
+    // An explicit `null` (valid OpenAI) is replaced in place, not joined by a second member.
+    let null_options = serde_json::json!({"model": "m", "prompt": "hi", "stream": true, "max_tokens": 4, "stream_options": null});
+    let reply = client
+        .post("/v1/completions", Some("key-a"), &null_options)
+        .await;
+    assert_eq!(reply.status, 200);
+    let sent = replica.state.last_body.lock().expect("body").clone();
+    assert_eq!(
+        sent.expect("a body")["stream_options"]["include_usage"],
+        true
+    );
+    assert!(
+        data_events(&reply.body)
+            .iter()
+            .all(|e| e.get("usage").is_none())
+    );
+
     let asked = serde_json::json!({"model": "m", "prompt": "hi", "stream": true, "max_tokens": 4, "stream_options": {"include_usage": true}});
     let reply = client.post("/v1/completions", Some("key-a"), &asked).await;
     let events = data_events(&reply.body);
@@ -57,7 +74,7 @@ async fn usage_is_requested_upstream_and_stripped_unless_asked_for() {
 
     let metrics = client.send("GET", "/metrics", &[], "").await.body;
     assert!(
-        metrics.contains("tokenscale_gateway_generation_tokens_total{model_name=\"m\"} 8"),
+        metrics.contains("tokenscale_gateway_generation_tokens_total{model_name=\"m\"} 12"),
         "{metrics}"
     );
     running.shutdown().await.expect("clean shutdown");

@@ -8,15 +8,22 @@ use serde_json::value::RawValue;
 /// re-written in place when the client sent one (an object, or `null`). Any other value is
 /// the client's error to hear about from the engine, as it would directly: left as it is.
 pub fn request_usage_in_stream(body: &Bytes, stream_options: Option<&RawValue>) -> Bytes {
-    const FIELD: &[u8] = br#""stream_options":{"include_usage":true},"#;
+    const FIELD: &[u8] = br#""stream_options":{"include_usage":true}"#;
     let Some(raw) = stream_options else {
         let Some(brace) = body.iter().position(|&b| b == b'{') else {
             return body.clone();
         };
-        let mut out = Vec::with_capacity(body.len() + FIELD.len());
+        let rest = &body[brace + 1..];
+        // A comma after the new member unless the object was empty (found by fuzzing; a
+        // stream request always has `stream`, but the function should not rely on it).
+        let empty = rest.trim_ascii_start().starts_with(b"}");
+        let mut out = Vec::with_capacity(body.len() + FIELD.len() + 1);
         out.extend_from_slice(&body[..=brace]);
         out.extend_from_slice(FIELD);
-        out.extend_from_slice(&body[brace + 1..]);
+        if !empty {
+            out.push(b',');
+        }
+        out.extend_from_slice(rest);
         return Bytes::from(out);
     };
     // The raw value borrows from `body`: its address gives its span.
@@ -59,6 +66,11 @@ mod tests {
         assert_eq!(v["stream_options"]["include_usage"], true);
         assert_eq!(v["stream_options"]["x"], 1);
         assert_eq!(v["n"], 2);
+    }
+
+    #[test]
+    fn an_empty_object_gets_no_trailing_comma() {
+        assert_eq!(rewrite(" { } ")["stream_options"]["include_usage"], true);
     }
 
     #[test]

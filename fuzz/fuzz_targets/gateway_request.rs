@@ -1,0 +1,61 @@
+//! Fuzz target: the gateway's partial parse of a client's body and its one rewrite (asking the
+//! engine for usage on a stream). Neither may panic on any bytes; on every body it accepts,
+//! the prompt summary must not panic (prefix hashing cuts text at character boundaries), and
+//! the rewritten body must be JSON equal to the client's with
+//! `stream_options.include_usage = true` and nothing else changed — or, when the client's
+//! `stream_options` is neither an object nor null, the client's bytes untouched.
+#![no_main]
+
+/// The one item the two files need from the gateway's error module.
+mod error {
+    #[derive(Debug)]
+    pub struct GatewayError;
+    impl GatewayError {
+        pub fn bad_request(_message: impl Into<String>, _param: Option<&'static str>) -> Self {
+            Self
+        }
+    }
+}
+
+// Fields the gateway reads elsewhere (priority, n) are unread here.
+#[allow(dead_code)]
+#[path = "../../gateway/src/request/parse.rs"]
+mod parse;
+#[path = "../../gateway/src/request/rewrite.rs"]
+mod rewrite;
+
+use bytes::Bytes;
+use libfuzzer_sys::fuzz_target;
+use serde_json::{Map, Value};
+
+fuzz_target!(|data: &[u8]| {
+    let body = Bytes::copy_from_slice(data);
+    let Ok(parsed) = parse::parse_body(&body) else {
+        return;
+    };
+    for prefix_chars in [0, 1, 7, 256] {
+        let _ = parsed.summarize_prompt(prefix_chars);
+    }
+    let _ = parsed.max_output_tokens();
+    let out = rewrite::request_usage_in_stream(&body, parsed.stream_options);
+    // The property is stated for the bodies serde_json reads as one object (the partial parse
+    // also accepts, e.g., duplicate unknown members, where "equal" has no single meaning).
+    let Ok(Value::Object(mut expected)) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    let options = match expected.get("stream_options") {
+        None | Some(Value::Null) => Some(Map::new()),
+        Some(Value::Object(map)) => Some(map.clone()),
+        Some(_) => None,
+    };
+    let Some(mut options) = options else {
+        assert_eq!(out, body, "a non-object stream_options must be left alone");
+        return;
+    };
+    options.insert("include_usage".into(), Value::Bool(true));
+    expected.insert("stream_options".into(), Value::Object(options));
+    let got: Value = serde_json::from_slice(&out).unwrap_or_else(|e| {
+        panic!("rewrite broke the JSON ({e}): {}", String::from_utf8_lossy(&out))
+    });
+    assert_eq!(got, Value::Object(expected));
+});

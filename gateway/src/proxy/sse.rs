@@ -54,24 +54,32 @@ impl SseRelay {
     /// Takes a chunk; returns the complete events to forward (maybe empty).
     fn relay(&mut self, chunk: Bytes) -> Bytes {
         // Fast path: whole events, no usage in them, nothing pending: forward as is.
-        if self.pending.is_empty() && chunk.ends_with(b"\n\n") && !contains(&chunk, b"\"usage\"") {
+        if self.pending.is_empty()
+            && (chunk.ends_with(b"\n\n") || chunk.ends_with(b"\r\n\r\n"))
+            && !contains(&chunk, b"\"usage\"")
+        {
             return chunk;
         }
         self.pending.extend_from_slice(&chunk);
-        let Some(end) = rfind(&self.pending, b"\n\n") else {
+        let mut end = 0;
+        while let Some((_, next)) = next_event(&self.pending[end..]) {
+            end += next;
+        }
+        if end == 0 {
             return Bytes::new();
-        };
-        let complete = self.pending.split_to(end + 2).freeze();
+        }
+        let complete = self.pending.split_to(end).freeze();
         if !contains(&complete, b"\"usage\"") {
             return complete;
         }
+        // Each event goes on with its own line endings, or not at all.
         let mut out = BytesMut::with_capacity(complete.len());
-        for event in split_events(&complete) {
-            if !self.keep_event(event) {
-                continue;
+        let mut at = 0;
+        while let Some((text, next)) = next_event(&complete[at..]) {
+            if self.keep_event(&complete[at..at + text]) {
+                out.extend_from_slice(&complete[at..at + next]);
             }
-            out.extend_from_slice(event);
-            out.extend_from_slice(b"\n\n");
+            at += next;
         }
         out.freeze()
     }
@@ -112,41 +120,33 @@ impl SseRelay {
     }
 }
 
-/// Events of a block ending in a blank line (the block without its final `\n\n`).
-fn split_events(block: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let trimmed = block.strip_suffix(b"\n\n").unwrap_or(block);
-    SplitBlank {
-        rest: Some(trimmed),
-    }
-}
-
-struct SplitBlank<'a> {
-    rest: Option<&'a [u8]>,
-}
-
-impl<'a> Iterator for SplitBlank<'a> {
-    type Item = &'a [u8];
-    fn next(&mut self) -> Option<&'a [u8]> {
-        let rest = self.rest?;
-        match find(rest, b"\n\n") {
-            Some(i) => {
-                self.rest = Some(&rest[i + 2..]);
-                Some(&rest[..i])
-            }
-            None => {
-                self.rest = None;
-                Some(rest)
-            }
+/// The first complete event of `bytes`: where its text ends and where the blank line that
+/// ends it ends. Lines may end in `\n`, `\r\n` or `\r` (the SSE spec allows all three;
+/// Python's sse-starlette writes `\r\n`): looking only for `\n\n` held a CRLF stream back
+/// until its end. A `\r` at the very end may be half of a `\r\n`: the event waits for more.
+fn next_event(bytes: &[u8]) -> Option<(usize, usize)> {
+    let (mut at, mut line_start, mut text_end) = (0, 0, 0);
+    while let Some(offset) = bytes[at..].iter().position(|&b| b == b'\n' || b == b'\r') {
+        at += offset;
+        let eol = match (bytes[at], bytes.get(at + 1)) {
+            (b'\n', _) => 1,
+            (_, Some(b'\n')) => 2,
+            (_, Some(_)) => 1,
+            (_, None) => return None,
+        };
+        // An empty line after at least one line ends the event.
+        if at == line_start && at > 0 {
+            return Some((text_end, at + eol));
         }
+        text_end = at;
+        at += eol;
+        line_start = at;
     }
+    None
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-fn rfind(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).rposition(|w| w == needle)
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -193,5 +193,52 @@ impl HttpBody for SseRelay {
 
     fn is_end_stream(&self) -> bool {
         self.done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_event;
+
+    fn events(mut bytes: &[u8]) -> Vec<(&[u8], &[u8])> {
+        let mut out = Vec::new();
+        while let Some((text, next)) = next_event(bytes) {
+            out.push((&bytes[..text], &bytes[..next]));
+            bytes = &bytes[next..];
+        }
+        out
+    }
+
+    #[test]
+    fn events_end_at_a_blank_line_whatever_the_line_endings() {
+        let lf: &[u8] = b"data: a\n\ndata: b\n\n";
+        assert_eq!(
+            events(lf),
+            [
+                (&b"data: a"[..], &b"data: a\n\n"[..]),
+                (b"data: b", b"data: b\n\n")
+            ]
+        );
+        let crlf: &[u8] = b"data: a\r\n\r\nevent: x\r\ndata: b\r\n\r\n";
+        assert_eq!(
+            events(crlf),
+            [
+                (&b"data: a"[..], &b"data: a\r\n\r\n"[..]),
+                (b"event: x\r\ndata: b", b"event: x\r\ndata: b\r\n\r\n")
+            ]
+        );
+        assert_eq!(events(b"data: a\r\r"), []);
+        assert_eq!(
+            events(b"data: a\r\rdata: b"),
+            [(&b"data: a"[..], &b"data: a\r\r"[..])]
+        );
+    }
+
+    #[test]
+    fn an_unfinished_event_waits() {
+        assert_eq!(next_event(b"data: a\n"), None);
+        assert_eq!(next_event(b"data: a\r\n\r"), None);
+        assert_eq!(next_event(b"data: a"), None);
+        assert_eq!(next_event(b""), None);
     }
 }

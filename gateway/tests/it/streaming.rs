@@ -8,7 +8,8 @@ use http_body_util::BodyExt;
 use crate::support::*;
 
 fn data_events(text: &str) -> Vec<serde_json::Value> {
-    text.split("\n\n")
+    text.replace("\r\n", "\n")
+        .split("\n\n")
         .filter_map(|e| e.strip_prefix("data: "))
         .filter(|e| *e != "[DONE]")
         .map(|e| serde_json::from_str(e).expect("event JSON"))
@@ -82,8 +83,20 @@ async fn usage_is_requested_upstream_and_stripped_unless_asked_for() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chunks_arrive_as_the_replica_sends_them() {
+    chunks_arrive_as_sent(false).await;
+}
+
+/// Events ended by CRLF (valid SSE; Python's sse-starlette writes them) were held back until
+/// the stream's end: the relay looked for `\n\n` only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunks_with_crlf_line_endings_arrive_as_the_replica_sends_them() {
+    chunks_arrive_as_sent(true).await;
+}
+
+async fn chunks_arrive_as_sent(crlf: bool) {
     let replica = MockReplica::start().await;
     replica.state.token_delay_ms.store(150, Ordering::SeqCst);
+    replica.state.crlf.store(crlf, Ordering::SeqCst);
     let (running, client) = gateway(&config(&[&replica], "{}", "")).await;
     wait_ready(&running, "m", 1).await;
     let body = serde_json::json!({"model": "m", "prompt": "hi", "stream": true, "max_tokens": 4});
@@ -101,18 +114,30 @@ async fn chunks_arrive_as_the_replica_sends_them() {
         .await;
     let mut body = response.into_body();
     let mut arrivals = Vec::new();
+    let mut text = String::new();
     while let Some(frame) = tokio::time::timeout(Duration::from_secs(5), body.frame())
         .await
         .expect("no hang")
     {
-        if frame
-            .expect("frame")
-            .data_ref()
-            .is_some_and(|d| !d.is_empty())
-        {
+        if let Some(data) = frame.expect("frame").data_ref().filter(|d| !d.is_empty()) {
             arrivals.push(started.elapsed());
+            text.push_str(std::str::from_utf8(data).expect("utf-8"));
         }
     }
+    let events = data_events(&text);
+    assert_eq!(events.len(), 4, "{text:?}");
+    assert!(events.iter().all(|e| e.get("usage").is_none()), "{text:?}");
+    let end = if crlf {
+        "data: [DONE]\r\n\r\n"
+    } else {
+        "data: [DONE]\n\n"
+    };
+    assert!(text.ends_with(end), "line endings kept: {text:?}");
+    let metrics = client.send("GET", "/metrics", &[], "").await.body;
+    assert!(
+        metrics.contains("tokenscale_gateway_generation_tokens_total{model_name=\"m\"} 4"),
+        "usage read: {metrics}"
+    );
     // 4 tokens + [DONE] (the usage chunk is stripped), each after ~150 ms: not buffered.
     assert!(arrivals.len() >= 5, "{arrivals:?}");
     assert!(

@@ -37,6 +37,8 @@ pub struct MockState {
     pub requests: AtomicU64,
     /// The last completion request body.
     pub last_body: Mutex<Option<serde_json::Value>>,
+    /// Stream events end in `\r\n\r\n` instead of `\n\n` (both are valid SSE).
+    pub crlf: AtomicBool,
 }
 
 /// A mock replica listening on loopback.
@@ -197,6 +199,11 @@ fn completion(json: &serde_json::Value, chat: bool, state: &MockState) -> Respon
             .body(full(body.to_string()))
             .expect("response");
     }
+    let end = if state.crlf.load(Ordering::SeqCst) {
+        "\r\n\r\n"
+    } else {
+        "\n\n"
+    };
     let mut events: Vec<String> = words
         .iter()
         .map(|w| {
@@ -205,16 +212,16 @@ fn completion(json: &serde_json::Value, chat: bool, state: &MockState) -> Respon
             } else {
                 serde_json::json!({"index": 0, "text": w})
             };
-            format!("data: {}\n\n", serde_json::json!({"choices": [choice]}))
+            format!("data: {}{end}", serde_json::json!({"choices": [choice]}))
         })
         .collect();
     if json["stream_options"]["include_usage"].as_bool() == Some(true) {
         events.push(format!(
-            "data: {}\n\n",
+            "data: {}{end}",
             serde_json::json!({"choices": [], "usage": usage})
         ));
     }
-    events.push("data: [DONE]\n\n".into());
+    events.push(format!("data: [DONE]{end}"));
     let delay = Duration::from_millis(state.token_delay_ms.load(Ordering::SeqCst));
     let stream = futures::stream::iter(events).then(move |event| async move {
         tokio::time::sleep(delay).await;

@@ -344,6 +344,7 @@ async fn latency_rounds(
     );
     let mut p50s = vec![Vec::new(); 3];
     let mut p99s = vec![Vec::new(); 3];
+    let mut typical = vec![Vec::new(); 3];
     for round in 1..=3 {
         for (i, (name, target)) in targets.iter().enumerate() {
             let target = *target;
@@ -364,6 +365,7 @@ async fn latency_rounds(
             );
             p50s[i].push(micros(tail.p50));
             p99s[i].push(micros(tail.p99));
+            typical[i].push(micros(tail.typical_window_p99));
         }
     }
     for (i, name) in [(1, "nginx"), (2, "gateway")] {
@@ -371,14 +373,15 @@ async fn latency_rounds(
             |q: &[Vec<f64>]| -> Vec<f64> { q[i].iter().zip(&q[0]).map(|(t, d)| t - d).collect() };
         let (add50, add99) = (added(&p50s), added(&p99s));
         println!(
-            "{name:>8} adds: p50 {:>+7.1} µs, p99 {:>+7.1} µs (median of rounds; p99 by round: {})",
+            "{name:>8} adds: p50 {:>+7.1} µs, p99 {:>+7.1} µs (median of rounds; p99 by round: {}; typical 100 ms p99 {:+.0} µs)",
             median(add50),
             median(add99.clone()),
             add99
                 .iter()
                 .map(|a| format!("{a:+.0}"))
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            median(added(&typical))
         );
     }
     Ok(())

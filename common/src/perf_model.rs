@@ -179,7 +179,7 @@ cold_start_s: 30
 
     #[test]
     fn step_time_is_the_linear_model() {
-        let p = PerfProfile::from_yaml(PROFILE).unwrap();
+        let p = PerfProfile::from_yaml(PROFILE).expect("the test profile parses");
         let t = p.step_time_s(100, 10, 20_000);
         assert!((t - (0.005 + 0.003 + 0.0004 + 0.001)).abs() < 1e-12, "{t}");
         assert_eq!(p.kv_capacity_tokens(), 16_000);
@@ -188,7 +188,7 @@ cold_start_s: 30
 
     #[test]
     fn batching_raises_throughput_and_step_time_less() {
-        let p = PerfProfile::from_yaml(PROFILE).unwrap();
+        let p = PerfProfile::from_yaml(PROFILE).expect("the test profile parses");
         let one = p.decode_tokens_per_s(1, 500);
         let many = p.decode_tokens_per_s(32, 500);
         assert!(many > 10.0 * one, "{one} vs {many}");
@@ -197,18 +197,25 @@ cold_start_s: 30
     #[test]
     fn json_loads_too() {
         let json = r#"{"name":"j","gpus_per_replica":2,"step":{"t0_s":0.01,"prefill_s_per_token":0,"decode_s_per_seq":0,"kv_read_s_per_token":0},"kv":{"block_tokens":16,"blocks":8},"max_num_seqs":4,"max_batch_tokens":64,"cold_start_s":0}"#;
-        assert_eq!(PerfProfile::from_yaml(json).unwrap().gpus_per_replica, 2);
+        assert_eq!(
+            PerfProfile::from_yaml(json)
+                .expect("JSON is YAML")
+                .gpus_per_replica,
+            2
+        );
     }
 
     #[test]
     fn bad_profiles_name_the_field() {
         let negative = PROFILE.replace("t0_s: 0.005", "t0_s: -1");
-        let err = PerfProfile::from_yaml(&negative).unwrap_err().to_string();
+        let err = PerfProfile::from_yaml(&negative)
+            .expect_err("negative refused")
+            .to_string();
         assert!(err.contains("step.t0_s"), "{err}");
         let zero_blocks = PROFILE.replace("blocks: 1000", "blocks: 0");
         assert!(
             PerfProfile::from_yaml(&zero_blocks)
-                .unwrap_err()
+                .expect_err("zero blocks refused")
                 .to_string()
                 .contains("kv.blocks")
         );

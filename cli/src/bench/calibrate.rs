@@ -75,7 +75,7 @@ pub fn fit(loaded: &[Measured], long: &Measured) -> Result<Fit, FitError> {
         return Err(FitError::NoTpot);
     }
     let extra_prompt = long.input_tokens - single.input_tokens;
-    if !(extra_prompt > 0.0) {
+    if extra_prompt.is_nan() || extra_prompt <= 0.0 {
         return Err(FitError::PromptNotLonger {
             short: single.input_tokens,
             long: long.input_tokens,

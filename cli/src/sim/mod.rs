@@ -194,7 +194,7 @@ impl Comparison {
             trace.set_duration(parse_duration_s(d)?);
         }
         if let Some(peak) = args.peak_rps {
-            if !(peak > 0.0) {
+            if peak.is_nan() || peak <= 0.0 {
                 return Err(SimError::Usage("--peak-rps must be positive".into()));
             }
             trace.scale_peak(peak)?;

@@ -79,6 +79,8 @@ pub struct DecideInput<'a> {
 }
 
 /// A running controller.
+// A few per simulation, made once: boxing the policy's variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Controller {
     /// The operator's policy, with its memory.
     Tokenscale {

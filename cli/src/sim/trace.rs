@@ -133,7 +133,7 @@ impl Trace {
             origin: origin.to_string(),
             message,
         };
-        if !(spec.duration_s > 0.0) {
+        if spec.duration_s.is_nan() || spec.duration_s <= 0.0 {
             return Err(bad(format!(
                 "duration_s must be positive, got {}",
                 spec.duration_s
@@ -323,7 +323,7 @@ fn normalise(mix: &[RequestClass]) -> Result<Vec<RequestClass>, String> {
     let total: f64 = mix.iter().map(|c| c.weight).sum();
     let valid =
         |c: &RequestClass| c.weight >= 0.0 && c.input_tokens >= 0.0 && c.output_tokens >= 1.0;
-    if !(total > 0.0) || !mix.iter().all(valid) {
+    if total.is_nan() || total <= 0.0 || !mix.iter().all(valid) {
         return Err(
             "mix weights must be ≥ 0 with a positive sum, input_tokens ≥ 0, output_tokens ≥ 1"
                 .into(),

@@ -29,18 +29,55 @@ pub fn request_usage_in_stream(body: &Bytes, stream_options: Option<&RawValue>) 
     // The raw value borrows from `body`: its address gives its span.
     let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
     let end = start + raw.get().len();
-    let mut options = match serde_json::from_str::<serde_json::Value>(raw.get()) {
-        Ok(serde_json::Value::Object(map)) => map,
-        Ok(serde_json::Value::Null) => serde_json::Map::new(),
-        _ => return body.clone(),
+    let members = match raw.get() {
+        "null" => Vec::new(),
+        text => match serde_json::from_str::<Members<'_>>(text) {
+            Ok(Members(members)) => members,
+            Err(_) => return body.clone(),
+        },
     };
-    options.insert("include_usage".into(), serde_json::Value::Bool(true));
-    let replacement = serde_json::Value::Object(options).to_string();
+    // The client's other members keep their values byte for byte (a round trip through
+    // `serde_json::Value` re-printed numbers: fuzzing found 8.888888888888889e86 come back
+    // as 8.88888888888889e86).
+    let mut replacement = String::from("{");
+    for (key, value) in members.iter().filter(|(key, _)| key != "include_usage") {
+        replacement.push_str(&serde_json::Value::from(key.as_str()).to_string());
+        replacement.push(':');
+        replacement.push_str(value.get());
+        replacement.push(',');
+    }
+    replacement.push_str(r#""include_usage":true}"#);
     let mut out = Vec::with_capacity(body.len() + replacement.len());
     out.extend_from_slice(&body[..start]);
     out.extend_from_slice(replacement.as_bytes());
     out.extend_from_slice(&body[end..]);
     Bytes::from(out)
+}
+
+/// An object's members in order, their values as written.
+struct Members<'a>(Vec<(String, &'a RawValue)>);
+
+impl<'de> serde::Deserialize<'de> for Members<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Members<'de>, A::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = map.next_entry::<String, &'de RawValue>()? {
+                    members.push(member);
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(Visit)
+    }
 }
 
 #[cfg(test)]
@@ -66,6 +103,18 @@ mod tests {
         assert_eq!(v["stream_options"]["include_usage"], true);
         assert_eq!(v["stream_options"]["x"], 1);
         assert_eq!(v["n"], 2);
+    }
+
+    #[test]
+    fn the_clients_other_options_keep_their_bytes() {
+        let body = r#"{"stream":true,"stream_options":{"x":8.888888888888889e86,"include_usage":false,"y":[1, 2]}}"#;
+        let bytes = Bytes::copy_from_slice(body.as_bytes());
+        let out =
+            request_usage_in_stream(&bytes, parse_body(&bytes).expect("parses").stream_options);
+        assert_eq!(
+            std::str::from_utf8(&out).expect("utf-8"),
+            r#"{"stream":true,"stream_options":{"x":8.888888888888889e86,"y":[1, 2],"include_usage":true}}"#
+        );
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The one body rewrite the gateway makes: asking the engine for usage on a stream.
 
+use std::collections::BTreeMap;
+
 use bytes::Bytes;
 use serde_json::value::RawValue;
 
@@ -29,10 +31,11 @@ pub fn request_usage_in_stream(body: &Bytes, stream_options: Option<&RawValue>) 
     // The raw value borrows from `body`: its address gives its span.
     let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
     let end = start + raw.get().len();
+    // Duplicate members collapse to the last, as in any JSON reader downstream.
     let members = match raw.get() {
-        "null" => Vec::new(),
-        text => match serde_json::from_str::<Members<'_>>(text) {
-            Ok(Members(members)) => members,
+        "null" => BTreeMap::new(),
+        text => match serde_json::from_str::<BTreeMap<String, &RawValue>>(text) {
+            Ok(members) => members,
             Err(_) => return body.clone(),
         },
     };
@@ -40,7 +43,7 @@ pub fn request_usage_in_stream(body: &Bytes, stream_options: Option<&RawValue>) 
     // `serde_json::Value` re-printed numbers: fuzzing found 8.888888888888889e86 come back
     // as 8.88888888888889e86).
     let mut replacement = String::from("{");
-    for (key, value) in members.iter().filter(|(key, _)| key != "include_usage") {
+    for (key, value) in members.iter().filter(|(key, _)| *key != "include_usage") {
         replacement.push_str(&serde_json::Value::from(key.as_str()).to_string());
         replacement.push(':');
         replacement.push_str(value.get());
@@ -52,32 +55,6 @@ pub fn request_usage_in_stream(body: &Bytes, stream_options: Option<&RawValue>) 
     out.extend_from_slice(replacement.as_bytes());
     out.extend_from_slice(&body[end..]);
     Bytes::from(out)
-}
-
-/// An object's members in order, their values as written.
-struct Members<'a>(Vec<(String, &'a RawValue)>);
-
-impl<'de> serde::Deserialize<'de> for Members<'de> {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = Members<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<Members<'de>, A::Error> {
-                let mut members = Vec::new();
-                while let Some(member) = map.next_entry::<String, &'de RawValue>()? {
-                    members.push(member);
-                }
-                Ok(Members(members))
-            }
-        }
-        deserializer.deserialize_map(Visit)
-    }
 }
 
 #[cfg(test)]

@@ -7,35 +7,14 @@ mod common;
 
 use common::{Case, argmax, backend, cases};
 use tokenscale_engine::backend::cpu::{CpuBackend, Precision};
-use tokenscale_engine::backend::{Backend, SeqStep};
 
 const BLOCK_SIZE: usize = 16;
 
 /// Per step, the logits of the whole vocabulary: `[steps][vocab]`.
 type StepLogits = Vec<Vec<f32>>;
 
-/// Teacher-forced run of one case: the prompt in one call, then the fixture's greedy tokens
-/// one at a time; returns the logits of every step (`[24][vocab]`).
 fn forced_logits(backend: &mut CpuBackend, case: &Case) -> Vec<Vec<f32>> {
-    let vocab = backend.model_config().vocab_size;
-    let total = case.prompt_ids.len() + case.greedy_ids.len();
-    let table: Vec<u32> = (0..total.div_ceil(BLOCK_SIZE) as u32).collect();
-    let mut tokens = case.prompt_ids.clone();
-    let mut computed = 0;
-    let mut out = Vec::new();
-    for step in 0..case.greedy_ids.len() {
-        let seq = SeqStep {
-            tokens: &tokens[computed..],
-            start_pos: computed,
-            block_table: &table,
-            want_logits: true,
-        };
-        let result = backend.forward(&[seq]).expect("forward runs");
-        out.push(result.logits_of(0, vocab).expect("logits").to_vec());
-        computed = tokens.len();
-        tokens.push(case.greedy_ids[step]);
-    }
-    out
+    common::forced_logits(backend, case, BLOCK_SIZE)
 }
 
 #[test]

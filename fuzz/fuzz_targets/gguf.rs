@@ -1,11 +1,17 @@
-//! Fuzz target: the GGUF reader must turn any byte string into a file or a typed error.
+//! Fuzz target: the GGUF reader must turn any byte string into a file or a typed error, and
+//! every tensor of a parsed file must dequantise and repack (K-quant super-blocks included)
+//! into values or a typed error, never a panic.
 #![no_main]
 
-// The reader is self-contained (it depends on thiserror and memmap2 only), so it is compiled
-// here from the engine's sources instead of building the whole engine with sanitizers.
+// The reader and the block code are self-contained (thiserror, memmap2, half, rayon), so they
+// are compiled here from the engine's sources instead of building the whole engine with
+// sanitizers.
 #[allow(dead_code)]
 #[path = "../../engine/src/gguf/mod.rs"]
 mod gguf;
+#[allow(dead_code)]
+#[path = "../../engine/src/quant/mod.rs"]
+mod quant;
 
 use libfuzzer_sys::fuzz_target;
 
@@ -17,6 +23,19 @@ fuzz_target!(|data: &[u8]| {
             let info = file.tensor(&name).map(|t| t.size_bytes);
             let data = file.tensor_data(&name).map(|d| d.len() as u64);
             assert_eq!(info, data.ok());
+            // Dequantise (bounded: the fuzzer's files are small, but a header may claim a
+            // huge tensor that is all zero-sized blocks of nothing).
+            let (Some(t), Ok(bytes)) = (file.tensor(&name), file.tensor_data(&name)) else {
+                continue;
+            };
+            let elements = t.num_elements();
+            if elements <= 1 << 16 {
+                let mut out = vec![0f32; elements as usize];
+                let _ = quant::dequantize(t.ggml_type, bytes, &mut out);
+                if let Some((rows, cols)) = t.matrix_shape() {
+                    let _ = quant::QMatrix::from_ggml(t.ggml_type, bytes, rows, cols);
+                }
+            }
         }
         for (key, _) in file.metadata() {
             let _ = file.get_str(key);

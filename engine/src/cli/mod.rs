@@ -6,6 +6,7 @@ pub mod bench;
 pub mod cuda_check;
 pub mod generate;
 pub mod pull;
+pub mod quantize;
 pub mod serve;
 
 /// tokenscale-engine: one tokenscale serving replica.
@@ -27,6 +28,8 @@ pub enum Command {
     Generate(generate::GenerateArgs),
     /// Fetch a model alias into the cache (verifying it) and print its path.
     Pull(pull::PullArgs),
+    /// Requantise a GGUF model (llama.cpp's layouts and mixes, e.g. --type Q4_K_M).
+    Quantize(quantize::QuantizeArgs),
     /// Serve the OpenAI-compatible API (continuous batching over a paged KV cache).
     Serve(serve::ServeArgs),
 }
@@ -38,6 +41,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::CudaCheck(args) => cuda_check::run(args),
         Command::Generate(args) => generate::run(args),
         Command::Pull(args) => pull::run(args),
+        Command::Quantize(args) => quantize::run(args),
         Command::Serve(args) => serve::run(args),
     }
 }

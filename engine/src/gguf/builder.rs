@@ -72,12 +72,12 @@ impl GgufBuilder {
     }
 }
 
-fn write_str(out: &mut Vec<u8>, s: &str) {
+pub(super) fn write_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&(s.len() as u64).to_le_bytes());
     out.extend_from_slice(s.as_bytes());
 }
 
-fn type_id(v: &Value) -> u32 {
+pub(super) fn type_id(v: &Value) -> u32 {
     match v {
         Value::U8(_) => 0,
         Value::I8(_) => 1,
@@ -95,7 +95,7 @@ fn type_id(v: &Value) -> u32 {
     }
 }
 
-fn write_value(out: &mut Vec<u8>, v: &Value) {
+pub(super) fn write_value(out: &mut Vec<u8>, v: &Value) {
     match v {
         Value::U8(x) => out.push(*x),
         Value::I8(x) => out.extend_from_slice(&x.to_le_bytes()),
@@ -129,7 +129,7 @@ fn value_type_id(t: super::ValueType) -> u32 {
 
 /// The on-disk id of a tensor type.
 pub fn ggml_type_id(t: GgmlType) -> u32 {
-    (0..=40u32)
+    (0..=63u32)
         .find(|&id| GgmlType::from_id(id) == Some(t))
         .unwrap_or(0)
 }

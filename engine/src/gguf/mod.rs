@@ -8,11 +8,13 @@ mod file;
 mod parse;
 mod tensor;
 mod value;
+mod writer;
 
 pub use builder::{GgufBuilder, ggml_type_id};
 pub use file::GgufFile;
 pub use tensor::{GgmlType, TensorInfo};
 pub use value::{Value, ValueType};
+pub use writer::{TensorHeader, write_gguf};
 
 /// Errors reading a GGUF file.
 #[derive(Debug, thiserror::Error)]

@@ -2,8 +2,9 @@
 
 use std::fmt;
 
-/// A tensor element type (`ggml_type`). Only types whose block layout is known are accepted;
-/// which ones can be *computed* with is `quant`'s business.
+/// A tensor element type (`ggml_type`): every type llama.cpp writes, so a file parses and its
+/// tensors are sized whatever they hold; which ones can be *computed* with is `quant`'s
+/// business (it refuses the rest naming type and tensor).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GgmlType {
     F32,
@@ -26,6 +27,22 @@ pub enum GgmlType {
     I64,
     F64,
     BF16,
+    // Types whose layout is known (so files holding them parse and are sized) but which
+    // `quant` refuses: the importance-matrix "IQ" families, the ternary and FP4 types.
+    IQ2XXS,
+    IQ2XS,
+    IQ3XXS,
+    IQ1S,
+    IQ4NL,
+    IQ3S,
+    IQ2S,
+    IQ4XS,
+    IQ1M,
+    TQ1_0,
+    TQ2_0,
+    MXFP4,
+    NVFP4,
+    Q1_0,
 }
 
 impl GgmlType {
@@ -52,6 +69,20 @@ impl GgmlType {
             27 => Self::I64,
             28 => Self::F64,
             30 => Self::BF16,
+            16 => Self::IQ2XXS,
+            17 => Self::IQ2XS,
+            18 => Self::IQ3XXS,
+            19 => Self::IQ1S,
+            20 => Self::IQ4NL,
+            21 => Self::IQ3S,
+            22 => Self::IQ2S,
+            23 => Self::IQ4XS,
+            29 => Self::IQ1M,
+            34 => Self::TQ1_0,
+            35 => Self::TQ2_0,
+            39 => Self::MXFP4,
+            40 => Self::NVFP4,
+            41 => Self::Q1_0,
             _ => return None,
         })
     }
@@ -62,7 +93,12 @@ impl GgmlType {
             Self::F32 | Self::F16 | Self::BF16 | Self::I8 | Self::I16 => 1,
             Self::I32 | Self::I64 | Self::F64 => 1,
             Self::Q4_0 | Self::Q4_1 | Self::Q5_0 | Self::Q5_1 | Self::Q8_0 | Self::Q8_1 => 32,
+            Self::IQ4NL | Self::MXFP4 => 32,
+            Self::NVFP4 => 64,
+            Self::Q1_0 => 128,
             Self::Q2K | Self::Q3K | Self::Q4K | Self::Q5K | Self::Q6K | Self::Q8K => 256,
+            Self::IQ2XXS | Self::IQ2XS | Self::IQ3XXS | Self::IQ1S | Self::IQ3S => 256,
+            Self::IQ2S | Self::IQ4XS | Self::IQ1M | Self::TQ1_0 | Self::TQ2_0 => 256,
         }
     }
 
@@ -85,6 +121,20 @@ impl GgmlType {
             Self::Q5K => 176,
             Self::Q6K => 210,
             Self::Q8K => 292,
+            Self::IQ2XXS => 66,
+            Self::IQ2XS => 74,
+            Self::IQ3XXS => 98,
+            Self::IQ1S => 50,
+            Self::IQ4NL => 18,
+            Self::IQ3S => 110,
+            Self::IQ2S => 82,
+            Self::IQ4XS => 136,
+            Self::IQ1M => 56,
+            Self::TQ1_0 => 54,
+            Self::TQ2_0 => 66,
+            Self::MXFP4 => 17,
+            Self::NVFP4 => 36,
+            Self::Q1_0 => 18,
         }
     }
 
@@ -122,6 +172,20 @@ impl fmt::Display for GgmlType {
             Self::I64 => "I64",
             Self::F64 => "F64",
             Self::BF16 => "BF16",
+            Self::IQ2XXS => "IQ2_XXS",
+            Self::IQ2XS => "IQ2_XS",
+            Self::IQ3XXS => "IQ3_XXS",
+            Self::IQ1S => "IQ1_S",
+            Self::IQ4NL => "IQ4_NL",
+            Self::IQ3S => "IQ3_S",
+            Self::IQ2S => "IQ2_S",
+            Self::IQ4XS => "IQ4_XS",
+            Self::IQ1M => "IQ1_M",
+            Self::TQ1_0 => "TQ1_0",
+            Self::TQ2_0 => "TQ2_0",
+            Self::MXFP4 => "MXFP4",
+            Self::NVFP4 => "NVFP4",
+            Self::Q1_0 => "Q1_0",
         };
         f.write_str(name)
     }

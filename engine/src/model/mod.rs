@@ -1,11 +1,13 @@
 //! Model configuration, weights, and loading a model from a GGUF file.
 
 mod config;
+mod requantize;
 mod weights;
 
 use std::path::Path;
 
 pub use config::{ModelConfig, RopeLayout};
+pub use requantize::{Report, requantize_file};
 pub use weights::{Layer, Model};
 
 use crate::gguf::GgufFile;

@@ -2,24 +2,54 @@
 
 use std::ops::Range;
 
-use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8, BlockQ8_0, QK};
-use super::dequant::{dequantize, repack_q4_0, repack_q4_1, repack_q8_0};
+use super::blocks::{
+    Block, BlockQ2H, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8, BlockQ8_0, BlockQ8H, QK,
+};
+use super::dequant::{dequantize, repack_q4_0, repack_q4_1, repack_q5_0, repack_q5_1, repack_q8_0};
 use super::kernels::{QBlock, scalar};
 use super::q8::{Q8Rows, padded_blocks};
+use super::superblocks::{repack_q2_k, repack_q3_k, repack_q4_k, repack_q5_k, repack_q6_k};
 use super::{Error, Simd};
 use crate::gguf::GgmlType;
 
 /// Activation rows handled by one kernel call (each weight block is unpacked once per tile).
 pub const TILE_ROWS: usize = 8;
 
-/// Weights, row-major: row `n` is blocks `n * blocks_per_row ..`.
+/// Weights, row-major: row `n` is blocks `n * blocks_per_row ..`. The K-quants are repacked
+/// into the 32-element form of their sub-blocks (see `superblocks`): Q4_K is Q4_1 with
+/// computed scales, Q5_K is Q5_1, Q6_K and Q3_K are signed bytes with a scale per half.
 #[derive(Debug, Clone)]
 enum Weights {
+    /// Q4_1 and Q4_K.
     Q4_1(Vec<BlockQ4_1>),
     Q4_0(Vec<BlockQ4_0>),
+    Q5_0(Vec<BlockQ5_0>),
+    /// Q5_1 and Q5_K.
+    Q5_1(Vec<BlockQ5_1>),
     Q8_0(Vec<BlockQ8_0>),
+    /// Q6_K and Q3_K.
+    Q8H(Vec<BlockQ8H>),
+    /// Q2_K.
+    Q2H(Vec<BlockQ2H>),
     /// F32, F16 and BF16 files: kept as f32.
     F32(Vec<f32>),
+}
+
+/// Runs `$body` with `$w` bound to the block vector of whichever block variant `$weights`
+/// is (`$f32` for the float variant): one place lists the block types.
+macro_rules! with_blocks {
+    ($weights:expr, $w:ident => $body:expr, $f32:ident => $float:expr) => {
+        match $weights {
+            Weights::Q4_1($w) => $body,
+            Weights::Q4_0($w) => $body,
+            Weights::Q5_0($w) => $body,
+            Weights::Q5_1($w) => $body,
+            Weights::Q8_0($w) => $body,
+            Weights::Q8H($w) => $body,
+            Weights::Q2H($w) => $body,
+            Weights::F32($f32) => $float,
+        }
+    };
 }
 
 /// A `[rows, cols]` weight matrix (a linear layer maps `cols` inputs to `rows` outputs).
@@ -46,7 +76,14 @@ impl QMatrix {
         let weights = match ty {
             GgmlType::Q4_1 => Weights::Q4_1(repack_q4_1(bytes, elements)?),
             GgmlType::Q4_0 => Weights::Q4_0(repack_q4_0(bytes, elements)?),
+            GgmlType::Q5_0 => Weights::Q5_0(repack_q5_0(bytes, elements)?),
+            GgmlType::Q5_1 => Weights::Q5_1(repack_q5_1(bytes, elements)?),
             GgmlType::Q8_0 => Weights::Q8_0(repack_q8_0(bytes, elements)?),
+            GgmlType::Q2K => Weights::Q2H(repack_q2_k(bytes, elements)?),
+            GgmlType::Q3K => Weights::Q8H(repack_q3_k(bytes, elements)?),
+            GgmlType::Q4K => Weights::Q4_1(repack_q4_k(bytes, elements)?),
+            GgmlType::Q5K => Weights::Q5_1(repack_q5_k(bytes, elements)?),
+            GgmlType::Q6K => Weights::Q8H(repack_q6_k(bytes, elements)?),
             _ => {
                 let mut out = vec![0f32; elements];
                 dequantize(ty, bytes, &mut out)?;
@@ -61,31 +98,36 @@ impl QMatrix {
         })
     }
 
-    /// Stacks matrices with the same width and block type along rows (`None` otherwise).
+    /// Stacks matrices with the same width and block form along rows (`None` otherwise).
     pub fn stack(parts: &[QMatrix]) -> Option<QMatrix> {
         let first = parts.first()?;
-        let same = parts.iter().all(|p| p.cols == first.cols);
+        if parts.iter().any(|p| p.cols != first.cols) {
+            return None;
+        }
+        macro_rules! concat {
+            ($variant:ident) => {{
+                let mut out = Vec::new();
+                for p in parts {
+                    match &p.weights {
+                        Weights::$variant(v) => out.extend_from_slice(v),
+                        _ => return None,
+                    }
+                }
+                Weights::$variant(out)
+            }};
+        }
         let weights = match &first.weights {
-            Weights::Q4_1(_) => Weights::Q4_1(concat(parts, |w| match w {
-                Weights::Q4_1(v) => Some(v),
-                _ => None,
-            })?),
-            Weights::Q4_0(_) => Weights::Q4_0(concat(parts, |w| match w {
-                Weights::Q4_0(v) => Some(v),
-                _ => None,
-            })?),
-            Weights::Q8_0(_) => Weights::Q8_0(concat(parts, |w| match w {
-                Weights::Q8_0(v) => Some(v),
-                _ => None,
-            })?),
-            Weights::F32(_) => Weights::F32(concat(parts, |w| match w {
-                Weights::F32(v) => Some(v),
-                _ => None,
-            })?),
+            Weights::Q4_1(_) => concat!(Q4_1),
+            Weights::Q4_0(_) => concat!(Q4_0),
+            Weights::Q5_0(_) => concat!(Q5_0),
+            Weights::Q5_1(_) => concat!(Q5_1),
+            Weights::Q8_0(_) => concat!(Q8_0),
+            Weights::Q8H(_) => concat!(Q8H),
+            Weights::Q2H(_) => concat!(Q2H),
+            Weights::F32(_) => concat!(F32),
         };
-        let rows = parts.iter().map(|p| p.rows).sum();
-        same.then_some(QMatrix {
-            rows,
+        Some(QMatrix {
+            rows: parts.iter().map(|p| p.rows).sum(),
             cols: first.cols,
             weights,
             simd: first.simd,
@@ -117,18 +159,12 @@ impl QMatrix {
     pub fn row_f32(&self, row: usize, out: &mut [f32]) {
         let bpr = self.cols / QK;
         let mut block = [0f32; QK];
-        let mut blocks = |deq: &dyn Fn(usize, &mut [f32; QK])| {
-            for (k, o) in out.chunks_exact_mut(QK).enumerate() {
-                deq(row * bpr + k, &mut block);
+        with_blocks!(&self.weights, w => {
+            for (b, o) in w[row * bpr..(row + 1) * bpr].iter().zip(out.chunks_exact_mut(QK)) {
+                b.dequantize(&mut block);
                 o.copy_from_slice(&block);
             }
-        };
-        match &self.weights {
-            Weights::Q4_1(w) => blocks(&|i, b| w[i].dequantize(b)),
-            Weights::Q4_0(w) => blocks(&|i, b| w[i].dequantize(b)),
-            Weights::Q8_0(w) => blocks(&|i, b| w[i].dequantize(b)),
-            Weights::F32(w) => out.copy_from_slice(&w[row * self.cols..(row + 1) * self.cols]),
-        }
+        }, w => out.copy_from_slice(&w[row * self.cols..(row + 1) * self.cols]))
     }
 
     /// `out[r * rows.len() + i] = dot(weight row rows.start + i, activation row m0 + r)` for
@@ -164,20 +200,15 @@ impl QMatrix {
                 sums: std::array::from_fn(|r| &q.sums[(m0 + r) * stride..(m0 + r + 1) * stride]),
             }
         });
-        match &self.weights {
-            Weights::Q4_1(w) => self.run(w, rows, f32_rows, q8_rows, out),
-            Weights::Q4_0(w) => self.run(w, rows, f32_rows, q8_rows, out),
-            Weights::Q8_0(w) => self.run(w, rows, f32_rows, q8_rows, out),
-            Weights::F32(w) => {
-                let n = rows.len();
-                for (i, row) in rows.enumerate() {
-                    let wrow = &w[row * cols..(row + 1) * cols];
-                    for (r, x) in f32_rows.iter().enumerate() {
-                        out[r * n + i] = wrow.iter().zip(x.iter()).map(|(a, b)| a * b).sum();
-                    }
+        with_blocks!(&self.weights, w => self.run(w, rows, f32_rows, q8_rows, out), w => {
+            let n = rows.len();
+            for (i, row) in rows.enumerate() {
+                let wrow = &w[row * cols..(row + 1) * cols];
+                for (r, x) in f32_rows.iter().enumerate() {
+                    out[r * n + i] = wrow.iter().zip(x.iter()).map(|(a, b)| a * b).sum();
                 }
             }
-        }
+        })
     }
 
     #[allow(unused_variables)]
@@ -214,17 +245,6 @@ impl QMatrix {
 struct Q8Tile<'a, const R: usize> {
     blocks: [&'a [BlockQ8]; R],
     sums: [&'a [f32]; R],
-}
-
-fn concat<T: Clone>(
-    parts: &[QMatrix],
-    get: impl Fn(&Weights) -> Option<&Vec<T>>,
-) -> Option<Vec<T>> {
-    let mut out = Vec::new();
-    for p in parts {
-        out.extend_from_slice(get(&p.weights)?);
-    }
-    Some(out)
 }
 
 /// The block types with kernels on every target.

@@ -8,21 +8,31 @@
 
 mod blocks;
 mod dequant;
+mod encode;
 mod kernels;
 mod matrix;
+pub mod mix;
 mod q8;
+mod superblocks;
 
-pub use blocks::{BlockQ4_0, BlockQ4_1, BlockQ8, BlockQ8_0, QK};
+pub use blocks::{
+    Block, BlockQ2H, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8, BlockQ8_0, BlockQ8H, QK,
+};
 pub use dequant::dequantize;
+pub use encode::quantize;
 pub use matrix::{Acts, QMatrix, TILE_ROWS};
 pub use q8::{Q8Rows, quantize_q8};
+pub use superblocks::QK_K;
 
 use crate::gguf::GgmlType;
 
 /// Errors turning tensor bytes into numbers.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("tensor type {0} is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)")]
+    #[error(
+        "tensor type {0} is not supported (supported: F32, F16, BF16, Q8_0, Q5_0, Q5_1, Q4_0, \
+         Q4_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K; the IQ, TQ and FP4 families are not)"
+    )]
     Unsupported(GgmlType),
     #[error("{ty} data of {bytes} bytes does not hold {elements} elements")]
     SizeMismatch {

@@ -78,10 +78,119 @@ fn wrong_sizes_and_types_are_errors() {
         dequantize(GgmlType::Q4_1, &[0; 19], &mut out),
         Err(Error::SizeMismatch { .. })
     ));
+    let mut out = [0f32; 256];
     assert!(matches!(
-        dequantize(GgmlType::Q6K, &[0; 210], &mut out),
-        Err(Error::Unsupported(_))
+        dequantize(GgmlType::Q6K, &[0; 209], &mut out),
+        Err(Error::SizeMismatch { .. })
     ));
+    assert!(matches!(
+        dequantize(GgmlType::Q4K, &[0; 144], &mut out[..255]),
+        Err(Error::SizeMismatch { .. })
+    ));
+}
+
+#[test]
+fn the_iq_tq_and_fp4_families_are_refused_by_name() {
+    for ty in [
+        GgmlType::IQ2XXS,
+        GgmlType::IQ2XS,
+        GgmlType::IQ3XXS,
+        GgmlType::IQ1S,
+        GgmlType::IQ4NL,
+        GgmlType::IQ3S,
+        GgmlType::IQ2S,
+        GgmlType::IQ4XS,
+        GgmlType::IQ1M,
+        GgmlType::TQ1_0,
+        GgmlType::TQ2_0,
+        GgmlType::MXFP4,
+        GgmlType::NVFP4,
+        GgmlType::Q1_0,
+    ] {
+        let elements = 256.max(ty.block_len());
+        let bytes = vec![0u8; ty.bytes_for(elements as u64).unwrap() as usize];
+        let err = QMatrix::from_ggml(ty, &bytes, 1, elements).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("tensor type {ty} is not supported")),
+            "{msg}"
+        );
+        assert!(quantize(ty, &vec![0f32; elements]).is_err());
+    }
+}
+
+/// Every type the engine computes with.
+const TYPES: [GgmlType; 10] = [
+    GgmlType::Q4_1,
+    GgmlType::Q4_0,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q8_0,
+    GgmlType::Q2K,
+    GgmlType::Q3K,
+    GgmlType::Q4K,
+    GgmlType::Q5K,
+    GgmlType::Q6K,
+];
+
+#[test]
+fn quantised_values_come_back_within_each_types_error() {
+    // Weights-like data: mostly small, a few outliers per block.
+    let mut seed = 17;
+    let x: Vec<f32> = (0..4096)
+        .map(|i| lcg(&mut seed) * if i % 37 == 0 { 0.3 } else { 0.05 })
+        .collect();
+    // Limits: 1.25 × what each type measured on this data (the error halves per bit; a
+    // wrong layout or scale search is off by far more).
+    let rms = |v: &[f32]| (v.iter().map(|a| a * a).sum::<f32>() / v.len() as f32).sqrt();
+    for (ty, limit) in [
+        (GgmlType::Q8_0, 0.011),
+        (GgmlType::Q6K, 0.031),
+        (GgmlType::Q5_0, 0.088),
+        (GgmlType::Q5_1, 0.057),
+        (GgmlType::Q5K, 0.055),
+        (GgmlType::Q4_0, 0.175),
+        (GgmlType::Q4_1, 0.116),
+        (GgmlType::Q4K, 0.11),
+        (GgmlType::Q3K, 0.28),
+        (GgmlType::Q2K, 0.41),
+    ] {
+        let bytes = quantize(ty, &x).unwrap();
+        assert_eq!(bytes.len() as u64, ty.bytes_for(x.len() as u64).unwrap());
+        let mut back = vec![0f32; x.len()];
+        dequantize(ty, &bytes, &mut back).unwrap();
+        let err: Vec<f32> = x.iter().zip(&back).map(|(a, b)| a - b).collect();
+        let rel = rms(&err) / rms(&x);
+        println!("{ty}: relative RMS error {rel:.4}");
+        assert!(rel < limit, "{ty}: relative RMS error {rel} ≥ {limit}");
+    }
+}
+
+#[test]
+fn k_quant_repacking_keeps_each_sub_blocks_values() {
+    // Q4_K: a super-block whose sub-block s has scale s + 1 and min 2 s, values q = j % 16.
+    let mut b = vec![0u8; 144];
+    b[..2].copy_from_slice(&f16_bytes(0.5));
+    b[2..4].copy_from_slice(&f16_bytes(0.25));
+    let (sc, mn): (Vec<u8>, Vec<u8>) = (0..8u8).map(|s| (s + 1, 2 * s)).unzip();
+    for j in 0..4 {
+        b[4 + j] = sc[j];
+        b[8 + j] = mn[j];
+        b[12 + j] = (sc[j + 4] & 0x0F) | ((mn[j + 4] & 0x0F) << 4);
+    }
+    for g in 0..4 {
+        for l in 0..32 {
+            b[16 + 32 * g + l] = ((l % 16) as u8) | ((((l + 1) % 16) as u8) << 4);
+        }
+    }
+    let mut out = [0f32; 256];
+    dequantize(GgmlType::Q4K, &b, &mut out).unwrap();
+    for (e, v) in out.iter().enumerate() {
+        let s = e / 32;
+        let q = (e % 32 + s % 2) % 16;
+        let want = 0.5 * (s as f32 + 1.0) * q as f32 - 0.25 * (2.0 * s as f32);
+        assert_eq!(*v, want, "element {e}");
+    }
 }
 
 /// A deterministic pseudo-random stream (no dependency needed for test data).
@@ -92,32 +201,21 @@ fn lcg(seed: &mut u64) -> f32 {
     ((*seed >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0
 }
 
+/// A `[rows, cols]` matrix of valid `ty` blocks: random weights through the quantiser.
 fn random_matrix(ty: GgmlType, rows: usize, cols: usize, seed: &mut u64) -> Vec<u8> {
-    let blocks = rows * cols / 32;
-    let mut bytes = Vec::new();
-    for _ in 0..blocks {
-        match ty {
-            GgmlType::Q4_1 => {
-                bytes.extend_from_slice(&f16_bytes(lcg(seed).abs() * 0.1));
-                bytes.extend_from_slice(&f16_bytes(lcg(seed) * 0.5));
-            }
-            _ => bytes.extend_from_slice(&f16_bytes(lcg(seed) * 0.05)),
-        }
-        let n = if ty == GgmlType::Q8_0 { 32 } else { 16 };
-        bytes.extend((0..n).map(|_| (lcg(seed) * 127.0) as i8 as u8));
-    }
-    bytes
+    let x: Vec<f32> = (0..rows * cols).map(|_| lcg(seed) * 0.1).collect();
+    quantize(ty, &x).unwrap()
 }
 
 #[test]
 fn kernels_agree_with_dequantised_reference() {
-    let (rows, cols, m) = (13, 96, TILE_ROWS + 2);
+    let (rows, cols, m) = (13, 512, TILE_ROWS + 2);
     let mut seed = 7;
     let x: Vec<f32> = (0..m * cols).map(|_| lcg(&mut seed)).collect();
     let mut q8 = Q8Rows::default();
     q8.quantize(&x, cols);
     let xq = &q8.blocks;
-    for ty in [GgmlType::Q4_1, GgmlType::Q4_0, GgmlType::Q8_0] {
+    for ty in TYPES {
         let bytes = random_matrix(ty, rows, cols, &mut seed);
         let mut dense = vec![0f32; rows * cols];
         dequantize(ty, &bytes, &mut dense).unwrap();
@@ -200,12 +298,12 @@ fn simd_quantisation_matches_the_portable_one_exactly() {
 fn a_row_gets_the_same_bits_in_every_tile() {
     // The batching invariance of the engine rests on this: whatever tile size, position in
     // the tile and group of weight rows a dot product is computed in, its result is the same.
-    let (rows, cols, m) = (11, 288, TILE_ROWS + 3);
+    let (rows, cols, m) = (11, 768, TILE_ROWS + 3);
     let mut seed = 5;
     let x: Vec<f32> = (0..m * cols).map(|_| lcg(&mut seed)).collect();
     let mut q8 = Q8Rows::default();
     q8.quantize(&x, cols);
-    for ty in [GgmlType::Q4_1, GgmlType::Q4_0, GgmlType::Q8_0] {
+    for ty in TYPES {
         let bytes = random_matrix(ty, rows, cols, &mut seed);
         let w = QMatrix::from_ggml(ty, &bytes, rows, cols).unwrap();
         let acts = Acts {

@@ -10,6 +10,8 @@ use tokenscale_engine::backend::cpu::{CpuBackend, CpuOptions, Precision};
 use tokenscale_engine::backend::{Backend, SeqStep};
 use tokenscale_engine::model::Model;
 
+pub mod kquant;
+
 pub const FIXTURE: &str = include_str!("../fixtures/smollm2-135m-instruct-q4_1.json");
 
 /// The model, loaded once per test binary.
@@ -161,4 +163,28 @@ pub fn run_greedy(
 /// sequences' blocks across the pool, as a real block pool would).
 pub fn strided_table(first: u32, stride: u32, n: usize) -> Vec<u32> {
     (0..n as u32).map(|i| first + i * stride).collect()
+}
+
+/// Teacher-forced run of one case: the prompt in one call, then the fixture's greedy tokens
+/// one at a time (blocks of `block_size`); returns the logits of every step (`[24][vocab]`).
+pub fn forced_logits(backend: &mut CpuBackend, case: &Case, block_size: usize) -> Vec<Vec<f32>> {
+    let vocab = backend.model_config().vocab_size;
+    let total = case.prompt_ids.len() + case.greedy_ids.len();
+    let table: Vec<u32> = (0..total.div_ceil(block_size) as u32).collect();
+    let mut tokens = case.prompt_ids.clone();
+    let mut computed = 0;
+    let mut out = Vec::new();
+    for step in 0..case.greedy_ids.len() {
+        let seq = SeqStep {
+            tokens: &tokens[computed..],
+            start_pos: computed,
+            block_table: &table,
+            want_logits: true,
+        };
+        let result = backend.forward(&[seq]).expect("forward runs");
+        out.push(result.logits_of(0, vocab).expect("logits").to_vec());
+        computed = tokens.len();
+        tokens.push(case.greedy_ids[step]);
+    }
+    out
 }

@@ -213,6 +213,32 @@ mod tests {
     }
 
     #[test]
+    fn k_quant_tensors_load_as_the_bf16_of_their_exact_values() {
+        // The device weights come from the same host dequantisation as the CPU backend's, so
+        // every type the CPU reads loads on CUDA too (runs without a GPU: host side only).
+        let mut s = 7;
+        let x: Vec<f32> = (0..4 * 512).map(|_| uniform(&mut s) * 0.1).collect();
+        for ty in [
+            GgmlType::Q4K,
+            GgmlType::Q5K,
+            GgmlType::Q6K,
+            GgmlType::Q3K,
+            GgmlType::Q2K,
+            GgmlType::Q5_0,
+            GgmlType::Q5_1,
+        ] {
+            let bytes = crate::quant::quantize(ty, &x).unwrap();
+            let mut exact = vec![0f32; x.len()];
+            crate::quant::dequantize(ty, &bytes, &mut exact).unwrap();
+            let file = GgufBuilder::new().tensor("w", &[512, 4], ty, bytes).build();
+            let gguf = GgufFile::from_vec(file).unwrap();
+            let w = tensor_bf16(&gguf, "w", 4, 512).unwrap();
+            let want: Vec<bf16> = exact.iter().map(|&v| bf16::from_f32(v)).collect();
+            assert_eq!(w, want, "{ty}");
+        }
+    }
+
+    #[test]
     fn random_numbers_are_uniform_in_the_unit_interval() {
         let mut s = 42;
         let xs: Vec<f32> = (0..10_000).map(|_| uniform(&mut s)).collect();

@@ -10,14 +10,24 @@ use std::arch::x86_64::*;
 use std::ops::Range;
 
 use super::QBlock;
-use crate::quant::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8, BlockQ8_0, QK};
+use crate::quant::blocks::{
+    BlockQ2H, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8, BlockQ8_0, BlockQ8H, QK,
+};
 
 /// A weight block the AVX2 kernels can unpack.
 pub(crate) trait Avx2Block: QBlock {
-    /// The weights are signed bytes (Q8_0): `maddubs` needs `|w|` and `sign(y, w)`.
+    /// The weights are signed bytes (Q8_0, Q6_K, Q3_K): `maddubs` needs `|w|` and
+    /// `sign(y, w)`.
     const SIGNED: bool;
-    /// The block's scale `d`.
-    fn scale(&self) -> f32;
+    /// The block has an offset per half block (Q2_K), applied per lane with the activations'
+    /// sums (see [`Avx2Block::lane_mins`]) instead of through the padded block sums.
+    const LANE_MINS: bool = false;
+    /// The scale of each lane of `madd`'s result (lane `l` covers elements `4 l .. 4 l + 4`):
+    /// one scale for the whole block, or one per half.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    unsafe fn scales(&self) -> __m256;
     /// The unsigned byte operand for `maddubs`, and the sign source (for `SIGNED` blocks).
     ///
     /// # Safety
@@ -33,7 +43,67 @@ pub(crate) trait Avx2Block: QBlock {
     ///
     /// # Safety
     /// The CPU must support AVX2; `k0 < row.len()`.
-    unsafe fn mins(row: &[Self], k0: usize) -> __m256;
+    #[target_feature(enable = "avx2")]
+    unsafe fn mins(_row: &[Self], _k0: usize) -> __m256 {
+        _mm256_setzero_ps()
+    }
+    /// The offset of each lane's elements (for `LANE_MINS` blocks).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2.
+    #[target_feature(enable = "avx2")]
+    unsafe fn lane_mins(&self) -> __m256 {
+        _mm256_setzero_ps()
+    }
+}
+
+/// `[a × 4, b × 4]`: a scale for each half block, per `madd` lane.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn halves(a: f32, b: f32) -> __m256 {
+    _mm256_set_m128(_mm_set1_ps(b), _mm_set1_ps(a))
+}
+
+/// 0xFF in byte `j` where bit `j` of `bits` is set, 0 elsewhere (llama.cpp's
+/// `bytes_from_bits_32`): each byte of `bits` is copied to eight lanes and compared with a
+/// mask that lacks only that lane's bit.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn bytes_from_bits(bits: u32) -> __m256i {
+    let spread = _mm256_set_epi64x(
+        0x0303_0303_0303_0303,
+        0x0202_0202_0202_0202,
+        0x0101_0101_0101_0101,
+        0,
+    );
+    let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(bits as i32), spread);
+    let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
+    _mm256_cmpeq_epi8(_mm256_or_si256(bytes, others), _mm256_set1_epi64x(-1))
+}
+
+/// The 5-bit values of a Q5 block as 32 bytes in element order.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn q5_bytes(qs: &[u8; 16], qh: &u32) -> __m256i {
+    let (lo, hi) = nibbles(qs);
+    let high = _mm256_and_si256(bytes_from_bits(*qh), _mm256_set1_epi8(0x10));
+    _mm256_or_si256(_mm256_set_m128i(hi, lo), high)
+}
+
+/// 32 unsigned bytes → four vectors of 8 floats.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn widen_u8x32(u: __m256i) -> [__m256; 4] {
+    widen_u8(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1))
+}
+
+/// 32 signed bytes → four vectors of 8 floats.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn widen_i8x32(w: __m256i) -> [__m256; 4] {
+    let (lo, hi) = (_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+    [lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)]
+        .map(|q| _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)))
 }
 
 #[target_feature(enable = "avx2")]
@@ -59,29 +129,29 @@ fn widen_u8(lo: __m128i, hi: __m128i) -> [__m256; 4] {
     ]
 }
 
-/// The 4-bit blocks: `qs` holds `q[j]` in the low and `q[j + 16]` in the high nibbles, and
+/// The 4- and 5-bit blocks: `$unpack` gives their values as 32 unsigned bytes, and
 /// `d * q + min` is the value, `min` being `$factor` times the block's field `$min_field`
 /// (folded in outside the kernels' inner loop).
 macro_rules! avx2_nibble_block {
-    ($block:ty, $min_field:ident, $factor:expr) => {
+    ($block:ty, $unpack:ident($($field:ident),*), $min_field:ident, $factor:expr) => {
         impl Avx2Block for $block {
             const SIGNED: bool = false;
-            fn scale(&self) -> f32 {
-                self.d
+            #[target_feature(enable = "avx2")]
+            #[inline]
+            unsafe fn scales(&self) -> __m256 {
+                _mm256_set1_ps(self.d)
             }
             #[target_feature(enable = "avx2")]
             #[inline]
             unsafe fn unpack(&self) -> (__m256i, __m256i) {
-                let (lo, hi) = nibbles(&self.qs);
-                let u = _mm256_set_m128i(hi, lo);
+                let u = $unpack($(&self.$field),*);
                 (u, u)
             }
             #[target_feature(enable = "avx2,fma")]
             #[inline]
             unsafe fn dequant(&self) -> [__m256; 4] {
-                let (lo, hi) = nibbles(&self.qs);
                 let (d, m) = (_mm256_set1_ps(self.d), _mm256_set1_ps(self.min()));
-                widen_u8(lo, hi).map(|q| _mm256_fmadd_ps(q, d, m))
+                widen_u8x32($unpack($(&self.$field),*)).map(|q| _mm256_fmadd_ps(q, d, m))
             }
             #[target_feature(enable = "avx2,fma")]
             #[inline]
@@ -113,14 +183,97 @@ macro_rules! avx2_nibble_block {
     };
 }
 
-avx2_nibble_block!(BlockQ4_1, m, 1.0);
+/// A 4-bit block's values as 32 bytes: `qs` holds `q[j]` in the low and `q[j + 16]` in the
+/// high nibbles.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn q4_bytes(qs: &[u8; 16]) -> __m256i {
+    let (lo, hi) = nibbles(qs);
+    _mm256_set_m128i(hi, lo)
+}
+
+avx2_nibble_block!(BlockQ4_1, q4_bytes(qs), m, 1.0);
 // Q4_0's values are `d * (q − 8)`: its offset is `−8 d`.
-avx2_nibble_block!(BlockQ4_0, d, -8.0);
+avx2_nibble_block!(BlockQ4_0, q4_bytes(qs), d, -8.0);
+avx2_nibble_block!(BlockQ5_1, q5_bytes(qs, qh), m, 1.0);
+// Q5_0's values are `d * (q − 16)`: its offset is `−16 d`.
+avx2_nibble_block!(BlockQ5_0, q5_bytes(qs, qh), d, -16.0);
+
+impl Avx2Block for BlockQ8H {
+    const SIGNED: bool = true;
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn scales(&self) -> __m256 {
+        halves(self.d[0], self.d[1])
+    }
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn unpack(&self) -> (__m256i, __m256i) {
+        // SAFETY: `qs` is 32 readable bytes; loadu has no alignment requirement.
+        let w = unsafe { _mm256_loadu_si256(self.qs.as_ptr().cast()) };
+        (_mm256_sign_epi8(w, w), w)
+    }
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn dequant(&self) -> [__m256; 4] {
+        // SAFETY: `qs` is 32 readable bytes; loadu has no alignment requirement.
+        let w = unsafe { _mm256_loadu_si256(self.qs.as_ptr().cast()) };
+        let [a, b, c, d] = widen_i8x32(w);
+        let (d0, d1) = (_mm256_set1_ps(self.d[0]), _mm256_set1_ps(self.d[1]));
+        [
+            _mm256_mul_ps(a, d0),
+            _mm256_mul_ps(b, d0),
+            _mm256_mul_ps(c, d1),
+            _mm256_mul_ps(d, d1),
+        ]
+    }
+}
+
+impl Avx2Block for BlockQ2H {
+    const SIGNED: bool = false;
+    const LANE_MINS: bool = true;
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn scales(&self) -> __m256 {
+        halves(self.d[0], self.d[1])
+    }
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn lane_mins(&self) -> __m256 {
+        halves(self.m[0], self.m[1])
+    }
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn unpack(&self) -> (__m256i, __m256i) {
+        // Byte i holds q[i + 8k] in bits 2k: 64-bit lane k shifted right by 2k has them in
+        // bytes 8k .. 8k + 8, in element order.
+        let all = _mm256_set1_epi64x(i64::from_le_bytes(self.qs));
+        let shifted = _mm256_srlv_epi64(all, _mm256_setr_epi64x(0, 2, 4, 6));
+        let u = _mm256_and_si256(shifted, _mm256_set1_epi8(3));
+        (u, u)
+    }
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn dequant(&self) -> [__m256; 4] {
+        // SAFETY: AVX2 is this function's feature.
+        let [a, b, c, d] = widen_u8x32(unsafe { self.unpack() }.0);
+        let (d0, d1) = (_mm256_set1_ps(self.d[0]), _mm256_set1_ps(self.d[1]));
+        let (m0, m1) = (_mm256_set1_ps(self.m[0]), _mm256_set1_ps(self.m[1]));
+        [
+            _mm256_fmadd_ps(a, d0, m0),
+            _mm256_fmadd_ps(b, d0, m0),
+            _mm256_fmadd_ps(c, d1, m1),
+            _mm256_fmadd_ps(d, d1, m1),
+        ]
+    }
+}
 
 impl Avx2Block for BlockQ8_0 {
     const SIGNED: bool = true;
-    fn scale(&self) -> f32 {
-        self.d
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    unsafe fn scales(&self) -> __m256 {
+        _mm256_set1_ps(self.d)
     }
     #[target_feature(enable = "avx2")]
     #[inline]
@@ -140,11 +293,6 @@ impl Avx2Block for BlockQ8_0 {
         let d = _mm256_set1_ps(self.d);
         [lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)]
             .map(|q| _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d))
-    }
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    unsafe fn mins(_row: &[Self], _k0: usize) -> __m256 {
-        _mm256_setzero_ps()
     }
 }
 
@@ -235,16 +383,21 @@ impl<B: Avx2Block, const R: usize> Tile<'_, B, R> {
         });
         let acts = &self.acts;
         let ones = _mm256_set1_epi16(1);
+        let ones_u8 = _mm256_set1_epi8(1);
         let mut acc = [[_mm256_setzero_ps(); R]; NW];
         for k in 0..bpr {
             let mut unpacked = [(_mm256_setzero_si256(), _mm256_setzero_si256()); NW];
             let mut dw = [_mm256_setzero_ps(); NW];
+            let mut mw = [_mm256_setzero_ps(); NW];
             unrolled!(j < NW => {
                 // SAFETY: `k < bpr`, the length of every row slice; this function only runs
                 // on CPUs with AVX2 (its target_feature).
                 let wb = unsafe { wrows[j].get_unchecked(k) };
                 unpacked[j] = unsafe { wb.unpack() };
-                dw[j] = _mm256_set1_ps(wb.scale());
+                dw[j] = unsafe { wb.scales() };
+                if B::LANE_MINS {
+                    mw[j] = unsafe { wb.lane_mins() };
+                }
             });
             unrolled!(r < R => {
                 // SAFETY: `k < bpr`, the length of every activation row slice (`gemv_q8`).
@@ -252,6 +405,12 @@ impl<B: Avx2Block, const R: usize> Tile<'_, B, R> {
                 // SAFETY: `qs` is 32 readable bytes; loadu has no alignment requirement.
                 let y = unsafe { _mm256_loadu_si256(a.qs.as_ptr().cast()) };
                 let da = _mm256_set1_ps(a.d);
+                // Σ y over each lane's four elements, for offsets per half block.
+                let ysum = if B::LANE_MINS {
+                    _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(ones_u8, y), ones))
+                } else {
+                    _mm256_setzero_ps()
+                };
                 unrolled!(j < NW => {
                     let (u, sign) = unpacked[j];
                     let y = if B::SIGNED {
@@ -262,6 +421,10 @@ impl<B: Avx2Block, const R: usize> Tile<'_, B, R> {
                     let p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), ones);
                     let scale = _mm256_mul_ps(dw[j], da);
                     acc[j][r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[j][r]);
+                    if B::LANE_MINS {
+                        let m = _mm256_mul_ps(mw[j], da);
+                        acc[j][r] = _mm256_fmadd_ps(m, ysum, acc[j][r]);
+                    }
                 });
             });
         }

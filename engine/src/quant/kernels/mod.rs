@@ -9,16 +9,22 @@
 pub(super) mod avx2;
 pub(super) mod scalar;
 
-use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ8, BlockQ8_0, QK};
+use super::blocks::{
+    Block, BlockQ2H, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8, BlockQ8_0, BlockQ8H, QK,
+};
 
 /// What every weight block offers the portable kernels.
-pub(super) trait QBlock: Copy + Send + Sync {
+pub(super) trait QBlock: Block {
     /// Whether the block's values carry an offset `min` besides `d * q` (the `Σ x` term).
     const HAS_MIN: bool;
     /// The offset added to every value of the block (0 without one).
     fn min(&self) -> f32;
     /// `Σ w[j] * x[j]` with the weights dequantised and `x` in f32.
-    fn dot_f32(&self, x: &[f32]) -> f32;
+    fn dot_f32(&self, x: &[f32]) -> f32 {
+        let mut w = [0f32; QK];
+        self.dequantize(&mut w);
+        w.iter().zip(x).map(|(a, b)| a * b).sum()
+    }
     /// `Σ w[j] * x[j]` with `x` quantised: an integer dot scaled, plus the offset term.
     fn dot_q8(&self, a: &BlockQ8) -> f32;
 }
@@ -37,11 +43,6 @@ impl QBlock for BlockQ4_1 {
     fn min(&self) -> f32 {
         self.m
     }
-    fn dot_f32(&self, x: &[f32]) -> f32 {
-        let mut w = [0f32; QK];
-        self.dequantize(&mut w);
-        w.iter().zip(x).map(|(a, b)| a * b).sum()
-    }
     fn dot_q8(&self, a: &BlockQ8) -> f32 {
         self.d * a.d * int_dot_nibbles(&self.qs, &a.qs) as f32 + self.m * a.s
     }
@@ -52,11 +53,6 @@ impl QBlock for BlockQ4_0 {
     const HAS_MIN: bool = true;
     fn min(&self) -> f32 {
         -8.0 * self.d
-    }
-    fn dot_f32(&self, x: &[f32]) -> f32 {
-        let mut w = [0f32; QK];
-        self.dequantize(&mut w);
-        w.iter().zip(x).map(|(a, b)| a * b).sum()
     }
     fn dot_q8(&self, a: &BlockQ8) -> f32 {
         // Σ d(q-8)·da·y = d·da·Σ q·y − 8·d·(da·Σ y)
@@ -85,5 +81,72 @@ impl QBlock for BlockQ8_0 {
             .map(|(&w, &y)| i32::from(w) * i32::from(y))
             .sum();
         self.d * a.d * sum as f32
+    }
+}
+
+/// `Σ q[j] * y[j]` over 5-bit values.
+fn int_dot_q5(qs: &[u8; 16], qh: u32, y: &[i8; 32]) -> i32 {
+    let mut sum = 0i32;
+    for j in 0..16 {
+        let lo = i32::from(qs[j] & 0x0F) | (((qh >> j) & 1) << 4) as i32;
+        let hi = i32::from(qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4) as i32;
+        sum += lo * i32::from(y[j]) + hi * i32::from(y[j + 16]);
+    }
+    sum
+}
+
+impl QBlock for BlockQ5_0 {
+    // Like Q4_0: `d * (q − 16) = d * q + (−16 d)`.
+    const HAS_MIN: bool = true;
+    fn min(&self) -> f32 {
+        -16.0 * self.d
+    }
+    fn dot_q8(&self, a: &BlockQ8) -> f32 {
+        self.d * a.d * int_dot_q5(&self.qs, self.qh, &a.qs) as f32 - 16.0 * self.d * a.s
+    }
+}
+
+impl QBlock for BlockQ5_1 {
+    const HAS_MIN: bool = true;
+    fn min(&self) -> f32 {
+        self.m
+    }
+    fn dot_q8(&self, a: &BlockQ8) -> f32 {
+        self.d * a.d * int_dot_q5(&self.qs, self.qh, &a.qs) as f32 + self.m * a.s
+    }
+}
+
+impl QBlock for BlockQ8H {
+    const HAS_MIN: bool = false;
+    fn min(&self) -> f32 {
+        0.0
+    }
+    fn dot_q8(&self, a: &BlockQ8) -> f32 {
+        let half = |h: usize| -> i32 {
+            (16 * h..16 * h + 16)
+                .map(|j| i32::from(self.qs[j]) * i32::from(a.qs[j]))
+                .sum()
+        };
+        a.d * (self.d[0] * half(0) as f32 + self.d[1] * half(1) as f32)
+    }
+}
+
+impl QBlock for BlockQ2H {
+    // Its offsets are per half block: folded in here, not through the block sums.
+    const HAS_MIN: bool = false;
+    fn min(&self) -> f32 {
+        0.0
+    }
+    fn dot_q8(&self, a: &BlockQ8) -> f32 {
+        let mut total = 0f32;
+        for h in 0..2 {
+            let (mut qy, mut y) = (0i32, 0i32);
+            for j in 16 * h..16 * h + 16 {
+                qy += i32::from(self.q(j)) * i32::from(a.qs[j]);
+                y += i32::from(a.qs[j]);
+            }
+            total += self.d[h] * qy as f32 + self.m[h] * y as f32;
+        }
+        a.d * total
     }
 }

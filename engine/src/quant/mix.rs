@@ -172,7 +172,18 @@ fn use_more_bits(i_layer: usize, n_layers: usize) -> bool {
         || (i_layer as i64 - (n_layers / 8) as i64) % 3 == 2
 }
 
-/// The type of every tensor of `tensors` (in file order) under `ftype`.
+/// The order llama.cpp quantises and writes a model's tensors in (its loader's
+/// `weight_name_comparer`): tensors outside the blocks first, then block by block, by name
+/// within each. The mixes count `attn_v` tensors in this order, so [`choose_types`] must get
+/// them in it.
+pub fn llama_order(names: &[&str]) -> Vec<usize> {
+    let key = |name: &str| (layer_of(name).map_or(-1, |l| l as i64), name.to_string());
+    let mut order: Vec<usize> = (0..names.len()).collect();
+    order.sort_by_key(|&i| key(names[i]));
+    order
+}
+
+/// The type of every tensor of `tensors` (in [`llama_order`]) under `ftype`.
 pub fn choose_types(
     ftype: FileType,
     model: &ModelShape,

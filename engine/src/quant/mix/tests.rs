@@ -135,3 +135,25 @@ fn file_type_names_parse_and_print() {
     assert!(err.contains("IQ4_XS") && err.contains("Q4_K_M"), "{err}");
     assert_eq!(FileType::Q4_K_M.id(), 15);
 }
+
+#[test]
+fn llama_order_puts_blocks_in_numeric_order_after_the_rest() {
+    let names = [
+        "blk.10.a",
+        "token_embd.weight",
+        "blk.2.b",
+        "blk.2.a",
+        "output_norm.weight",
+    ];
+    let order: Vec<&str> = llama_order(&names).into_iter().map(|i| names[i]).collect();
+    assert_eq!(
+        order,
+        [
+            "output_norm.weight",
+            "token_embd.weight",
+            "blk.2.a",
+            "blk.2.b",
+            "blk.10.a"
+        ]
+    );
+}

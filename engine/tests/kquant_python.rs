@@ -168,7 +168,9 @@ fn random_blocks_of_every_type_dequantise_as_gguf_does() {
 
 #[test]
 fn every_tensor_of_requantised_smollm2_dequantises_as_gguf_does() {
-    for ftype in [FileType::Q4_K_M, FileType::Q2_K, FileType::Q5_K_M] {
+    // Q4_K_M holds Q4_K, Q6_K, Q5_0, Q8_0; Q2_K holds Q3_K and Q4_0 (the random blocks cover
+    // every type; two real files keep the test's cost down).
+    for ftype in [FileType::Q4_K_M, FileType::Q2_K] {
         let path = common::kquant::path(ftype);
         let counts = compare_file(&path);
         let mut summary: Vec<String> = counts.iter().map(|(t, n)| format!("{n} {t}")).collect();
@@ -181,8 +183,7 @@ fn every_tensor_of_requantised_smollm2_dequantises_as_gguf_does() {
         // The mixes put real K-quants on the rows that hold whole 256-blocks (ffn_down).
         let want = match ftype {
             FileType::Q4_K_M => ["Q4_K", "Q6_K", "Q5_0"],
-            FileType::Q2_K => ["Q3_K", "Q4_0", "Q8_0"],
-            _ => ["Q5_K", "Q6_K", "Q5_1"],
+            _ => ["Q3_K", "Q4_0", "Q8_0"],
         };
         for t in want {
             assert!(

@@ -124,7 +124,7 @@ fn stacked(file: &GgufFile, names: &[String], rows: &[usize], cols: usize) -> Re
         .collect::<Result<_>>()?;
     QMatrix::stack(&parts).ok_or_else(|| {
         Error::Model(format!(
-            "tensors {names:?} have different types and cannot be stacked"
+            "tensors {names:?} have different widths and cannot be stacked"
         ))
     })
 }

@@ -35,6 +35,24 @@ enum Weights {
     F32(Vec<f32>),
 }
 
+impl Weights {
+    /// Appends `other`'s blocks when both are the same form (returns whether it did).
+    fn append(&mut self, other: &Weights) -> bool {
+        match (self, other) {
+            (Weights::Q4_1(a), Weights::Q4_1(b)) => a.extend_from_slice(b),
+            (Weights::Q4_0(a), Weights::Q4_0(b)) => a.extend_from_slice(b),
+            (Weights::Q5_0(a), Weights::Q5_0(b)) => a.extend_from_slice(b),
+            (Weights::Q5_1(a), Weights::Q5_1(b)) => a.extend_from_slice(b),
+            (Weights::Q8_0(a), Weights::Q8_0(b)) => a.extend_from_slice(b),
+            (Weights::Q8H(a), Weights::Q8H(b)) => a.extend_from_slice(b),
+            (Weights::Q2H(a), Weights::Q2H(b)) => a.extend_from_slice(b),
+            (Weights::F32(a), Weights::F32(b)) => a.extend_from_slice(b),
+            _ => return false,
+        }
+        true
+    }
+}
+
 /// Runs `$body` with `$w` bound to the block vector of whichever block variant `$weights`
 /// is (`$f32` for the float variant): one place lists the block types.
 macro_rules! with_blocks {
@@ -53,12 +71,23 @@ macro_rules! with_blocks {
 }
 
 /// A `[rows, cols]` weight matrix (a linear layer maps `cols` inputs to `rows` outputs).
+///
+/// Stacked matrices whose types differ (a `Q4_K_M` file's `attn_v` is often Q6_K beside a
+/// Q4_K `attn_q`) keep one part per block form; a row range is computed part by part.
 #[derive(Debug, Clone)]
 pub struct QMatrix {
     rows: usize,
     cols: usize,
-    weights: Weights,
+    parts: Vec<Part>,
     simd: Simd,
+}
+
+/// Rows `start .. start + rows` of a [`QMatrix`], in one block form.
+#[derive(Debug, Clone)]
+struct Part {
+    start: usize,
+    rows: usize,
+    weights: Weights,
 }
 
 /// A batch of activation rows: `f32` is `[m, cols]`; `q8`, when given, is the same rows
@@ -93,43 +122,45 @@ impl QMatrix {
         Ok(Self {
             rows,
             cols,
-            weights,
+            parts: vec![Part {
+                start: 0,
+                rows,
+                weights,
+            }],
             simd: Simd::detect(),
         })
     }
 
-    /// Stacks matrices with the same width and block form along rows (`None` otherwise).
-    pub fn stack(parts: &[QMatrix]) -> Option<QMatrix> {
-        let first = parts.first()?;
-        if parts.iter().any(|p| p.cols != first.cols) {
+    /// Stacks matrices with the same width along rows (`None` when widths differ): runs of
+    /// the same block form are concatenated into one part.
+    pub fn stack(matrices: &[QMatrix]) -> Option<QMatrix> {
+        let first = matrices.first()?;
+        if matrices.iter().any(|m| m.cols != first.cols) {
             return None;
         }
-        macro_rules! concat {
-            ($variant:ident) => {{
-                let mut out = Vec::new();
-                for p in parts {
-                    match &p.weights {
-                        Weights::$variant(v) => out.extend_from_slice(v),
-                        _ => return None,
-                    }
+        let mut parts: Vec<Part> = Vec::new();
+        let mut start = 0;
+        for part in matrices.iter().flat_map(|m| &m.parts) {
+            let merged = parts.last_mut().is_some_and(|last| {
+                let same = last.weights.append(&part.weights);
+                if same {
+                    last.rows += part.rows;
                 }
-                Weights::$variant(out)
-            }};
+                same
+            });
+            if !merged {
+                parts.push(Part {
+                    start,
+                    rows: part.rows,
+                    weights: part.weights.clone(),
+                });
+            }
+            start += part.rows;
         }
-        let weights = match &first.weights {
-            Weights::Q4_1(_) => concat!(Q4_1),
-            Weights::Q4_0(_) => concat!(Q4_0),
-            Weights::Q5_0(_) => concat!(Q5_0),
-            Weights::Q5_1(_) => concat!(Q5_1),
-            Weights::Q8_0(_) => concat!(Q8_0),
-            Weights::Q8H(_) => concat!(Q8H),
-            Weights::Q2H(_) => concat!(Q2H),
-            Weights::F32(_) => concat!(F32),
-        };
         Some(QMatrix {
-            rows: parts.iter().map(|p| p.rows).sum(),
+            rows: start,
             cols: first.cols,
-            weights,
+            parts,
             simd: first.simd,
         })
     }
@@ -152,14 +183,20 @@ impl QMatrix {
 
     /// Whether the integer (quantised-activation) kernels apply to this matrix.
     pub fn is_quantized(&self) -> bool {
-        !matches!(self.weights, Weights::F32(_))
+        self.parts
+            .iter()
+            .any(|p| !matches!(p.weights, Weights::F32(_)))
     }
 
     /// Dequantises row `row` into `out` (`[cols]`): embedding lookups.
     pub fn row_f32(&self, row: usize, out: &mut [f32]) {
         let bpr = self.cols / QK;
         let mut block = [0f32; QK];
-        with_blocks!(&self.weights, w => {
+        let Some(part) = self.parts.iter().find(|p| row < p.start + p.rows) else {
+            return;
+        };
+        let row = row - part.start;
+        with_blocks!(&part.weights, w => {
             for (b, o) in w[row * bpr..(row + 1) * bpr].iter().zip(out.chunks_exact_mut(QK)) {
                 b.dequantize(&mut block);
                 o.copy_from_slice(&block);
@@ -177,19 +214,62 @@ impl QMatrix {
         rows: Range<usize>,
         out: &mut [f32],
     ) {
-        match tile {
-            1 => self.tile::<1>(acts, m0, rows, out),
-            2 => self.tile::<2>(acts, m0, rows, out),
-            3 => self.tile::<3>(acts, m0, rows, out),
-            4 => self.tile::<4>(acts, m0, rows, out),
-            5 => self.tile::<5>(acts, m0, rows, out),
-            6 => self.tile::<6>(acts, m0, rows, out),
-            7 => self.tile::<7>(acts, m0, rows, out),
-            _ => self.tile::<8>(acts, m0, rows, out),
+        if let [part] = self.parts.as_slice() {
+            return self.part_tile(&part.weights, acts, m0, tile, rows, out);
+        }
+        // Mixed forms: each part computes its share of the rows; a share that is not the whole
+        // range goes through a scratch tile (its row stride differs from `out`'s).
+        let n = rows.len();
+        for part in &self.parts {
+            let (lo, hi) = (
+                rows.start.max(part.start),
+                rows.end.min(part.start + part.rows),
+            );
+            if lo >= hi {
+                continue;
+            }
+            let local = lo - part.start..hi - part.start;
+            if (lo, hi) == (rows.start, rows.end) {
+                return self.part_tile(&part.weights, acts, m0, tile, local, out);
+            }
+            let len = hi - lo;
+            let mut share = vec![0f32; tile * len];
+            self.part_tile(&part.weights, acts, m0, tile, local, &mut share);
+            for r in 0..tile {
+                out[r * n + lo - rows.start..][..len].copy_from_slice(&share[r * len..][..len]);
+            }
         }
     }
 
-    fn tile<const R: usize>(&self, acts: Acts<'_>, m0: usize, rows: Range<usize>, out: &mut [f32]) {
+    fn part_tile(
+        &self,
+        weights: &Weights,
+        acts: Acts<'_>,
+        m0: usize,
+        tile: usize,
+        rows: Range<usize>,
+        out: &mut [f32],
+    ) {
+        match tile {
+            1 => self.tile::<1>(weights, acts, m0, rows, out),
+            2 => self.tile::<2>(weights, acts, m0, rows, out),
+            3 => self.tile::<3>(weights, acts, m0, rows, out),
+            4 => self.tile::<4>(weights, acts, m0, rows, out),
+            5 => self.tile::<5>(weights, acts, m0, rows, out),
+            6 => self.tile::<6>(weights, acts, m0, rows, out),
+            7 => self.tile::<7>(weights, acts, m0, rows, out),
+            _ => self.tile::<8>(weights, acts, m0, rows, out),
+        }
+    }
+
+    fn tile<const R: usize>(
+        &self,
+        weights: &Weights,
+        acts: Acts<'_>,
+        m0: usize,
+        rows: Range<usize>,
+        out: &mut [f32],
+    ) {
         let (cols, bpr) = (self.cols, self.cols / QK);
         let f32_rows: [&[f32]; R] =
             std::array::from_fn(|r| &acts.f32[(m0 + r) * cols..(m0 + r + 1) * cols]);
@@ -200,7 +280,7 @@ impl QMatrix {
                 sums: std::array::from_fn(|r| &q.sums[(m0 + r) * stride..(m0 + r + 1) * stride]),
             }
         });
-        with_blocks!(&self.weights, w => self.run(w, rows, f32_rows, q8_rows, out), w => {
+        with_blocks!(weights, w => self.run(w, rows, f32_rows, q8_rows, out), w => {
             let n = rows.len();
             for (i, row) in rows.enumerate() {
                 let wrow = &w[row * cols..(row + 1) * cols];

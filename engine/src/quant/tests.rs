@@ -329,3 +329,60 @@ fn a_row_gets_the_same_bits_in_every_tile() {
         }
     }
 }
+
+#[test]
+fn a_stack_of_mixed_types_computes_each_row_as_its_own_matrix_does() {
+    // Q4_K_M's q|k|v: Q5_0, Q5_0, Q8_0 (or Q4_K, Q4_K, Q6_K); here three forms and runs of
+    // the same form that merge.
+    let (cols, m) = (512, 3);
+    let mut seed = 23;
+    let x: Vec<f32> = (0..m * cols).map(|_| lcg(&mut seed)).collect();
+    let mut q8 = Q8Rows::default();
+    q8.quantize(&x, cols);
+    let pieces: Vec<(GgmlType, usize)> = vec![
+        (GgmlType::Q5_0, 5),
+        (GgmlType::Q5_0, 4),
+        (GgmlType::Q6K, 7),
+        (GgmlType::Q4K, 3),
+        (GgmlType::F32, 2),
+    ];
+    let parts: Vec<QMatrix> = pieces
+        .iter()
+        .map(|&(ty, rows)| {
+            QMatrix::from_ggml(ty, &random_matrix(ty, rows, cols, &mut seed), rows, cols).unwrap()
+        })
+        .collect();
+    let stacked = QMatrix::stack(&parts).unwrap();
+    let total: usize = pieces.iter().map(|p| p.1).sum();
+    assert_eq!(stacked.rows(), total);
+    for q8 in [None, Some(&q8)] {
+        let acts = Acts { f32: &x, q8 };
+        // Each row alone, from its own matrix.
+        let mut want = vec![0f32; m * total];
+        let mut start = 0;
+        for p in &parts {
+            for r in 0..m {
+                let mut o = vec![0f32; p.rows()];
+                p.gemv_tile(acts, r, 1, 0..p.rows(), &mut o);
+                want[r * total + start..][..p.rows()].copy_from_slice(&o);
+            }
+            start += p.rows();
+        }
+        for (lo, hi) in [(0, total), (3, 12), (9, 16), (15, 21), (0, 1), (20, 21)] {
+            let mut out = vec![0f32; m * (hi - lo)];
+            stacked.gemv_tile(acts, 0, m, lo..hi, &mut out);
+            for r in 0..m {
+                assert_eq!(
+                    &out[r * (hi - lo)..][..hi - lo],
+                    &want[r * total + lo..][..hi - lo],
+                    "rows {lo}..{hi}"
+                );
+            }
+        }
+        let mut row = vec![0f32; cols];
+        stacked.row_f32(17, &mut row);
+        let mut own = vec![0f32; cols];
+        parts[3].row_f32(1, &mut own);
+        assert_eq!(row, own);
+    }
+}

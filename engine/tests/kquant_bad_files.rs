@@ -12,6 +12,14 @@ fn file(name: &str, dims: &[u64], ty: GgmlType, data: Vec<u8>) -> Vec<u8> {
         .build()
 }
 
+const K_QUANTS: [GgmlType; 5] = [
+    GgmlType::Q2K,
+    GgmlType::Q3K,
+    GgmlType::Q4K,
+    GgmlType::Q5K,
+    GgmlType::Q6K,
+];
+
 fn parse_err(bytes: &[u8]) -> String {
     match GgufFile::parse(bytes) {
         Ok(_) => panic!("a malformed file parsed"),
@@ -21,13 +29,7 @@ fn parse_err(bytes: &[u8]) -> String {
 
 #[test]
 fn rows_that_are_not_whole_super_blocks_name_the_tensor() {
-    for ty in [
-        GgmlType::Q2K,
-        GgmlType::Q3K,
-        GgmlType::Q4K,
-        GgmlType::Q5K,
-        GgmlType::Q6K,
-    ] {
+    for ty in K_QUANTS {
         // 576 = 2.25 super-blocks (SmolLM2's width).
         let msg = parse_err(&file("blk.0.attn_q.weight", &[576, 2], ty, vec![0; 1000]));
         assert!(
@@ -61,13 +63,7 @@ fn data_cut_inside_a_block_is_reported() {
 
 #[test]
 fn byte_counts_that_do_not_match_the_shape_are_errors() {
-    for ty in [
-        GgmlType::Q2K,
-        GgmlType::Q3K,
-        GgmlType::Q4K,
-        GgmlType::Q5K,
-        GgmlType::Q6K,
-    ] {
+    for ty in K_QUANTS {
         let size = ty.block_bytes();
         for bytes in [size - 1, size + 1, 2 * size] {
             let mut out = vec![0f32; 256];

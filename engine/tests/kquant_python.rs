@@ -123,18 +123,7 @@ fn random_blocks_of_every_type_dequantise_as_gguf_does() {
         seed ^= seed << 17;
         seed
     };
-    let types = [
-        GgmlType::Q4_0,
-        GgmlType::Q4_1,
-        GgmlType::Q5_0,
-        GgmlType::Q5_1,
-        GgmlType::Q8_0,
-        GgmlType::Q2K,
-        GgmlType::Q3K,
-        GgmlType::Q4K,
-        GgmlType::Q5K,
-        GgmlType::Q6K,
-    ];
+    let types = tokenscale_engine::quant::BLOCK_TYPES;
     let mut builder = GgufBuilder::new().kv("general.architecture", Value::String("llama".into()));
     let (cols, rows) = (1024u64, 16u64);
     for ty in types {

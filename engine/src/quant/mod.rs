@@ -26,6 +26,21 @@ pub use superblocks::QK_K;
 
 use crate::gguf::GgmlType;
 
+/// The block types the engine computes with (F32, F16 and BF16 besides), in the order the
+/// README lists them.
+pub const BLOCK_TYPES: [GgmlType; 10] = [
+    GgmlType::Q8_0,
+    GgmlType::Q4_0,
+    GgmlType::Q4_1,
+    GgmlType::Q5_0,
+    GgmlType::Q5_1,
+    GgmlType::Q2K,
+    GgmlType::Q3K,
+    GgmlType::Q4K,
+    GgmlType::Q5K,
+    GgmlType::Q6K,
+];
+
 /// Errors turning tensor bytes into numbers.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -119,20 +119,6 @@ fn the_iq_tq_and_fp4_families_are_refused_by_name() {
     }
 }
 
-/// Every type the engine computes with.
-const TYPES: [GgmlType; 10] = [
-    GgmlType::Q4_1,
-    GgmlType::Q4_0,
-    GgmlType::Q5_0,
-    GgmlType::Q5_1,
-    GgmlType::Q8_0,
-    GgmlType::Q2K,
-    GgmlType::Q3K,
-    GgmlType::Q4K,
-    GgmlType::Q5K,
-    GgmlType::Q6K,
-];
-
 #[test]
 fn quantised_values_come_back_within_each_types_error() {
     // Weights-like data: mostly small, a few outliers per block.
@@ -215,7 +201,7 @@ fn kernels_agree_with_dequantised_reference() {
     let mut q8 = Q8Rows::default();
     q8.quantize(&x, cols);
     let xq = &q8.blocks;
-    for ty in TYPES {
+    for ty in BLOCK_TYPES {
         let bytes = random_matrix(ty, rows, cols, &mut seed);
         let mut dense = vec![0f32; rows * cols];
         dequantize(ty, &bytes, &mut dense).unwrap();
@@ -303,7 +289,7 @@ fn a_row_gets_the_same_bits_in_every_tile() {
     let x: Vec<f32> = (0..m * cols).map(|_| lcg(&mut seed)).collect();
     let mut q8 = Q8Rows::default();
     q8.quantize(&x, cols);
-    for ty in TYPES {
+    for ty in BLOCK_TYPES {
         let bytes = random_matrix(ty, rows, cols, &mut seed);
         let w = QMatrix::from_ggml(ty, &bytes, rows, cols).unwrap();
         let acts = Acts {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use tokenscale_engine::backend::cpu::{CpuBackend, CpuOptions, Precision};
+use tokenscale_engine::backend::cpu::{CpuBackend, Precision};
 use tokenscale_engine::model::Model;
 use tokenscale_engine::quant::mix::FileType;
 
@@ -61,16 +61,7 @@ pub fn backend(
     num_blocks: usize,
     block_size: usize,
 ) -> CpuBackend {
-    CpuBackend::new(
-        model(ftype),
-        num_blocks,
-        block_size,
-        CpuOptions {
-            precision,
-            threads: 0,
-        },
-    )
-    .expect("backend starts")
+    super::backend_for(model(ftype), precision, num_blocks, block_size)
 }
 
 /// This process's folder, after removing those of processes that no longer run.

@@ -27,10 +27,20 @@ pub fn model() -> Arc<Model> {
         .clone()
 }
 
-/// A backend with `num_blocks` blocks of `block_size` slots.
+/// A backend over the test model with `num_blocks` blocks of `block_size` slots.
 pub fn backend(precision: Precision, num_blocks: usize, block_size: usize) -> CpuBackend {
+    backend_for(model(), precision, num_blocks, block_size)
+}
+
+/// A backend over `model` with `num_blocks` blocks of `block_size` slots.
+pub fn backend_for(
+    model: Arc<Model>,
+    precision: Precision,
+    num_blocks: usize,
+    block_size: usize,
+) -> CpuBackend {
     CpuBackend::new(
-        model(),
+        model,
         num_blocks,
         block_size,
         CpuOptions {

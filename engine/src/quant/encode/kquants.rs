@@ -67,12 +67,12 @@ pub(super) fn q2_k(x: &[f32; QK_K], out: &mut Vec<u8>) {
         dmin = max_min / 15.0;
     }
     let (dr, dminr) = (rounded(d), rounded(dmin));
-    for j in 0..16 {
-        let dl = dr * f32::from(sc[j] & 0x0F);
+    for (j, &s) in sc.iter().enumerate() {
+        let dl = dr * f32::from(s & 0x0F);
         if dl == 0.0 {
             continue;
         }
-        let ml = dminr * f32::from(sc[j] >> 4);
+        let ml = dminr * f32::from(s >> 4);
         for i in 16 * j..16 * j + 16 {
             levels[i] = nearest_int((x[i] + ml) / dl).clamp(0, 3) as u8;
         }
@@ -260,8 +260,8 @@ pub(super) fn q6_k(x: &[f32; QK_K], out: &mut Vec<u8>) {
     let d = 1.0 / iscale;
     let sc: [i8; 16] = std::array::from_fn(|j| nearest_int(iscale * scales[j]).min(127) as i8);
     let dr = rounded(d);
-    for j in 0..16 {
-        let dl = dr * f32::from(sc[j]);
+    for (j, &s) in sc.iter().enumerate() {
+        let dl = dr * f32::from(s);
         if dl == 0.0 {
             continue;
         }

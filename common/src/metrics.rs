@@ -40,6 +40,9 @@ pub mod engine {
     pub const BATCH_SIZE: &str = "tokenscale_engine_batch_size";
     /// Info gauge with labels `backend`, `simulated` (`true` for the `sim` backend).
     pub const BACKEND_INFO: &str = "tokenscale_engine_backend_info";
+    /// Info gauge with labels `source` (what `--model` named), `format` (`gguf`,
+    /// `safetensors`) and `revision` (the Hub commit of an `hf://` source, else empty).
+    pub const MODEL_INFO: &str = "tokenscale_engine_model_info";
 }
 
 /// Gateway metrics: latency as clients see it (queueing included), demand and per-replica
@@ -60,6 +63,11 @@ pub mod gateway {
     pub const LABEL_KIND: &str = "kind";
     /// Label: replica state: `ready`, `draining`, `ejected`.
     pub const LABEL_STATE: &str = "state";
+    /// Label: how a broken stream was continued: `exact` (token ids, tokenscale engines),
+    /// `textual` (the text sent, other engines), `restart` (nothing was sent yet) or `none`.
+    pub const LABEL_CONTINUATION: &str = "continuation";
+    /// Label: what became of a broken stream: `resumed`, `ended` (it was complete), `failed`.
+    pub const LABEL_RESULT: &str = "result";
 
     /// Counter (requests), labels `model_name`, `status`: finished requests by client status.
     pub const REQUESTS_TOTAL: &str = "tokenscale_gateway_requests_total";
@@ -86,6 +94,12 @@ pub mod gateway {
     /// Counter (tokens), label `model_name`: completion tokens, from the engines' `usage`.
     /// `rate()` of this is the served output demand in tokens/s.
     pub const GENERATION_TOKENS_TOTAL: &str = "tokenscale_gateway_generation_tokens_total";
+    /// Counter (answers), labels `model_name`, `source`: successful answers by where their
+    /// token counts came from: `engine` (its `usage`) or `gateway` (a stream whose engine sent
+    /// none: prompt estimated from its characters, completion counted a chunk a token).
+    pub const USAGE_SOURCE_TOTAL: &str = "tokenscale_gateway_usage_source_total";
+    /// Label of [`USAGE_SOURCE_TOTAL`].
+    pub const LABEL_SOURCE: &str = "source";
     /// Gauge (requests), label `model_name`: requests waiting in the admission queue (all
     /// replicas at their concurrency target, or zero ready replicas: scale from zero).
     pub const QUEUE_DEPTH: &str = "tokenscale_gateway_queue_depth";
@@ -108,11 +122,47 @@ pub mod gateway {
     /// Gauge (replicas), labels `model_name`, `state`: replicas known to the gateway by state.
     pub const REPLICAS: &str = "tokenscale_gateway_replicas";
     /// Counter (requests), labels `tenant`, `model_name`, `limit`: requests refused with 429.
+    /// `limit` is `requests`, `input_tokens`, `output_tokens` (the tenant's per-model limits),
+    /// `total_requests`, `total_input_tokens`, `total_output_tokens` (its limits across models)
+    /// or `in_flight`; refusals made before the body is read carry `model_name=""`.
     pub const RATE_LIMITED_TOTAL: &str = "tokenscale_gateway_rate_limited_total";
+    /// Counter (requests), labels `tenant`, `model_name`: requests that passed the tenant's
+    /// limits and finished, whatever their status.
+    pub const TENANT_REQUESTS_TOTAL: &str = "tokenscale_gateway_tenant_requests_total";
+    /// Counter (tokens), labels `tenant`, `model_name`: prompt tokens from the engines' usage.
+    pub const TENANT_PROMPT_TOKENS_TOTAL: &str = "tokenscale_gateway_tenant_prompt_tokens_total";
+    /// Counter (tokens), labels `tenant`, `model_name`: prompt tokens served from the prefix
+    /// cache (not charged to the input limit).
+    pub const TENANT_CACHED_PROMPT_TOKENS_TOTAL: &str =
+        "tokenscale_gateway_tenant_cached_prompt_tokens_total";
+    /// Counter (tokens), labels `tenant`, `model_name`: completion tokens from the engines' usage.
+    pub const TENANT_GENERATION_TOKENS_TOTAL: &str =
+        "tokenscale_gateway_tenant_generation_tokens_total";
+    /// Gauge (connections): client connections open on the pod.
+    pub const CONNECTIONS: &str = "tokenscale_gateway_connections";
+    /// Counter (connections): client connections refused at `bounds.max_connections`.
+    pub const CONNECTIONS_REFUSED_TOTAL: &str = "tokenscale_gateway_connections_refused_total";
+    /// Gauge (requests): requests on the pod from headers read to response end.
+    pub const POD_IN_FLIGHT_REQUESTS: &str = "tokenscale_gateway_pod_in_flight_requests";
+    /// Gauge (pods): gateway pods sharing limits and capacity, as this pod last saw them.
+    pub const GATEWAY_PODS: &str = "tokenscale_gateway_pods";
+    /// Gauge (0/1): whether the last call to the limits store (Redis) succeeded.
+    pub const LIMITS_STORE_UP: &str = "tokenscale_gateway_limits_store_up";
+    /// Counter (calls): calls to the limits store that failed or timed out.
+    pub const LIMITS_STORE_FAILURES_TOTAL: &str = "tokenscale_gateway_limits_store_failures_total";
+    /// Counter (requests): requests limited by the pod alone while the store was down.
+    pub const LIMITS_LOCAL_FALLBACK_TOTAL: &str = "tokenscale_gateway_limits_local_fallback_total";
+    /// Counter (settlements): settlements the limits store could not take.
+    pub const LIMITS_LOST_SETTLEMENTS_TOTAL: &str =
+        "tokenscale_gateway_limits_lost_settlements_total";
     /// Counter (events), labels `model_name`, `replica`, `kind`: upstream failures.
     pub const UPSTREAM_ERRORS_TOTAL: &str = "tokenscale_gateway_upstream_errors_total";
-    /// Counter (attempts), label `model_name`: requests re-sent to another replica.
+    /// Counter (attempts), label `model_name`: requests re-sent to another replica before
+    /// any byte reached the client.
     pub const RETRIES_TOTAL: &str = "tokenscale_gateway_retries_total";
+    /// Counter (streams), labels `model_name`, `continuation`, `result`: streams whose replica
+    /// broke mid-answer (reset, idle timeout, in-band error), each counted once per break.
+    pub const STREAM_INTERRUPTIONS_TOTAL: &str = "tokenscale_gateway_stream_interruptions_total";
 
     /// Upper bounds (seconds) of the TTFT histogram buckets (`+Inf` implied).
     pub const TTFT_BUCKETS_S: &[f64] = &[

@@ -4,9 +4,19 @@
 //! `priority`. Numbers a client may get wrong (`max_tokens`, `n`, `top_k`) are signed here so
 //! the server can answer a negative value with a message naming the field.
 
+mod structured;
+mod tools;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use structured::{JsonSchemaFormat, ResponseFormat, StructuredFields};
+pub use tools::{
+    FunctionCall, FunctionCallDelta, FunctionDefinition, FunctionName, NamedToolChoice,
+    TOOL_TYPE_FUNCTION, Tool, ToolCall, ToolCallDelta, ToolChoice, merge_tool_call_delta,
+};
 
 /// `object` of a completion and of its stream chunks.
 pub const OBJECT_TEXT_COMPLETION: &str = "text_completion";
@@ -16,6 +26,12 @@ pub const OBJECT_CHAT_COMPLETION: &str = "chat.completion";
 pub const OBJECT_CHAT_COMPLETION_CHUNK: &str = "chat.completion.chunk";
 /// The line that ends an SSE stream.
 pub const SSE_DONE: &str = "[DONE]";
+/// tokenscale extension, top-level member of a stream chunk (when the request carried the
+/// [`STREAM_TOKEN_IDS`](crate::headers::STREAM_TOKEN_IDS) header): the ids of the generated
+/// tokens whose text this chunk completes, in order. Across a stream they add up to every
+/// output token whose text has been sent; a token whose text is still held back (an
+/// unfinished character, a possible stop string) comes with a later chunk.
+pub const TOKEN_IDS_MEMBER: &str = "tokenscale_token_ids";
 
 /// A completion prompt: text, several texts, token ids, or several token-id lists.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -103,6 +119,20 @@ pub struct SamplingFields {
     pub cache_salt: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// tokenscale extension: this request continues an answer that was cut off elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenscale_resume: Option<Resume>,
+}
+
+/// The start of an answer already generated (and streamed) by another replica, which this
+/// request continues: the response is exactly the rest of the uninterrupted answer. Limits,
+/// penalties, the seeded generator, stop strings and `usage` all count the whole answer, and no
+/// chat role chunk is sent again. Needs one prompt and `n` = 1.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Resume {
+    /// The answer's generated token ids so far, as the stream's
+    /// [`TOKEN_IDS_MEMBER`] reported them.
+    pub token_ids: Vec<u32>,
 }
 
 /// `POST /v1/completions` body.
@@ -120,6 +150,12 @@ pub struct CompletionRequest {
     pub echo: Option<bool>,
     #[serde(flatten)]
     pub sampling: SamplingFields,
+    #[serde(flatten)]
+    pub structured: StructuredFields,
+    /// Every other member, for the engine to accept-and-ignore or refuse by name (never to
+    /// drop silently). Must stay the last flattened field: it takes what the others left.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
 }
 
 /// Content of a chat message: text, or a list of parts (only `text` parts are read).
@@ -140,7 +176,7 @@ impl ChatContent {
     }
 }
 
-/// One part of a multi-part message.
+/// One part of a multi-part message (`type` `text`; others are refused by the engine).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatContentPart {
     #[serde(rename = "type")]
@@ -158,6 +194,12 @@ pub struct ChatMessage {
     pub content: Option<ChatContent>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// An assistant message's calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
+    /// A `tool` message: the call it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
 }
 
 /// `POST /v1/chat/completions` body.
@@ -175,8 +217,21 @@ pub struct ChatCompletionRequest {
     /// And this many alternatives per position (0–20; needs `logprobs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top_logprobs: Option<i64>,
+    /// Functions the model may call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<Tool>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    /// Whether one message may hold several calls (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
     #[serde(flatten)]
     pub sampling: SamplingFields,
+    #[serde(flatten)]
+    pub structured: StructuredFields,
+    /// Every other member (see [`CompletionRequest::extra`]). Must stay the last flattened field.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
 }
 
 /// Token counts of a response.
@@ -259,8 +314,11 @@ pub struct ChatLogprobs {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatResponseMessage {
     pub role: String,
+    /// `null` when the message is only tool calls.
     #[serde(default)]
     pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
 }
 
 /// One choice of a chat completion.
@@ -293,6 +351,8 @@ pub struct ChatDelta {
     pub role: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCallDelta>>,
 }
 
 /// One choice of a chat stream chunk.
@@ -335,6 +395,9 @@ pub struct ModelCard {
     /// (tokenscale extension), so no client mistakes its output or its speed for a model's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub simulated: Option<bool>,
+    /// The Hub commit the model was fetched at, for `hf://` sources (tokenscale extension).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
 }
 
 /// `GET /v1/models` response.
@@ -398,6 +461,37 @@ mod tests {
             req.sampling.stream_options.and_then(|o| o.include_usage),
             Some(true)
         );
+        // What no flattened struct took lands in `extra`, and only that.
+        assert_eq!(req.extra.keys().collect::<Vec<_>>(), ["extra"]);
+    }
+
+    #[test]
+    fn tools_tool_choice_and_response_formats_parse() {
+        let body = r#"{"messages":[{"role":"assistant","content":null,
+            "tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},
+            {"role":"tool","tool_call_id":"c1","content":"42"}],
+            "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],
+            "tool_choice":{"type":"function","function":{"name":"f"}},
+            "response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object"},"strict":true}},
+            "guided_choice":["a","b"],"store":false}"#;
+        let req: ChatCompletionRequest = serde_json::from_str(body)
+            .map_err(|e| e.to_string())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(req.messages[1].tool_call_id.as_deref(), Some("c1"));
+        let calls = req.messages[0].tool_calls.clone().unwrap_or_default();
+        assert_eq!(calls[0].function.name, "f");
+        assert!(
+            matches!(req.tool_choice, Some(ToolChoice::Named(ref n)) if n.function.name == "f")
+        );
+        assert!(matches!(
+            req.structured.response_format,
+            Some(ResponseFormat::JsonSchema { ref json_schema }) if json_schema.strict == Some(true)
+        ));
+        assert!(req.structured.is_constrained());
+        assert_eq!(req.extra.keys().collect::<Vec<_>>(), ["store"]);
+        let mode: ToolChoice =
+            serde_json::from_str(r#""required""#).unwrap_or(ToolChoice::Mode(String::new()));
+        assert_eq!(mode, ToolChoice::Mode("required".into()));
     }
 
     #[test]

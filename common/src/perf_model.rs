@@ -55,6 +55,29 @@ pub struct PerfProfile {
     pub cold_start_s: f64,
 }
 
+/// Profiles shipped inside the binaries, by name (sources in `common/profiles/`): what
+/// `tokenscale sim --profile` and the engine's `--sim-profile` accept besides a file path.
+pub const BUNDLED_PROFILES: [(&str, &str); 2] = [
+    (
+        "llama3-8b-h100",
+        include_str!("../profiles/llama3-8b-h100.yaml"),
+    ),
+    ("smollm2-cpu", include_str!("../profiles/smollm2-cpu.yaml")),
+];
+
+/// The YAML text of the bundled profile `name`.
+pub fn bundled_profile(name: &str) -> Option<&'static str> {
+    BUNDLED_PROFILES
+        .iter()
+        .find(|(bundled, _)| *bundled == name)
+        .map(|(_, text)| *text)
+}
+
+/// The names of the bundled profiles, comma-separated (for messages).
+pub fn bundled_profile_names() -> String {
+    BUNDLED_PROFILES.map(|(name, _)| name).join(", ")
+}
+
 /// A profile that could not be read or makes no sense.
 #[derive(Debug, thiserror::Error)]
 pub enum PerfModelError {

@@ -12,13 +12,16 @@
 #   3. Device call 2, AT ONCE (the machine stays warm only ~30 s after a call; what call 1 staged
 #      under target/ is kept while it is warm):
 #        run(command="bash engine/gpu/check.sh", timeout_s=540,
-#            carry=[".gpu/tokenscale-engine", ".gpu/model.part-ab", ".gpu/model.sha256"])
+#            carry=[".gpu/tokenscale-engine", ".gpu/model.part-ab", ".gpu/model.sha256", ".gpu/tiny"])
 #      If it says the staged part is missing (the machine went cold), repeat 2 and 3.
 #   Elsewhere, with the whole model at hand:  MODEL=path/to/model.gguf engine/gpu/check.sh
 #
 # It prints: the device, a compile check against the machine's own NVRTC, a table of every
-# kernel against its host reference (‖Δ‖/‖ref‖ ≤ 1e-2), a table of the five golden cases
-# (greedy tokens matched, ≥ 20/24 required; logits against the CPU reference backend), and a
+# kernel against its host reference (‖Δ‖/‖ref‖ ≤ 1e-2; qkv_position in five configurations:
+# both RoPE pairings, llama3 scaling, Qwen2 biases, Qwen3 q/k norms with yarn), a table of the
+# five golden cases (greedy tokens matched, ≥ 20/24 required; logits against the CPU reference
+# backend), a table of the tiny safetensors checkpoints (bf16/f16/f32; Llama 3.1, Qwen2, Qwen3,
+# Mistral) against the CPU reference backend over 64 positions (‖Δ‖/‖ref‖ ≤ 3e-2), and a
 # table of decode step time and tokens/s at batch 1, 32, 128, 256 with 512-token contexts for
 # SmolLM2-135M and a random-weight Llama of 1B shape, each against its roofline. The log also
 # goes to $OUT/check.log when $OUT is set. Exit status 0 only when every parity check passed.
@@ -88,6 +91,14 @@ timeout 120 "$BIN" cuda-check --compile-only --arch sm_90 | tail -n 1 || failed=
 
 section "parity: kernels vs host reference, model vs golden tokens and the CPU reference"
 timeout 300 "$BIN" cuda-check --model "$MODEL" --golden "$FIXTURE" || failed=1
+
+section "parity: tiny safetensors checkpoints (new architectures, bf16 as stored) vs the CPU reference"
+if [ -d .gpu/tiny ]; then
+  timeout 300 "$BIN" cuda-check --skip-ops \
+    --parity .gpu/tiny/llama31,.gpu/tiny/qwen2,.gpu/tiny/qwen3,.gpu/tiny/mistral || failed=1
+else
+  echo "NOT RUN: .gpu/tiny was not carried (engine/gpu/pack.sh makes it)"; failed=1
+fi
 
 section "speed: decode at 512-token contexts vs roofline (weights + KV bytes / copy bandwidth)"
 timeout 300 "$BIN" cuda-check --skip-ops --bench --model "$MODEL" --random-1b \

@@ -6,6 +6,9 @@
 #   .gpu/model.part-aa       first 61 MiB of the SmolLM2 model file
 #   .gpu/model.part-ab       the rest
 #   .gpu/model.sha256        checksum of the whole model file
+#   .gpu/tiny/               the tiny random-weight checkpoints of scripts/checkpoints
+#                            (Llama 3.1 llama3-RoPE, Qwen2 biases, Qwen3 q/k norms + yarn,
+#                            Mistral linear RoPE; under 1 MiB) for the checkpoint parity cases
 # The model (94 MiB) is larger than one device call may carry (64 MiB with the tree), so it
 # travels in two calls; see the header of check.sh for the exact calls.
 #
@@ -21,10 +24,11 @@ cargo build --release -p tokenscale-engine --bin tokenscale-engine
 rm -rf .gpu && mkdir -p .gpu
 strip -o .gpu/tokenscale-engine target/release/tokenscale-engine
 split -b 61M -a 2 "$model" .gpu/model.part-
+PYTHONPATH=.cache/tools/python python3 scripts/checkpoints/tiny_models.py .gpu/tiny >/dev/null
 (cd "$(dirname "$model")" && sha256sum "$(basename "$model")") | awk '{print $1}' > .gpu/model.sha256
 ls -la .gpu
 tree=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
-second=$(( $(du -cb .gpu/tokenscale-engine .gpu/model.part-ab .gpu/model.sha256 | tail -1 | cut -f1) + tree ))
+second=$(( $(du -cb .gpu/tokenscale-engine .gpu/model.part-ab .gpu/model.sha256 .gpu/tiny | tail -1 | cut -f1) + tree ))
 first=$(( $(du -b .gpu/model.part-aa | cut -f1) + tree ))
 echo "device call 1 sends $((first >> 20)) MiB, call 2 sends $((second >> 20)) MiB (limit 64 MiB each)" >&2
 if [ "$first" -ge $((64 << 20)) ] || [ "$second" -ge $((64 << 20)) ]; then

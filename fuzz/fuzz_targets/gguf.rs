@@ -1,21 +1,24 @@
 //! Fuzz target: the GGUF reader must turn any byte string into a file or a typed error, and
 //! every tensor of a parsed file must dequantise and repack (K-quant super-blocks included)
 //! into values or a typed error, never a panic.
-#![no_main]
+#![cfg_attr(fuzzing, no_main)]
+
+#[macro_use]
+#[path = "../replay.rs"]
+mod replay;
 
 // The reader and the block code are self-contained (thiserror, memmap2, half, rayon), so they
 // are compiled here from the engine's sources instead of building the whole engine with
 // sanitizers.
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 #[path = "../../engine/src/gguf/mod.rs"]
 mod gguf;
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 #[path = "../../engine/src/quant/mod.rs"]
 mod quant;
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
+/// The property, for any input.
+fn check(data: &[u8]) {
     if let Ok(file) = gguf::GgufFile::parse(data) {
         // Everything reachable from a parsed file must be readable without a panic.
         let names: Vec<String> = file.tensors().iter().map(|t| t.name.clone()).collect();
@@ -45,4 +48,6 @@ fuzz_target!(|data: &[u8]| {
             let _ = file.get_i32_array(key);
         }
     }
-});
+}
+
+fuzz_main!("gguf");

@@ -1,7 +1,11 @@
 //! Fuzz target: the operator's Prometheus text parser must turn any text into samples and
 //! typed line errors, never panic, and keep its bounds (names well-formed, at most 100
 //! errors, line numbers in order and within the input).
-#![no_main]
+#![cfg_attr(fuzzing, no_main)]
+
+#[macro_use]
+#[path = "../replay.rs"]
+mod replay;
 
 // The parser is self-contained (it depends on thiserror only), so it is compiled here from
 // the operator's sources instead of building kube and k8s-openapi with sanitizers.
@@ -9,9 +13,8 @@
 #[path = "../../operator/src/metrics_source/text_format.rs"]
 mod text_format;
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
+/// The property, for any input.
+fn check(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
@@ -30,4 +33,6 @@ fuzz_target!(|data: &[u8]| {
             assert!(sample.label(key).is_some());
         }
     }
-});
+}
+
+fuzz_main!("metrics_text");

@@ -83,6 +83,16 @@ pub enum GatewayError {
         /// The timeout, in milliseconds.
         timeout_ms: u64,
     },
+    /// No ready replica of the model is left to try (503): none is ready, or every ready one
+    /// already failed this request.
+    #[error("no ready replica of model `{model}` is left to try")]
+    NoReplicaLeft {
+        /// The served model name.
+        model: String,
+    },
+    /// A layer did not find what an outer layer sets (500): the stack is built wrong.
+    #[error("internal: {0} missing; the layer order is wrong")]
+    LayerMissing(String),
     /// The gateway is shutting down (503).
     #[error("The gateway is shutting down.")]
     ShuttingDown,
@@ -97,6 +107,26 @@ impl GatewayError {
         }
     }
 
+    /// Whether another replica may succeed where this attempt failed: the replica's fault,
+    /// and nothing of the attempt reached the client.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Self::Upstream {
+                retryable: true,
+                ..
+            } | Self::UpstreamTimeout { .. }
+        )
+    }
+
+    /// The replica an upstream failure names.
+    pub fn replica(&self) -> Option<&str> {
+        match self {
+            Self::Upstream { replica, .. } | Self::UpstreamTimeout { replica, .. } => Some(replica),
+            _ => None,
+        }
+    }
+
     /// The HTTP status this error answers with.
     pub fn status(&self) -> StatusCode {
         match self {
@@ -106,7 +136,10 @@ impl GatewayError {
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::Overloaded { .. } | Self::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Overloaded { .. } | Self::ShuttingDown | Self::NoReplicaLeft { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            Self::LayerMissing(_) => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Upstream { status, .. } => *status,
             Self::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
         }
@@ -125,7 +158,10 @@ impl GatewayError {
             }
             Self::RateLimited { .. } => ("rate_limit_error", Some("rate_limit_exceeded")),
             Self::Overloaded { .. } | Self::ShuttingDown => ("server_error", Some("overloaded")),
-            Self::Upstream { .. } => ("server_error", Some("upstream_error")),
+            Self::Upstream { .. } | Self::NoReplicaLeft { .. } => {
+                ("server_error", Some("upstream_error"))
+            }
+            Self::LayerMissing(_) => ("server_error", None),
             Self::UpstreamTimeout { .. } => ("server_error", Some("upstream_timeout")),
         }
     }
@@ -136,7 +172,9 @@ impl GatewayError {
             Self::RateLimited { retry_after, .. } | Self::Overloaded { retry_after, .. } => {
                 Some(*retry_after)
             }
-            Self::Upstream { .. } | Self::ShuttingDown => Some(Duration::from_secs(1)),
+            Self::Upstream { .. } | Self::NoReplicaLeft { .. } | Self::ShuttingDown => {
+                Some(Duration::from_secs(1))
+            }
             _ => None,
         }
     }
@@ -189,4 +227,32 @@ pub fn full_body(bytes: Bytes) -> Body {
     http_body_util::Full::new(bytes)
         .map_err(|never| match never {})
         .boxed_unsync()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_replica_left_is_a_503_naming_no_replica_and_a_missing_layer_a_500() {
+        let none = GatewayError::NoReplicaLeft { model: "m".into() };
+        assert_eq!(none.replica(), None);
+        assert!(!none.is_retryable());
+        let response = none.into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+        let failed = GatewayError::Upstream {
+            replica: "http://10.0.0.1:8000".into(),
+            message: "reset".into(),
+            retryable: true,
+            status: StatusCode::BAD_GATEWAY,
+        };
+        assert_eq!(failed.replica(), Some("http://10.0.0.1:8000"));
+        let bug = GatewayError::LayerMissing("info".into());
+        assert_eq!(bug.replica(), None);
+        assert_eq!(
+            bug.into_response().status(),
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
+    }
 }

@@ -20,6 +20,7 @@ pub mod request;
 pub mod routing;
 pub mod server;
 pub mod stack;
+pub mod store;
 
 /// The response body type of the whole stack.
 pub type Body = http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, error::BoxError>;

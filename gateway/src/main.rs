@@ -74,6 +74,7 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     let _in_control = control.enter();
     let gateway = Gateway::new(&config)?;
+    gateway.start_membership();
     let tenants_path = config.tenants_path(&args.config);
     control.spawn(watch_tenants(
         tenants_path,
@@ -91,11 +92,11 @@ fn main() -> anyhow::Result<()> {
         .filter(|_| wants_kubernetes || config.kubernetes.is_some())
     {
         let registry = gateway.registry().clone();
-        control.spawn(async move {
-            if let Err(error) = discovery::kubernetes::run(registry, kubernetes).await {
-                tracing::error!(%error, "kubernetes discovery stopped");
-            }
-        });
+        let health = gateway.discovery_health().clone();
+        health.set_starting();
+        control.spawn(discovery::kubernetes::run_forever(
+            registry, kubernetes, health,
+        ));
     }
     let listener = std::net::TcpListener::bind(args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;

@@ -1,5 +1,8 @@
 //! The HTTP server: routes the OpenAI paths into the stack, serves `/v1/models`, `/metrics`
-//! and `/health`, and shuts down gracefully, letting in-flight streams finish.
+//! and `/health`, bounds client connections (`connection`), and shuts down gracefully,
+//! letting in-flight streams finish.
+
+mod connection;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -13,21 +16,42 @@ use http::{HeaderValue, Method, Request, Response, header};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
 use crate::Body;
-use crate::auth::TenantDirectory;
-use crate::config::{Config, Discovery};
-use crate::discovery::{Registry, RegistryError};
+use crate::admission::{GatewayShare, InFlightCounts};
+use crate::auth::{ClientAddr, TenantDirectory, authenticate};
+use crate::body::Guarded;
+use crate::config::{Config, Discovery, Http2Config};
+use crate::discovery::{DiscoveryHealth, Registry, RegistryError};
 use crate::error::{GatewayError, full_body};
 use crate::limits::Limiter;
 use crate::metrics::Metrics;
-use crate::proxy::{Upstream, UpstreamClient, UpstreamSettings};
+use crate::proxy::{FailoverSettings, Upstream, UpstreamClient, UpstreamSettings};
 use crate::request::ParseSettings;
 use crate::routing::Router;
 use crate::stack::{self, Stack, StackParts};
+use connection::{Activity, ConnectionLimit};
+
+/// Why a gateway could not be built from its (validated) config.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayBuildError {
+    /// A static upstream URL was refused.
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// The limits store cannot be set up from its settings.
+    #[error("limits store: {0}")]
+    Store(#[from] crate::store::StoreError),
+    /// The engine key cannot be read.
+    #[error("upstream.engine_api_key_env names `{variable}`, but {reason}")]
+    EngineKey {
+        /// The environment variable.
+        variable: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+}
 
 /// Everything one gateway process serves.
 #[derive(Clone)]
@@ -36,17 +60,26 @@ pub struct Gateway {
     router: Arc<Router>,
     metrics: Arc<Metrics>,
     tenants: Arc<TenantDirectory>,
+    limiter: Arc<Limiter>,
+    in_flight: Arc<InFlightCounts>,
     registry: Registry,
     shutting_down: Arc<AtomicBool>,
+    discovery_health: Arc<DiscoveryHealth>,
+    connections: Arc<ConnectionLimit>,
     header_timeout: Duration,
+    idle_timeout: Duration,
+    http2: Http2Config,
 }
 
 impl Gateway {
     /// Builds the gateway from a validated config; static upstreams are registered (their
     /// probes start on the current tokio runtime).
-    pub fn new(config: &Config) -> Result<Self, RegistryError> {
-        let router = Arc::new(Router::default());
+    pub fn new(config: &Config) -> Result<Self, GatewayBuildError> {
+        let share = Arc::new(GatewayShare::default());
+        let router = Arc::new(Router::new(share.clone()));
         let metrics = Arc::new(Metrics::default());
+        let limiter = Arc::new(Limiter::new(&config.limits, share.clone())?);
+        let in_flight = Arc::new(InFlightCounts::new(config.bounds.max_in_flight, share));
         let anonymous = config.anonymous.as_ref().map(|a| a.value.as_str());
         let tenants = Arc::new(TenantDirectory::new(&config.tenants, anonymous));
         let client = UpstreamClient::new(Duration::from_millis(config.upstream.connect_timeout_ms));
@@ -61,19 +94,26 @@ impl Gateway {
         }
         let upstream_settings = UpstreamSettings {
             response_timeout: Duration::from_millis(config.upstream.response_timeout_ms),
+            stream_idle_timeout: Duration::from_millis(config.upstream.stream_idle_timeout_ms),
             max_response_bytes: 64 << 20,
+            engine_authorization: engine_authorization(config)?,
         };
         let stack = stack::build(StackParts {
             tenants: tenants.clone(),
             router: router.clone(),
-            limiter: Arc::new(Limiter::default()),
+            limiter: limiter.clone(),
+            in_flight: in_flight.clone(),
             metrics: metrics.clone(),
             parse: ParseSettings {
                 max_body_bytes: config.max_body_bytes,
+                max_buffered_body_bytes: config.bounds.max_buffered_body_bytes,
                 tokens: config.tokens.clone(),
                 queue: config.queue.clone(),
             },
-            max_attempts: config.upstream.max_attempts,
+            failover: FailoverSettings {
+                max_attempts: config.upstream.max_attempts,
+                max_resumptions: config.upstream.max_resumptions,
+            },
             upstream: Upstream::new(client, metrics.clone(), upstream_settings),
         });
         Ok(Self {
@@ -81,10 +121,43 @@ impl Gateway {
             router,
             metrics,
             tenants,
+            limiter,
+            in_flight,
             registry,
             shutting_down: Arc::default(),
+            discovery_health: Arc::default(),
+            connections: Arc::new(ConnectionLimit::new(config.bounds.max_connections)),
             header_timeout: Duration::from_millis(config.client_header_timeout_ms),
+            idle_timeout: Duration::from_millis(config.client_idle_timeout_ms),
+            http2: config.http2.clone(),
         })
+    }
+
+    /// The limiter (its Redis client also carries the pods' membership).
+    pub fn limiter(&self) -> &Arc<Limiter> {
+        &self.limiter
+    }
+
+    /// With shared limits, starts announcing this pod in Redis on the current runtime, so the
+    /// pods split replica concurrency, tenants' in-flight caps and (while Redis is down)
+    /// quotas between them; with memory limits, does nothing (one pod takes all).
+    pub fn start_membership(&self) {
+        let Some(client) = self.limiter.redis().cloned() else {
+            return;
+        };
+        let router = self.router.clone();
+        let share = router.share().clone();
+        tokio::spawn(crate::store::membership::run(
+            client,
+            crate::store::membership::pod_id(),
+            share,
+            move |_, _| router.shares_changed(),
+        ));
+    }
+
+    /// Kubernetes discovery's health, which `/health` reports.
+    pub fn discovery_health(&self) -> &Arc<DiscoveryHealth> {
+        &self.discovery_health
     }
 
     /// The replica registry handle (for `tokenscale up` and discovery).
@@ -115,14 +188,29 @@ impl Gateway {
                     Err(never) => match never {},
                 }
             }
-            (&Method::GET, "/v1/models") => self.models(),
+            (&Method::GET, "/v1/models") => match authenticate(&request, &self.tenants) {
+                Ok(tenant) => self.models(&tenant.models),
+                Err(error) => error.into_response(),
+            },
             (&Method::GET, "/metrics") => {
-                let text = self.metrics.render(&self.router);
+                let mut text = self.metrics.render(&self.router);
+                crate::metrics::render_bounds(
+                    &mut text,
+                    &self.limiter,
+                    self.router.share(),
+                    self.connections.open_now(),
+                    self.connections.refused(),
+                    self.in_flight.in_flight(),
+                );
                 text_response(text, "text/plain; version=0.0.4; charset=utf-8")
             }
             (&Method::GET, "/health") => {
                 if self.shutting_down.load(Ordering::Relaxed) {
                     GatewayError::ShuttingDown.into_response()
+                } else if let Some(problem) = self.discovery_health.problem() {
+                    let mut response = text_response(problem.into(), "text/plain");
+                    *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+                    response
                 } else {
                     text_response("ok".into(), "text/plain")
                 }
@@ -131,16 +219,37 @@ impl Gateway {
         }
     }
 
-    fn models(&self) -> Response<Body> {
+    /// The models `access` allows, as `GET /v1/models` lists them.
+    fn models(&self, access: &crate::auth::ModelAccess) -> Response<Body> {
         let data: Vec<_> = self
             .router
             .pools()
             .iter()
+            .filter(|pool| access.allows(&pool.name))
             .map(|pool| serde_json::json!({"id": pool.name, "object": "model", "created": 0, "owned_by": "tokenscale"}))
             .collect();
         let body = serde_json::json!({"object": "list", "data": data}).to_string();
         text_response(body, "application/json")
     }
+}
+
+/// `Bearer <key>` from the environment variable `upstream.engine_api_key_env` names.
+fn engine_authorization(config: &Config) -> Result<Option<HeaderValue>, GatewayBuildError> {
+    let Some(variable) = &config.upstream.engine_api_key_env else {
+        return Ok(None);
+    };
+    let key = std::env::var(variable).map_err(|_| GatewayBuildError::EngineKey {
+        variable: variable.clone(),
+        reason: "it is not set",
+    })?;
+    let mut value = HeaderValue::from_str(&format!("Bearer {}", key.trim())).map_err(|_| {
+        GatewayBuildError::EngineKey {
+            variable: variable.clone(),
+            reason: "it holds characters a header cannot carry",
+        }
+    })?;
+    value.set_sensitive(true);
+    Ok(Some(value))
 }
 
 fn text_response(text: String, content_type: &'static str) -> Response<Body> {
@@ -192,21 +301,11 @@ async fn serve_connections(
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) -> std::io::Result<()> {
-    let graceful = GracefulShutdown::new();
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    // Head and body copied into one buffer and sent with one `write`, not gathered by
-    // `writev`: OpenAI responses and SSE events are small, and the copy costs less than the
-    // queued-buffer bookkeeping (with the same on the upstream side: −3% CPU per request,
-    // +2% requests/s, alternating proxy_bench runs in both orders).
-    // A client that sends its headers slowly, or leaves a keep-alive connection idle, would
-    // hold the connection (and its buffers) forever; hyper closes it after the timeout.
-    builder
-        .http1()
-        .writev(false)
-        .timer(TokioTimer::new())
-        .header_read_timeout(gateway.header_timeout);
+    let builder = connection_builder(&gateway);
     // Shared, not cloned per request: a `Gateway` clone copies the whole layer stack.
     let gateway = Arc::new(gateway);
+    // Tells this loop's connections to finish their open requests and close.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -222,26 +321,57 @@ async fn serve_connections(
             },
             () = &mut shutdown => break,
         };
+        let Some(slot) = gateway.connections.open() else {
+            connection::refuse(&stream);
+            tokio::spawn(connection::close(stream));
+            continue;
+        };
         let _ = stream.set_nodelay(true);
-        let gateway = gateway.clone();
-        let service = hyper::service::service_fn(move |request| {
-            let gateway = gateway.clone();
-            async move { Ok::<_, Infallible>(gateway.handle(request).await) }
-        });
+        let activity = Arc::new(Activity::default());
+        let service = {
+            let (gateway, activity) = (gateway.clone(), activity.clone());
+            hyper::service::service_fn(move |mut request: Request<Incoming>| {
+                let (gateway, open) = (gateway.clone(), activity.request());
+                request.extensions_mut().insert(ClientAddr(peer));
+                async move {
+                    let response = gateway.handle(request).await;
+                    Ok::<_, Infallible>(response.map(|body| Guarded::wrap(body, open)))
+                }
+            })
+        };
         let connection = builder
             .serve_connection(TokioIo::new(stream), service)
             .into_owned();
-        let watched = graceful.watch(connection);
+        let (idle, mut stopped) = (gateway.idle_timeout, stopped.clone());
         tokio::spawn(async move {
-            if let Err(error) = watched.await {
-                tracing::debug!(%peer, %error, "connection ended with an error");
+            let _slot = slot;
+            tokio::pin!(connection);
+            let mut closing = false;
+            loop {
+                tokio::select! {
+                    result = connection.as_mut() => {
+                        if let Err(error) = result {
+                            tracing::debug!(%peer, %error, "connection ended with an error");
+                        }
+                        break;
+                    }
+                    () = activity.idle_for(idle), if !closing => {
+                        connection.as_mut().graceful_shutdown();
+                        closing = true;
+                    }
+                    _ = stopped.wait_for(|stop| *stop), if !closing => {
+                        connection.as_mut().graceful_shutdown();
+                        closing = true;
+                    }
+                }
             }
         });
     }
     gateway.shutting_down.store(true, Ordering::Relaxed);
     drop(connections);
     tracing::info!("shutting down: draining open requests");
-    if tokio::time::timeout(drain, graceful.shutdown())
+    let _ = stop.send(true);
+    if tokio::time::timeout(drain, gateway.connections.all_closed())
         .await
         .is_err()
     {
@@ -251,6 +381,33 @@ async fn serve_connections(
         );
     }
     Ok(())
+}
+
+/// The client connection settings: HTTP/1.1 and HTTP/2 (h2c, or behind a TLS terminator).
+fn connection_builder(gateway: &Gateway) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // Head and body copied into one buffer and sent with one `write`, not gathered by
+    // `writev`: OpenAI responses and SSE events are small, and the copy costs less than the
+    // queued-buffer bookkeeping (with the same on the upstream side: −3% CPU per request,
+    // +2% requests/s, alternating proxy_bench runs in both orders).
+    // A client that sends its headers slowly, or leaves a keep-alive connection idle, would
+    // hold the connection (and its buffers) forever; hyper closes it after the timeout.
+    builder
+        .http1()
+        .writev(false)
+        .timer(TokioTimer::new())
+        .header_read_timeout(gateway.header_timeout);
+    // HTTP/2 has no header timeout in hyper: streams per connection and header lists are
+    // capped here, dead peers found by pings, idle connections closed by the serving loop.
+    let http2 = &gateway.http2;
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(http2.max_concurrent_streams)
+        .max_header_list_size(http2.max_header_list_bytes)
+        .keep_alive_interval(Duration::from_millis(http2.keep_alive_interval_ms))
+        .keep_alive_timeout(Duration::from_millis(http2.keep_alive_timeout_ms));
+    builder
 }
 
 /// Request-serving threads, each running its own single-threaded runtime, so a
@@ -389,6 +546,7 @@ impl RunningGateway {
         let shutdown = async move {
             let _ = stopped.await;
         };
+        gateway.start_membership();
         let task = tokio::spawn(serve(
             listener,
             gateway.clone(),

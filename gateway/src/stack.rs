@@ -4,11 +4,17 @@
 //! RequestId   assign/forward x-request-id, open the tracing span
 //! Errors      every GatewayError becomes an OpenAI-style error response (one place)
 //! Auth        Bearer / x-api-key → tenant, or 401 before the body is read
-//! Parse       415/413/400/404; model, stream, max_tokens, priority, deadline, prefix hash
+//! InFlight    the pod's and the tenant's requests in flight: 503 / 429 past the caps
+//! EarlyLimits the tenant's requests across models (before the body): 429
+//! Parse       415/413/400/404 (also for a model the tenant may not use); body within the
+//!             pod's budget (503); model, stream, max_tokens, priority, deadline, prefix hash
 //! Observe     metrics as the client sees them (status, TTFT, TPOT, e2e, tokens)
-//! Limits      tenant × model RPM / input-TPM / output-TPM; 429 + x-ratelimit-*
-//! Admission   queue by priority then deadline while replicas are full or absent; 503
-//! Retry       another replica, only while nothing reached the client
+//! Limits      tenant × model and tenant-wide RPM / input-TPM / output-TPM; 429 +
+//!             x-ratelimit-*; settled at the end, refunded if dropped before the response
+//! Admission   queue by priority, then fair share between tenants, then arrival, while
+//!             replicas are full or absent; 503 past the request's deadline
+//! Failover    another replica while nothing reached the client; a broken stream continues
+//!             on another replica (exact for tokenscale engines, else as text)
 //! Pick        load + prefix affinity + power of two choices; in-flight counting
 //! Upstream    pooled HTTP/1.1 or h2c call; SSE relay; usage read back
 //! ```
@@ -28,12 +34,12 @@ use tower::{Layer, Service, ServiceBuilder};
 use tracing::Instrument;
 
 use crate::Body;
-use crate::admission::AdmissionLayer;
+use crate::admission::{AdmissionLayer, InFlightCounts, InFlightLayer};
 use crate::auth::{AuthLayer, TenantDirectory};
 use crate::error::GatewayError;
-use crate::limits::{Limiter, LimitsLayer};
+use crate::limits::{EarlyLimitsLayer, Limiter, LimitsLayer};
 use crate::metrics::{Metrics, MetricsLayer};
-use crate::proxy::{RetryLayer, Upstream};
+use crate::proxy::{FailoverLayer, FailoverSettings, Upstream};
 use crate::request::{ParseLayer, ParseSettings};
 use crate::routing::{PickLayer, Router};
 
@@ -48,12 +54,14 @@ pub struct StackParts {
     pub router: Arc<Router>,
     /// Token buckets.
     pub limiter: Arc<Limiter>,
+    /// In-flight caps.
+    pub in_flight: Arc<InFlightCounts>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Parse settings.
     pub parse: ParseSettings,
-    /// Attempts per request.
-    pub max_attempts: u32,
+    /// Retries and continuations per request.
+    pub failover: FailoverSettings,
     /// The innermost service.
     pub upstream: Upstream,
 }
@@ -64,11 +72,16 @@ pub fn build(parts: StackParts) -> Stack {
         .layer(RequestIdLayer)
         .layer(ErrorsLayer)
         .layer(AuthLayer::new(parts.tenants))
+        .layer(InFlightLayer::new(parts.in_flight, parts.metrics.clone()))
+        .layer(EarlyLimitsLayer::new(
+            parts.limiter.clone(),
+            parts.metrics.clone(),
+        ))
         .layer(ParseLayer::new(parts.router, parts.parse))
         .layer(MetricsLayer::new(parts.metrics.clone()))
         .layer(LimitsLayer::new(parts.limiter, parts.metrics.clone()))
         .layer(AdmissionLayer)
-        .layer(RetryLayer::new(parts.max_attempts, parts.metrics))
+        .layer(FailoverLayer::new(parts.failover, parts.metrics))
         .layer(PickLayer)
         .service(parts.upstream);
     BoxCloneSyncService::new(stack)

@@ -10,6 +10,7 @@ pub mod crd;
 pub mod error;
 pub mod leader;
 pub mod metrics_source;
+pub mod render;
 pub mod scale;
 pub mod telemetry;
 

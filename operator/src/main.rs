@@ -56,6 +56,42 @@ struct Args {
     /// Fixed gateway `/metrics` URLs (repeatable), instead of `--gateway-service`.
     #[arg(long)]
     gateway_metrics_url: Vec<String>,
+    /// JSON list of NetworkPolicyPeer objects allowed to reach engine pods (the gateway, the
+    /// operator, scrapers); set, every ModelDeployment gets a NetworkPolicy admitting only
+    /// them. The chart sets it (networkPolicy.enabled, on by default).
+    #[arg(long, env = "TOKENSCALE_ENGINE_INGRESS_FROM")]
+    engine_ingress_from: Option<String>,
+    /// Run once instead of operating (no subcommand: operate).
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+/// One-shot commands.
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Print the objects the operator would apply for each ModelDeployment in a file (its
+    /// engine Deployment, Service and PodDisruptionBudget) as YAML, without a cluster.
+    Render {
+        /// The manifest (`-` reads standard input).
+        #[arg(short = 'f', long)]
+        file: std::path::PathBuf,
+        /// Namespace of documents that name none.
+        #[arg(short = 'n', long, default_value = "default")]
+        namespace: String,
+    },
+}
+
+/// `render -f FILE`: prints the children or says, on stderr, why it cannot.
+fn render(file: &std::path::Path, namespace: &str) -> anyhow::Result<()> {
+    let text = if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin()).context("reading standard input")?
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?
+    };
+    let yaml = tokenscale_operator::render::render(&text, namespace)
+        .with_context(|| format!("{}", file.display()))?;
+    print!("{yaml}");
+    Ok(())
 }
 
 fn metrics_source(args: &Args, client: &Client) -> anyhow::Result<Arc<dyn MetricsSource>> {
@@ -87,8 +123,11 @@ fn metrics_source(args: &Args, client: &Client) -> anyhow::Result<Arc<dyn Metric
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    telemetry::init_logging();
     let args = Args::parse();
+    if let Some(Command::Render { file, namespace }) = &args.command {
+        return render(file, namespace);
+    }
+    telemetry::init_logging();
     let client = Client::try_default()
         .await
         .context("connecting to the Kubernetes API")?;
@@ -110,6 +149,14 @@ async fn main() -> anyhow::Result<()> {
         source,
         Settings {
             gpu_budget: args.gpu_budget,
+            engine_ingress_from: args
+                .engine_ingress_from
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()
+                .context(
+                    "--engine-ingress-from must be a JSON list of NetworkPolicyPeer objects",
+                )?,
         },
     ));
     let controllers = async {

@@ -11,7 +11,7 @@ use kube::CustomResourceExt;
 use serde_json::Value;
 use tokenscale_operator::crd::ModelDeployment;
 use tokenscale_operator::crd::generate::{CRD_PATHS, crd_yaml};
-use tokenscale_operator::crd::spec::{Backend, DEFAULT_CUDA_IMAGE, DEFAULT_IMAGE};
+use tokenscale_operator::crd::spec::{Backend, DEFAULT_CUDA_IMAGE, DEFAULT_IMAGE, EngineKind};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -21,6 +21,7 @@ fn root() -> PathBuf {
 const MIRRORED_RULES: &[&str] = &[
     "self.min <= self.max",
     "self.backend == 'cuda' || !has(self.gpusPerReplica) || self.gpusPerReplica == 0",
+    "(has(self.kind) && self.kind != 'tokenscale') || !has(self.gpusPerReplica) || self.gpusPerReplica <= 1",
 ];
 
 fn crd_schema() -> Value {
@@ -127,6 +128,7 @@ fn crd_has_names_subresources_columns_and_every_cel_rule_is_mirrored() {
         columns,
         [
             "Model",
+            "Engine",
             "Ready",
             "Desired",
             "Tokens/s/GPU",
@@ -196,7 +198,8 @@ fn engine_images_follow_the_backend_and_the_dockerfile_tags() {
         let Ok(md) = serde_saphyr::from_str::<ModelDeployment>(&text) else {
             continue;
         };
-        if md.spec.engine.backend == Backend::Cuda {
+        if md.spec.engine.backend == Backend::Cuda && md.spec.engine.kind == EngineKind::Tokenscale
+        {
             cuda_examples += 1;
             assert!(
                 md.spec.engine.image().ends_with("-cuda12.9"),

@@ -280,4 +280,9 @@ async fn idle_replicas_scale_in_draining_the_least_loaded_pod_first() {
         "{note}"
     );
     assert_eq!(bodies[7]["status"]["desiredReplicas"], scaled_to);
+    // The commit the replicas report (their model info gauge) reaches the status.
+    assert_eq!(
+        bodies[7]["status"]["model"]["revision"],
+        "0123456789abcdef0123456789abcdef01234567"
+    );
 }

@@ -31,7 +31,7 @@ pub fn read_response(stream: &mut TcpStream) -> std::io::Result<(u16, String)> {
 }
 
 /// The payload of a chunked body (stops at the last chunk or at the first malformed one).
-fn dechunk(mut rest: &str) -> String {
+pub fn dechunk(mut rest: &str) -> String {
     let mut out = String::new();
     while let Some((size, after)) = rest.split_once("\r\n") {
         let Ok(size) = usize::from_str_radix(size.trim(), 16) else {

@@ -2,6 +2,7 @@
 //! tools (helm, kubernetes-validate, promtool) the chart tests drive, and raw HTTP reading.
 
 pub mod chart;
+pub mod examples;
 pub mod http;
 pub mod k8s_checks;
 pub mod tools;

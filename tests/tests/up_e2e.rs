@@ -9,125 +9,36 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use cli_support::{Procs, binary, free_port, get, scratch_dir, wait_exit, wait_for};
+use cli_support::soak;
+use cli_support::{
+    Procs, binary, children_of, engine_alive, scratch_dir, signal, wait_exit, wait_for,
+};
 
 const MODEL: &str = "sim-e2e";
-/// One replica: 10 ms per step plus 1 ms per sequence, 16 sequences at most: ~600 output
-/// tokens/s at full batch, ~500 within the SLO below.
-const PROFILE: &str = "name: up-e2e
-gpus_per_replica: 1
-step: {t0_s: 0.01, prefill_s_per_token: 0.00002, decode_s_per_seq: 0.001, kv_read_s_per_token: 0}
-kv: {block_tokens: 16, blocks: 4096}
-max_num_seqs: 16
-max_batch_tokens: 2048
-cold_start_s: 0
-";
+/// One replica: ~600 output tokens/s at a full batch, ~500 within the SLO below.
+const PROFILE: &str = cli_support::SIM_PROFILE;
 const SLO_TTFT_S: f64 = 0.5;
 /// Output tokens per request; at 8 requests/s one replica's worth (~400 tokens/s).
 const OUTPUT_TOKENS: &str = "50";
 const BASE_RATE: f64 = 8.0;
 
 fn manifest(profile: &Path) -> String {
-    format!(
-        "apiVersion: tokenscale.dev/v1alpha1
-kind: ModelDeployment
-metadata:
-  name: {MODEL}
-spec:
-  model: {{source: {MODEL}, servedName: {MODEL}}}
-  engine:
-    backend: sim
-    args: [\"--sim-profile\", {profile:?}]
-    drainTimeout: 10s
-  replicas: {{min: 1, max: 6}}
-  slo: {{ttftP95: 500ms, tpotP95: 50ms}}
-  scaling:
-    targetUtilization: 0.8
-    stableWindow: 6s
-    panicWindow: 2s
-    period: 1s
-    initialTokensPerSecondPerGpu: 500
-"
-    )
+    cli_support::sim_manifest(MODEL, profile, 1, 6)
 }
 
-/// Starts `up` on a free port; returns the child and the gateway address once a replica is
+/// Starts `up` on a free port; returns its pid and the gateway address once a replica is
 /// ready behind it.
 fn start_up(procs: &mut Procs, dir: &Path) -> (u32, std::net::SocketAddr) {
     let profile = dir.join("profile.yaml");
     std::fs::write(&profile, PROFILE).expect("profile written");
-    let manifest_path = dir.join("md.yaml");
-    std::fs::write(&manifest_path, manifest(&profile)).expect("manifest written");
-    let addr: std::net::SocketAddr = ([127, 0, 0, 1], free_port()).into();
-    let log = std::fs::File::create(dir.join("up.log")).expect("log file");
-    let child = Command::new(binary("tokenscale"))
-        .args(["up", "--listen", &addr.to_string(), "-f"])
-        .arg(&manifest_path)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("up starts");
-    let pid = child.id();
-    procs.0.push(child);
-    wait_for(
-        "a ready replica behind the gateway",
-        Duration::from_secs(60),
-        || ready_replicas(addr) >= Some(1),
-    );
-    (pid, addr)
+    let up = cli_support::start_up(procs, dir, &manifest(&profile), MODEL, 1);
+    (up.pid, up.addr)
 }
 
-/// `tokenscale_gateway_replicas{state="ready"}` of the model.
 fn ready_replicas(addr: std::net::SocketAddr) -> Option<u32> {
-    let (_, text) = get(addr, "/metrics").ok()?;
-    text.lines()
-        .filter(|l| {
-            l.starts_with("tokenscale_gateway_replicas{")
-                && l.contains("state=\"ready\"")
-                && l.contains(MODEL)
-        })
-        .find_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .map(|v| v as u32)
-}
-
-/// Pids whose parent is `parent` (from `/proc`).
-fn children_of(parent: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            // Fields after the `(comm)`: state, ppid, ...
-            let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-            after
-                .split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<u32>().ok())
-                == Some(parent)
-        })
-        .collect()
-}
-
-/// Whether `pid` is still a running `tokenscale-engine` (not gone, not a zombie).
-fn engine_alive(pid: u32) -> bool {
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let zombie = stat
-        .rsplit_once(')')
-        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-    String::from_utf8_lossy(&cmdline).contains("tokenscale-engine") && !zombie
-}
-
-fn signal(pid: u32, sig: &str) {
-    let status = Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(status.success(), "kill {sig} {pid}");
+    cli_support::ready_replicas(addr, MODEL)
 }
 
 /// Runs one open-loop bench point through the gateway and returns its report's point.
@@ -275,6 +186,128 @@ fn engines_die_with_up_even_when_it_is_killed() {
         "the engines to die with up",
         Duration::from_secs(10),
         || engines.iter().all(|pid| !engine_alive(*pid)),
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn with_min_and_max_three_every_killed_replica_is_replaced_and_requests_keep_succeeding() {
+    let dir = scratch_dir("up-replace");
+    let profile = dir.join("profile.yaml");
+    std::fs::write(&profile, PROFILE).expect("profile written");
+    let manifest = manifest(&profile).replace("{min: 1, max: 6}", "{min: 3, max: 3}");
+    let mut procs = Procs::default();
+    let up = cli_support::start_up(&mut procs, &dir, &manifest, MODEL, 3);
+    let first: Vec<u32> = children_of(up.pid);
+    assert_eq!(first.len(), 3, "{first:?}");
+    // Streams the whole time the replicas die one after another.
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = {
+        let (stop, addr) = (stop.clone(), up.addr);
+        std::thread::spawn(move || {
+            let shapes = soak::Shape::many(12, 5);
+            let mut outcomes = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let batch = soak::open_loop(addr, MODEL, &shapes, 6.0, Duration::from_secs(2));
+                outcomes.extend(batch);
+            }
+            outcomes
+        })
+    };
+    for pid in &first {
+        signal(*pid, "-KILL");
+        wait_for(
+            "the killed replica to be replaced and three to be ready again",
+            Duration::from_secs(30),
+            || {
+                let now = children_of(up.pid);
+                !now.contains(pid) && now.len() == 3 && ready_replicas(up.addr) == Some(3)
+            },
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    let outcomes = load.join().expect("load");
+    let failed: Vec<_> = outcomes.iter().filter(|(_, o)| !o.ok()).collect();
+    assert!(!outcomes.is_empty());
+    assert!(
+        failed.is_empty(),
+        "{} of {} requests failed: {:?}",
+        failed.len(),
+        outcomes.len(),
+        failed.first()
+    );
+    let now = children_of(up.pid);
+    assert!(
+        now.iter().all(|pid| !first.contains(pid)),
+        "all three were replaced: {first:?} -> {now:?}"
+    );
+    let log = std::fs::read_to_string(&up.log).expect("up's log");
+    let reports = log
+        .lines()
+        .filter(|l| l.starts_with("tokenscale up: replica-") && l.contains(" was killed "))
+        .count();
+    assert_eq!(reports, 3, "{log}");
+    assert!(
+        !log.contains("crash loop"),
+        "replicas killed while serving are no crash loop: {log}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_replica_that_exits_at_start_is_reported_within_two_seconds_and_backed_off() {
+    let dir = scratch_dir("up-crash");
+    let manifest = manifest(&dir.join("no-such-profile.yaml"));
+    std::fs::write(dir.join("md.yaml"), &manifest).expect("manifest written");
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], cli_support::free_port()).into();
+    let log = dir.join("up.log");
+    let mut procs = Procs::default();
+    procs.0.push(
+        Command::new(binary("tokenscale"))
+            .args(["up", "--listen", &addr.to_string(), "-f"])
+            .arg(dir.join("md.yaml"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("log"))
+            .spawn()
+            .expect("up starts"),
+    );
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    wait_for(
+        "up to start its first replica",
+        Duration::from_secs(30),
+        || read().contains("replica-1 starting"),
+    );
+    let started = Instant::now();
+    wait_for("up to report the failure", Duration::from_secs(2), || {
+        read().contains("replica-1 exited with exit status: 1")
+    });
+    eprintln!(
+        "reported {:.2}s after the start",
+        started.elapsed().as_secs_f64()
+    );
+    let text = read();
+    assert!(
+        text.contains("no-such-profile.yaml"),
+        "the engine's own words are shown: {text}"
+    );
+    assert!(
+        text.contains("replica-1.log"),
+        "the log path is shown: {text}"
+    );
+    // It keeps failing: the restarts back off, and the status line says why.
+    wait_for("the crash-loop backoff", Duration::from_secs(15), || {
+        read().contains("failures in a row, next start in")
+    });
+    wait_for(
+        "a status line naming the failure",
+        Duration::from_secs(15),
+        || {
+            read().lines().any(|l| {
+                l.contains("replicas 0/1")
+                    && l.contains("last failure: replica-")
+                    && l.contains("exited")
+            })
+        },
     );
     let _ = std::fs::remove_dir_all(dir);
 }

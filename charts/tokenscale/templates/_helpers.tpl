@@ -85,12 +85,15 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- default .Release.Namespace .Values.operator.leaderElection.leaseNamespace }}
 {{- end }}
 
-{{/* Namespaces the engine NetworkPolicy goes to, one per line. */}}
-{{- define "tokenscale.engineNamespaces" -}}
-{{- $namespaces := .Values.networkPolicy.engineNamespaces | default .Values.watchNamespaces | default (list .Release.Namespace) }}
-{{- range $namespaces | uniq }}
-{{ . }}
-{{- end }}
+{{/* The peers the engine NetworkPolicy admits (the operator's --engine-ingress-from): the
+gateway and the operator pods of this release, plus networkPolicy.extraScrapers; as JSON. */}}
+{{- define "tokenscale.engineIngressFrom" -}}
+{{- $peers := list -}}
+{{- range $component := list "gateway" "operator" -}}
+{{- $selector := include "tokenscale.selectorLabels" (list $ $component) | fromYaml -}}
+{{- $peers = append $peers (dict "namespaceSelector" (dict "matchLabels" (dict "kubernetes.io/metadata.name" $.Release.Namespace)) "podSelector" (dict "matchLabels" $selector)) -}}
+{{- end -}}
+{{- concat $peers .Values.networkPolicy.extraScrapers | toJson -}}
 {{- end }}
 
 {{/* Pod-level security context of every pod: non-root, RuntimeDefault seccomp. */}}

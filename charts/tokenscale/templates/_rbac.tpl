@@ -32,6 +32,12 @@ namespaced mode). Each rule lists exactly the verbs the program calls; no wildca
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["list", "watch", "create", "patch"]
+{{- if .Values.networkPolicy.enabled }}
+# The engine NetworkPolicy of each ModelDeployment (children/network_policy.rs), applied.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["create", "patch"]
+{{- end }}
 # controller.kubernetes.io/pod-deletion-cost on the least-loaded pod before a scale-in.
 - apiGroups: [""]
   resources: ["pods"]

@@ -24,17 +24,7 @@ pub use policy::PolicyKind;
 pub use run::{PolicyResult, SeriesPoint, SimConfig, simulate};
 pub use trace::Trace;
 
-/// Profiles shipped inside the binary.
-pub const BUNDLED_PROFILES: [(&str, &str); 2] = [
-    (
-        "llama3-8b-h100",
-        include_str!("../../profiles/llama3-8b-h100.yaml"),
-    ),
-    (
-        "smollm2-cpu",
-        include_str!("../../profiles/smollm2-cpu.yaml"),
-    ),
-];
+pub use tokenscale_common::perf_model::BUNDLED_PROFILES;
 
 /// Why a simulation could not run.
 #[derive(Debug, thiserror::Error)]
@@ -155,10 +145,7 @@ pub fn parse_duration_s(text: &str) -> Result<f64, SimError> {
 
 /// Loads a bundled profile by name or a profile file.
 pub fn load_profile(name_or_path: &str) -> Result<PerfProfile, SimError> {
-    if let Some((_, text)) = BUNDLED_PROFILES
-        .iter()
-        .find(|(name, _)| *name == name_or_path)
-    {
+    if let Some(text) = tokenscale_common::perf_model::bundled_profile(name_or_path) {
         return Ok(PerfProfile::from_yaml(text)?);
     }
     let text = std::fs::read_to_string(name_or_path).map_err(|source| SimError::Read {

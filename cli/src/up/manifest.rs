@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use serde::Deserialize;
-use tokenscale_operator::crd::{Backend, ModelDeploymentSpec, ModelSource};
+use tokenscale_operator::crd::{Backend, EngineKind, ModelDeploymentSpec, ModelSource};
 
 use super::UpError;
 
@@ -56,7 +56,11 @@ impl Manifest {
             .spec
             .validate()
             .map_err(|e| format!("invalid spec: {e}"))?;
-        if !matches!(manifest.spec.engine.backend, Backend::Cpu | Backend::Sim) {
+        // Our engine's GPU replicas need the cluster's GPU scheduling; another engine's
+        // program picks its devices itself.
+        if manifest.spec.engine.kind == EngineKind::Tokenscale
+            && !matches!(manifest.spec.engine.backend, Backend::Cpu | Backend::Sim)
+        {
             return Err(
                 "engine.backend: tokenscale up runs `cpu` or `sim` replicas on this machine".into(),
             );
@@ -73,7 +77,8 @@ impl Manifest {
             .unwrap_or_else(|| self.metadata.name.clone())
     }
 
-    /// The `--model` argument for the engines: an alias or a local path. `sim` needs none.
+    /// The model the engines serve: an alias, a local path or an `hf://` source (fetched once
+    /// by `up`, before the engines start). `sim` needs none.
     pub fn engine_model(&self) -> Result<Option<String>, UpError> {
         if self.spec.engine.backend == Backend::Sim {
             return Ok(None);
@@ -83,8 +88,9 @@ impl Manifest {
         {
             ModelSource::File { path } => Ok(Some(path)),
             ModelSource::Alias(name) => Ok(Some(name)),
+            ModelSource::HuggingFace(hub) => Ok(Some(hub.to_string())),
             other => Err(UpError::Manifest(format!(
-                "model.source {other}: tokenscale up reads file:// paths and aliases"
+                "model.source {other}: tokenscale up reads file:// paths, hf:// sources and aliases"
             ))),
         }
     }
@@ -112,5 +118,26 @@ mod tests {
         );
         let other = DEFAULT_MANIFEST.replace("kind: ModelDeployment", "kind: Deployment");
         assert!(Manifest::parse(&other).unwrap_err().contains("kind"));
+    }
+
+    #[test]
+    fn hub_sources_are_fetched_by_up_and_pvc_ones_are_not() {
+        let source = |s: &str| {
+            DEFAULT_MANIFEST
+                .replace("source: smollm2-135m", &format!("source: {s}"))
+                .replace("format: gguf", "")
+        };
+        let hub = Manifest::parse(&source("hf://Qwen/Qwen3-0.6B@main")).unwrap();
+        assert_eq!(
+            hub.engine_model().unwrap().as_deref(),
+            Some("hf://Qwen/Qwen3-0.6B@main")
+        );
+        let pvc = Manifest::parse(&source("pvc://models/m.gguf")).unwrap();
+        assert!(
+            pvc.engine_model()
+                .unwrap_err()
+                .to_string()
+                .contains("reads file:// paths, hf://")
+        );
     }
 }

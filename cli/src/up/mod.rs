@@ -4,16 +4,19 @@
 
 mod child;
 mod control;
+mod crash_loop;
 mod manifest;
 mod pool;
 mod probe;
+mod program;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use tokenscale_common::hub_source::HubSource;
 use tokenscale_operator::controller::scaling::policy_spec;
-use tokenscale_operator::crd::Backend;
+use tokenscale_operator::crd::{Backend, EngineKind};
 use tokenscale_operator::scale::ScaleTarget;
 
 pub use control::status_line;
@@ -31,6 +34,10 @@ pub struct UpArgs {
     /// The `tokenscale-engine` binary (default: beside `tokenscale`).
     #[arg(long)]
     pub engine_bin: Option<PathBuf>,
+    /// Where each replica's output goes (`replica-N.log`); default: a new folder in the
+    /// system's temporary directory, printed at start.
+    #[arg(long)]
+    pub log_dir: Option<PathBuf>,
 }
 
 /// Why `up` could not run.
@@ -55,6 +62,13 @@ pub enum UpError {
     /// The replicas could not be started.
     #[error("scaling: {0}")]
     Scale(String),
+    /// The replicas' log folder could not be made.
+    #[error("replica log folder {path}: {source}")]
+    LogDir {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// The async runtime did not start.
     #[error("starting the runtime: {0}")]
     Runtime(#[source] std::io::Error),
@@ -75,8 +89,21 @@ async fn run(args: &UpArgs) -> Result<(), UpError> {
     let spec = policy_spec(&manifest.spec);
     spec.validate()
         .map_err(|e| UpError::Manifest(e.to_string()))?;
-    let engine_bin = engine_binary(args.engine_bin.as_ref())?;
-    let engine_args = engine_args(&manifest, &model).await?;
+    let (engine_bin, engine_args) = if manifest.spec.engine.kind == EngineKind::Tokenscale {
+        let mut serve = vec!["serve".to_string()];
+        serve.extend(engine_args(&manifest, &model).await?);
+        (engine_binary(args.engine_bin.as_ref())?, serve)
+    } else {
+        let program = program::other_engine(&manifest)?;
+        (program.bin, program.args)
+    };
+    let log_dir = args.log_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("tokenscale-up-{}", std::process::id()))
+    });
+    std::fs::create_dir_all(&log_dir).map_err(|source| UpError::LogDir {
+        path: log_dir.display().to_string(),
+        source,
+    })?;
 
     let gateway_config = gateway_config(&model)?;
     let gateway = tokenscale_gateway::RunningGateway::start(&gateway_config, args.listen)
@@ -87,8 +114,9 @@ async fn run(args: &UpArgs) -> Result<(), UpError> {
         })?;
     gateway.registry.declare_default(&model);
     eprintln!(
-        "tokenscale up: gateway on http://{} serving {model:?}; Ctrl-C stops",
-        gateway.addr
+        "tokenscale up: gateway on http://{} serving {model:?}; replica logs in {}; Ctrl-C stops",
+        gateway.addr,
+        log_dir.display()
     );
 
     let drain_timeout = manifest.spec.engine.drain_timeout.get();
@@ -96,6 +124,7 @@ async fn run(args: &UpArgs) -> Result<(), UpError> {
         model.clone(),
         engine_bin,
         engine_args,
+        log_dir,
         gateway.registry.clone(),
         drain_timeout,
     );
@@ -112,8 +141,8 @@ async fn run(args: &UpArgs) -> Result<(), UpError> {
     result
 }
 
-/// Starts the minimum, then decides every period and registers ready replicas every 250 ms,
-/// until a stop signal.
+/// Starts the minimum, then decides every period and, every 250 ms, registers ready replicas
+/// and replaces failed ones, until a stop signal.
 async fn control_loop(
     pool: &pool::ProcessPool,
     model: String,
@@ -136,7 +165,7 @@ async fn control_loop(
             _ = refresh_tick.tick() => pool.refresh().await,
             _ = decide_tick.tick() => {
                 let line = controller.period(start.elapsed().as_secs_f64()).await;
-                eprintln!("{line}");
+                eprintln!("{line}{}", pool.status_note().await);
             }
         }
     }
@@ -174,12 +203,22 @@ async fn engine_args(manifest: &Manifest, model: &str) -> Result<Vec<String>, Up
             model.to_string(),
         ]);
     } else if let Some(source) = manifest.engine_model()? {
-        let path =
-            tokio::task::spawn_blocking(move || tokenscale_engine::fetch::ensure_model(&source))
+        let wanted = source.clone();
+        let resolved =
+            tokio::task::spawn_blocking(move || tokenscale_engine::fetch::resolve(&source))
                 .await
                 .map_err(|e| UpError::Fetch(e.to_string()))?
                 .map_err(|e| UpError::Fetch(e.to_string()))?;
-        args.extend(["--model".into(), path.display().to_string()]);
+        // An `hf://` source goes to the engines pinned to the commit fetched here: every
+        // replica serves the same weights, from the cache, and reports that commit.
+        let model = match (HubSource::parse(&wanted), resolved.revision) {
+            (Some(Ok(mut hub)), Some(commit)) => {
+                hub.revision = Some(commit);
+                hub.to_string()
+            }
+            _ => resolved.path.display().to_string(),
+        };
+        args.extend(["--model".into(), model]);
         if let Some(n) = engine.max_num_seqs {
             args.extend(["--max-num-seqs".into(), n.to_string()]);
         }
@@ -194,7 +233,9 @@ async fn engine_args(manifest: &Manifest, model: &str) -> Result<Vec<String>, Up
 /// A gateway for one model, open to keyless local clients (tenant `local`, no limits).
 fn gateway_config(model: &str) -> Result<tokenscale_gateway::config::Config, UpError> {
     let name = serde_json::to_string(model).unwrap_or_default();
-    let text = format!("models:\n  - name: {name}\ntenants:\n  - name: local\nanonymous: local\n");
+    let text = format!(
+        "models:\n  - name: {name}\ntenants:\n  - name: local\n    models: [\"*\"]\nanonymous: local\n"
+    );
     tokenscale_gateway::config::Config::from_yaml(&text)
         .map_err(|e| UpError::Manifest(format!("gateway configuration: {e}")))
 }

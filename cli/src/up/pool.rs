@@ -1,5 +1,7 @@
 //! The local process pool: engine replicas as child processes behind the in-process
 //! gateway, implementing the operator's `ScaleTarget` so the same policy code scales them.
+//! Like a ReplicaSet it keeps its promise: a replica that exits, or stops answering its health
+//! check, is replaced at once (with crash-loop backoff when it keeps failing), and says why.
 //! Scale-in drains first: the gateway stops routing to the replica, its streams finish, then
 //! it gets SIGTERM.
 
@@ -13,7 +15,17 @@ use tokenscale_operator::scale::{ReplicaCounts, ScaleError, ScaleTarget, least_l
 use tokio::process::Child;
 use tokio::sync::Mutex;
 
-use super::child::{free_port, spawn_engine, terminate};
+use super::child::{free_port, signal, spawn_engine, tail, terminate};
+use super::crash_loop::{CrashLoop, Failure, STABLE_AFTER};
+
+/// Failed health probes in a row before a ready replica counts as hung and is replaced.
+const UNHEALTHY_AFTER: u32 = 3;
+/// A replica not ready this long after its start is replaced.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(600);
+/// Lines of a failed replica's output shown.
+const TAIL_LINES: usize = 5;
+/// A failure stays on the status line this long after the pool is whole again.
+const SHOW_FAILURE_FOR: Duration = Duration::from_secs(60);
 
 /// One engine child.
 #[derive(Debug)]
@@ -25,6 +37,10 @@ pub struct Replica {
     pub child: Child,
     /// `/health` answered 200 and the gateway knows it.
     pub ready: bool,
+    started_at: Instant,
+    ready_since: Option<Instant>,
+    failed_probes: u32,
+    log: PathBuf,
 }
 
 #[derive(Debug, Default)]
@@ -34,6 +50,10 @@ struct State {
     next_id: u32,
     /// Marked by `mark_for_removal`: the next scale-in removes it first.
     marked: Option<String>,
+    crash_loop: CrashLoop,
+    /// No replica starts before this (crash-loop backoff).
+    next_start: Option<Instant>,
+    last_failure: Option<(Failure, Instant)>,
 }
 
 /// The pool of one model's replicas.
@@ -42,6 +62,7 @@ pub struct ProcessPool {
     model: String,
     engine_bin: PathBuf,
     engine_args: Arc<Vec<String>>,
+    log_dir: PathBuf,
     registry: Registry,
     drain_timeout: Duration,
     state: Arc<Mutex<State>>,
@@ -50,11 +71,13 @@ pub struct ProcessPool {
 }
 
 impl ProcessPool {
-    /// A pool for `model`, engines started as `engine_bin serve ENGINE_ARGS`.
+    /// A pool for `model`, engines started as `engine_bin ENGINE_ARGS` on a port of their own,
+    /// each writing its output to `log_dir/replica-N.log`.
     pub fn new(
         model: String,
         engine_bin: PathBuf,
         engine_args: Vec<String>,
+        log_dir: PathBuf,
         registry: Registry,
         drain_timeout: Duration,
     ) -> Self {
@@ -62,6 +85,7 @@ impl ProcessPool {
             model,
             engine_bin,
             engine_args: Arc::new(engine_args),
+            log_dir,
             registry,
             drain_timeout,
             state: Arc::default(),
@@ -70,29 +94,135 @@ impl ProcessPool {
         }
     }
 
-    /// Marks ready every started replica whose `/health` is 200 and registers it with the
-    /// gateway; reaps children that exited on their own.
+    /// Reaps replicas that exited, probes the others' `/health` (registering the newly ready
+    /// with the gateway, replacing the hung), then starts what the desired count lacks.
     pub async fn refresh(&self) {
+        let targets: Vec<(String, String)> = {
+            let mut state = self.state.lock().await;
+            self.reap(&mut state);
+            state
+                .replicas
+                .iter()
+                .map(|r| (r.name.clone(), r.url.clone()))
+                .collect()
+        };
+        // Probed without the lock: a hung replica's probe takes its whole timeout.
+        let probes = targets.iter().map(|(_, url)| self.http.healthy(url));
+        let healthy = futures::future::join_all(probes).await;
         let mut state = self.state.lock().await;
-        let mut exited = Vec::new();
-        for replica in state.replicas.iter_mut() {
-            if let Ok(Some(status)) = replica.child.try_wait() {
-                tracing::warn!(replica = replica.name, %status, "replica exited");
-                exited.push(replica.url.clone());
-                continue;
+        for ((name, _), healthy) in targets.iter().zip(healthy) {
+            self.apply_probe(&mut state, name, healthy);
+        }
+        self.start_missing(&mut state);
+    }
+
+    /// Removes every replica whose process has exited, reporting each.
+    fn reap(&self, state: &mut State) {
+        let mut index = 0;
+        while index < state.replicas.len() {
+            match state.replicas[index].child.try_wait() {
+                Ok(Some(status)) => {
+                    let replica = state.replicas.remove(index);
+                    let what = match status.code() {
+                        Some(_) => format!("exited with {status}"),
+                        None => format!("was killed ({status})"),
+                    };
+                    self.failed(state, replica, what);
+                }
+                _ => index += 1,
             }
-            if !replica.ready && self.http.healthy(&replica.url).await {
+        }
+    }
+
+    /// Acts on one probe of replica `name`.
+    fn apply_probe(&self, state: &mut State, name: &str, healthy: bool) {
+        let Some(index) = state.replicas.iter().position(|r| r.name == name) else {
+            return; // retired or reaped meanwhile
+        };
+        let replica = &mut state.replicas[index];
+        let now = Instant::now();
+        if healthy {
+            replica.failed_probes = 0;
+            if !replica.ready {
                 if let Err(error) = self.registry.add(&self.model, &replica.url) {
                     tracing::warn!(%error, "registering a replica");
-                    continue;
+                    return;
                 }
                 replica.ready = true;
+                replica.ready_since = Some(now);
+            }
+            if replica
+                .ready_since
+                .is_some_and(|since| now - since >= STABLE_AFTER)
+            {
+                state.crash_loop.stable();
+            }
+            return;
+        }
+        let hung = if replica.ready {
+            replica.failed_probes += 1;
+            (replica.failed_probes >= UNHEALTHY_AFTER).then(|| {
+                format!(
+                    "stopped answering /health ({UNHEALTHY_AFTER} probes in a row) and was killed"
+                )
+            })
+        } else {
+            (now - replica.started_at >= STARTUP_TIMEOUT).then(|| {
+                format!(
+                    "was not ready within {}s and was killed",
+                    STARTUP_TIMEOUT.as_secs()
+                )
+            })
+        };
+        if let Some(what) = hung {
+            let replica = state.replicas.remove(index);
+            // SIGKILL: a hung process may not handle SIGTERM; `kill_on_drop` reaps it.
+            signal(&replica.child, libc::SIGKILL);
+            self.failed(state, replica, what);
+        }
+    }
+
+    /// Forgets a failed replica, reports it, and sets when its replacement may start.
+    fn failed(&self, state: &mut State, replica: Replica, what: String) {
+        self.registry.remove(&self.model, &replica.url);
+        let now = Instant::now();
+        let ran_well = replica
+            .ready_since
+            .is_some_and(|since| now - since >= STABLE_AFTER);
+        let retry_in = state
+            .crash_loop
+            .failed(replica.ready_since.is_some(), ran_well);
+        state.next_start = Some(now + retry_in);
+        let failure = Failure {
+            replica: replica.name.clone(),
+            what,
+            after: now - replica.started_at,
+            last_lines: tail(&replica.log, TAIL_LINES),
+            log: replica.log.clone(),
+            retry_in,
+            in_a_row: state.crash_loop.in_a_row(),
+        };
+        eprintln!("{}", failure.log_line());
+        tracing::warn!(
+            replica = replica.name,
+            failure = failure.status_note(),
+            "replica failed"
+        );
+        state.last_failure = Some((failure, now));
+    }
+
+    /// Starts replicas until the desired count is reached, unless backing off.
+    fn start_missing(&self, state: &mut State) {
+        if state.next_start.is_some_and(|at| Instant::now() < at) {
+            return;
+        }
+        while (state.replicas.len() as u32) < state.desired {
+            if let Err(error) = self.start_one(state) {
+                eprintln!("tokenscale up: {error}");
+                state.next_start = Some(Instant::now() + Duration::from_secs(1));
+                return;
             }
         }
-        for url in &exited {
-            self.registry.remove(&self.model, url);
-        }
-        state.replicas.retain(|r| !exited.contains(&r.url));
     }
 
     /// `(name, url)` of the ready replicas.
@@ -106,18 +236,40 @@ impl ProcessPool {
             .collect()
     }
 
+    /// What the status line adds about failures: the last one while it matters (recent, or
+    /// the pool short of its desired count), else nothing.
+    pub async fn status_note(&self) -> String {
+        let state = self.state.lock().await;
+        let short = (state.replicas.len() as u32) < state.desired;
+        match &state.last_failure {
+            Some((failure, at)) if short || at.elapsed() < SHOW_FAILURE_FOR => {
+                format!("  | {}", failure.status_note())
+            }
+            _ => String::new(),
+        }
+    }
+
     fn start_one(&self, state: &mut State) -> Result<(), ScaleError> {
         let port = free_port().map_err(|e| scale_error("finding a free port", e))?;
-        let child = spawn_engine(&self.engine_bin, &self.engine_args, port)
+        let name = format!("replica-{}", state.next_id + 1);
+        let log = self.log_dir.join(format!("{name}.log"));
+        let child = spawn_engine(&self.engine_bin, &self.engine_args, port, &log)
             .map_err(|e| scale_error("starting an engine", e))?;
         state.next_id += 1;
-        let name = format!("replica-{}", state.next_id);
-        tracing::info!(replica = name, port, "replica starting");
+        let url = format!("http://127.0.0.1:{port}");
+        eprintln!(
+            "tokenscale up: {name} starting on {url} (log: {})",
+            log.display()
+        );
         state.replicas.push(Replica {
             name,
-            url: format!("http://127.0.0.1:{port}"),
+            url,
             child,
             ready: false,
+            started_at: Instant::now(),
+            ready_since: None,
+            failed_probes: 0,
+            log,
         });
         Ok(())
     }
@@ -146,7 +298,11 @@ impl ProcessPool {
 
     /// Drains and stops every replica, and waits for retirements already under way (Ctrl-C).
     pub async fn shutdown(&self) {
-        let replicas: Vec<Replica> = std::mem::take(&mut self.state.lock().await.replicas);
+        let replicas: Vec<Replica> = {
+            let mut state = self.state.lock().await;
+            state.desired = 0;
+            std::mem::take(&mut state.replicas)
+        };
         for replica in replicas {
             self.spawn_retire(replica).await;
         }
@@ -191,9 +347,7 @@ impl ScaleTarget for ProcessPool {
         {
             let mut state = self.state.lock().await;
             state.desired = replicas;
-            while (state.replicas.len() as u32) < replicas {
-                self.start_one(&mut state)?;
-            }
+            self.start_missing(&mut state);
             while (state.replicas.len() as u32) > replicas {
                 // Not-ready ones first (they serve nothing), then the marked one, then the newest.
                 let index = state

@@ -7,7 +7,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use tokenscale_common::metrics::engine as names;
+use tokenscale_common::engines::{self, EngineKind, SampleRef};
 use tokenscale_operator::metrics_source::text_format;
 
 /// A pooled client for probes, each bounded by a short timeout.
@@ -41,18 +41,22 @@ impl Probe {
             .is_some_and(|(s, _)| s == 200)
     }
 
-    /// Requests running plus waiting on the engine at `base` (0 when it does not answer).
+    /// Requests running plus waiting on the engine at `base`, read by the adapter of the
+    /// engine its `/metrics` names (0 when it does not answer or exports neither).
     pub async fn in_flight(&self, base: &str) -> f64 {
         let Some((_, text)) = self.get(&format!("{base}/metrics")).await else {
             return 0.0;
         };
-        text_format::parse(&text)
-            .samples
-            .iter()
-            .filter(|s| {
-                s.name == names::NUM_REQUESTS_RUNNING || s.name == names::NUM_REQUESTS_WAITING
+        let samples = text_format::parse(&text).samples;
+        let refs = || {
+            samples.iter().map(|s| SampleRef {
+                name: &s.name,
+                labels: &s.labels,
+                value: s.value,
             })
-            .map(|s| s.value)
-            .sum()
+        };
+        let kind = EngineKind::detect(refs()).unwrap_or_default();
+        let reading = engines::read(kind, refs());
+        reading.running_requests.unwrap_or(0.0) + reading.waiting_requests.unwrap_or(0.0)
     }
 }

@@ -15,7 +15,8 @@ use crate::model::Model;
 /// Arguments of `bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Model alias (`smollm2-135m`) or path to a `.gguf` file.
+    /// `hf://ORG/REPO[@REVISION][/FILE]`, a `.gguf` file, a checkpoint directory, or the
+    /// test alias `smollm2-135m`.
     #[arg(long, default_value = "smollm2-135m")]
     pub model: String,
     /// Numbers of sequences decoding together, comma-separated.

@@ -19,9 +19,14 @@ pub struct CudaCheckArgs {
     /// through ptxas, sizes per file). Default: compute_80.
     #[arg(long)]
     pub arch: Option<String>,
-    /// A GGUF model for the end-to-end checks (golden tokens, speed).
+    /// A model for the end-to-end checks (golden tokens, speed): a GGUF file or a checkpoint
+    /// directory.
     #[arg(long)]
     pub model: Option<PathBuf>,
+    /// Checkpoints (directories or GGUF files) to run on the GPU and on the CPU reference
+    /// backend, comparing every step's logits.
+    #[arg(long, value_delimiter = ',')]
+    pub parity: Vec<PathBuf>,
     /// Golden reference JSON (prompt ids, greedy ids, top-5 logits per step) for `--model`.
     #[arg(long)]
     pub golden: Option<PathBuf>,
@@ -68,6 +73,21 @@ pub fn run(args: CudaCheckArgs) -> anyhow::Result<()> {
                 .iter()
                 .filter(|c| !c.pass)
                 .map(|c| format!("golden: {}", c.prompt)),
+        );
+    }
+    if !args.parity.is_empty() {
+        let mut rows = Vec::new();
+        for path in &args.parity {
+            rows.push(
+                check::parity::run_checkpoint(path)
+                    .with_context(|| format!("parity of {}", path.display()))?,
+            );
+        }
+        println!("{}", check::parity::table(&rows));
+        failed.extend(
+            rows.iter()
+                .filter(|r| !r.pass)
+                .map(|r| format!("parity: {}", r.name)),
         );
     }
     if args.bench {

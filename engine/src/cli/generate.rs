@@ -11,12 +11,13 @@ use serde::Serialize;
 use crate::backend::cpu::{CpuBackend, CpuOptions, Precision};
 use crate::backend::{Backend, SeqStep};
 use crate::sampling::{FinishReason, Sampler, SamplingParams, finish_on_token};
-use crate::tokenizer::{ChatMessage, IncrementalDecoder, Tokenizer};
+use crate::tokenizer::{ChatMessage, IncrementalDecoder};
 
 /// Arguments of `generate`.
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
-    /// Model alias (`smollm2-135m`, fetched on first use) or path to a `.gguf` file.
+    /// `hf://ORG/REPO[@REVISION][/FILE]`, a `.gguf` file, a checkpoint directory, or the
+    /// test alias `smollm2-135m` (fetched on first use).
     #[arg(long, default_value = "smollm2-135m")]
     pub model: String,
     /// The prompt text.
@@ -73,9 +74,9 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<()> {
     let path =
         crate::fetch::ensure_model(&args.model).with_context(|| format!("model {}", args.model))?;
     eprintln!("loading {}…", path.display());
-    let (file, model) = crate::model::load(&path)?;
-    let tokenizer = Tokenizer::from_gguf(&file).context("tokenizer")?;
-    drop(file);
+    let (checkpoint, model) = crate::model::load(&path)?;
+    let tokenizer = checkpoint.tokenizer().context("tokenizer")?;
+    drop(checkpoint);
     let prompt_ids = if args.chat {
         tokenizer.encode_chat(&[ChatMessage::new("user", args.prompt.as_str())], true)?
     } else {

@@ -26,7 +26,7 @@ pub enum Command {
     CudaCheck(cuda_check::CudaCheckArgs),
     /// Generate one completion of a prompt on the CPU backend.
     Generate(generate::GenerateArgs),
-    /// Fetch a model alias into the cache (verifying it) and print its path.
+    /// Fetch a model (`hf://` source or the test alias) into the cache and print its path.
     Pull(pull::PullArgs),
     /// Requantise a GGUF model (llama.cpp's layouts and mixes, e.g. --type Q4_K_M).
     Quantize(quantize::QuantizeArgs),

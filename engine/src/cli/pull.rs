@@ -1,25 +1,39 @@
-//! `tokenscale-engine pull MODEL`: makes sure a model alias is in the cache (fetching it, or
-//! fetching it again when the cached file fails its SHA-256 check) and prints the file's path.
+//! `tokenscale-engine pull MODEL`: makes sure a model is in the cache and prints where it is.
+//! `hf://` sources are fetched from the Hub (what is cached is not downloaded again; cut
+//! downloads resume); the test alias is fetched again when its cached file fails its SHA-256
+//! check; a local path is only checked.
 
 use anyhow::Context;
 
 use crate::fetch;
+use tokenscale_common::hub_source::HubSource;
 
 /// Arguments of `pull`.
 #[derive(Debug, clap::Args)]
 pub struct PullArgs {
-    /// Model alias (e.g. smollm2-135m); a path to a file is only checked and printed.
+    /// `hf://ORG/REPO[@REVISION][/FILE]`, the test alias `smollm2-135m`, or a path (only
+    /// checked and printed).
     pub model: String,
 }
 
-/// Runs `pull`: progress goes to stderr, the cached path to stdout.
+/// Runs `pull`: progress goes to stderr, the cached path to stdout (and the resolved commit
+/// of an `hf://` source to stderr).
 pub fn run(args: PullArgs) -> anyhow::Result<()> {
-    let path = match fetch::find_alias(&args.model) {
-        Some(alias) => {
-            let cache_dir = fetch::default_cache_dir()?;
-            fetch::pull(alias, &cache_dir).with_context(|| format!("pulling {}", alias.name))?
-        }
-        None => fetch::ensure_model(&args.model)?,
+    let path = if let Some(source) = HubSource::parse(&args.model) {
+        let source = source?;
+        let config = fetch::hub::HubConfig::from_env()?;
+        let snapshot = fetch::hub::fetch(&source, &config)?;
+        eprintln!(
+            "{source} is at commit {} ({} downloaded)",
+            snapshot.commit,
+            fetch::human_bytes(snapshot.downloaded_bytes)
+        );
+        snapshot.path
+    } else if let Some(alias) = fetch::find_alias(&args.model) {
+        let cache_dir = fetch::default_cache_dir()?;
+        fetch::pull(alias, &cache_dir).with_context(|| format!("pulling {}", alias.name))?
+    } else {
+        fetch::ensure_model(&args.model)?
     };
     println!("{}", path.display());
     Ok(())

@@ -9,7 +9,9 @@ use crate::server::{self, ServeConfig};
 /// Arguments of `serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// Model alias (e.g. smollm2-135m, fetched on first use) or path to a .gguf file.
+    /// `hf://ORG/REPO[@REVISION][/FILE]` (fetched into the Hugging Face cache), a `.gguf`
+    /// file, a checkpoint directory (config.json + safetensors), or the test alias
+    /// `smollm2-135m`.
     #[arg(long, default_value = "smollm2-135m")]
     pub model: String,
     /// Address to listen on.
@@ -54,9 +56,27 @@ pub struct ServeArgs {
     /// Fraction of GPU memory the CUDA backend may use (weights, activations, KV cache).
     #[arg(long, default_value_t = ServeConfig::default().gpu_memory_utilization)]
     pub gpu_memory_utilization: f64,
-    /// `--backend sim`: performance profile file (YAML); default: a Llama-3-8B-class H100.
+    /// Seconds a connection may take to send a request's headers, idle keep-alive included.
+    #[arg(long, default_value_t = ServeConfig::default().header_timeout_s)]
+    pub header_timeout: f64,
+    /// Seconds a request's body may take to arrive after its headers (408 after).
+    #[arg(long, default_value_t = ServeConfig::default().body_timeout_s)]
+    pub body_timeout: f64,
+    /// Open connections at most; more wait in the listen backlog until one closes.
+    #[arg(long, default_value_t = ServeConfig::default().max_connections)]
+    pub max_connections: usize,
+    /// Tool-call syntax of the model family: `hermes` (Qwen, Hermes, SmolLM), `llama3_json`
+    /// or `mistral`; default: the one the chat template shows (hermes when it shows none).
+    #[arg(long, value_parser = crate::tools::ToolParser::NAMES)]
+    pub tool_call_parser: Option<String>,
+    /// `--backend sim`: a bundled performance profile (`llama3-8b-h100`, the default;
+    /// `smollm2-cpu`) or a profile file (YAML).
     #[arg(long)]
-    pub sim_profile: Option<std::path::PathBuf>,
+    pub sim_profile: Option<String>,
+    /// Key the OpenAI routes require as `Authorization: Bearer <key>` (the gateway presents
+    /// it); `/health` and `/metrics` stay open. Unset: no key.
+    #[arg(long, env = "TOKENSCALE_ENGINE_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
 }
 
 impl ServeArgs {
@@ -74,6 +94,19 @@ impl ServeArgs {
         anyhow::ensure!(
             self.gpu_memory_utilization > 0.0 && self.gpu_memory_utilization <= 1.0,
             "--gpu-memory-utilization must be in (0, 1]"
+        );
+        for (flag, seconds) in [
+            ("--header-timeout", self.header_timeout),
+            ("--body-timeout", self.body_timeout),
+        ] {
+            anyhow::ensure!(
+                seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0,
+                "{flag} must be in (0, 86400] seconds"
+            );
+        }
+        anyhow::ensure!(
+            self.max_connections > 0,
+            "--max-connections must be at least 1"
         );
         // Decided before anything is loaded or downloaded, so `--backend cuda` on a machine
         // without a usable GPU fails at once with one line saying why.
@@ -99,6 +132,11 @@ impl ServeArgs {
             max_model_len: self.max_model_len,
             use_cuda,
             gpu_memory_utilization: self.gpu_memory_utilization,
+            api_key: self.api_key.clone(),
+            header_timeout_s: self.header_timeout,
+            body_timeout_s: self.body_timeout,
+            max_connections: self.max_connections,
+            tool_call_parser: self.tool_call_parser.clone(),
         })
     }
 }

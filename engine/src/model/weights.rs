@@ -1,8 +1,11 @@
-//! The weights of a Llama-family model, repacked from GGUF tensors with every shape checked.
+//! The weights of a Llama-family model for the CPU backend, read from any [`TensorSource`]
+//! with every shape checked: quantised GGUF tensors repacked into kernel blocks, safetensors
+//! f32/f16/bf16 tensors used in place from the mapped files (see `quant::FloatRows`).
 
 use super::config::ModelConfig;
-use crate::gguf::GgufFile;
-use crate::quant::QMatrix;
+use super::tensors::{DType, LayerWeight, TensorSource, TensorView, Weight};
+use crate::gguf::GgmlType;
+use crate::quant::{FloatRows, QMatrix};
 use crate::{Error, Result};
 
 /// One transformer block.
@@ -12,8 +15,11 @@ pub struct Layer {
     pub attn_norm: Vec<f32>,
     /// Q, K and V stacked: `[q_dim + 2 * kv_dim, hidden]` (one matmul instead of three).
     pub wqkv: QMatrix,
-    /// Q, K, V biases stacked (`qwen2`): `[q_dim + 2 * kv_dim]`.
+    /// Q, K, V biases stacked (Qwen2): `[q_dim + 2 * kv_dim]`.
     pub bqkv: Option<Vec<f32>>,
+    /// Per-head RMSNorm weights of Q and K (Qwen3): `[head_dim]` each.
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
     /// `[hidden, q_dim]`
     pub wo: QMatrix,
     /// `[hidden]`
@@ -24,7 +30,8 @@ pub struct Layer {
     pub w_down: QMatrix,
 }
 
-/// A loaded model: configuration and weights (copied out of the file, which may be closed).
+/// A loaded model: configuration and weights (owning, or sharing the checkpoint's mapping, so
+/// the checkpoint may be dropped).
 #[derive(Debug)]
 pub struct Model {
     pub config: ModelConfig,
@@ -35,51 +42,57 @@ pub struct Model {
     /// `[vocab, hidden]`; `None` when the head is tied to `token_embd`.
     pub output: Option<QMatrix>,
     pub layers: Vec<Layer>,
+    /// RoPE's inverse frequency per rotated pair, scaling applied: `[head_dim / 2]`.
+    pub rope_inv_freqs: Vec<f64>,
 }
 
 impl Model {
-    /// Loads every weight the config calls for from `file`.
-    pub fn from_gguf(file: &GgufFile) -> Result<Self> {
-        let config = ModelConfig::from_gguf(file)?;
+    /// Loads every weight `config` calls for from `source`.
+    pub fn load(config: ModelConfig, source: &dyn TensorSource) -> Result<Self> {
         let c = &config;
-        let (h, q_dim, kv_dim) = (c.hidden_size, c.num_heads * c.head_dim, c.kv_dim());
-        let token_embd = matrix(file, "token_embd.weight", c.vocab_size, h)?;
+        let (h, q_dim, kv_dim) = (c.hidden_size, c.q_dim(), c.kv_dim());
+        let token_embd = matrix(source, Weight::Embed, c.vocab_size, h)?;
         let output = match c.tied_embeddings {
             true => None,
-            false => Some(matrix(file, "output.weight", c.vocab_size, h)?),
+            false => Some(matrix(source, Weight::Head, c.vocab_size, h)?),
         };
-        let output_norm = vector(file, "output_norm.weight", h)?;
-        let mut layers = Vec::new();
-        for i in 0..c.num_layers {
-            let name = |t: &str| format!("blk.{i}.{t}");
-            let rows = [q_dim, kv_dim, kv_dim];
-            let qkv = ["attn_q.weight", "attn_k.weight", "attn_v.weight"].map(&name);
-            let bias = ["attn_q.bias", "attn_k.bias", "attn_v.bias"].map(&name);
-            let bqkv = match file.tensor(&bias[0]) {
-                None => None,
-                Some(_) => {
-                    let parts = [(&bias[0], q_dim), (&bias[1], kv_dim), (&bias[2], kv_dim)];
-                    let parts: Result<Vec<_>> =
-                        parts.iter().map(|(n, len)| vector(file, n, *len)).collect();
-                    Some(parts?.concat())
-                }
+        let output_norm = vector(source, Weight::FinalNorm, h)?;
+        let mut layers = Vec::with_capacity(c.num_layers);
+        for l in 0..c.num_layers {
+            use LayerWeight::*;
+            let w = |lw| Weight::Layer(l, lw);
+            let bqkv = match c.qkv_bias {
+                false => None,
+                true => Some(
+                    [
+                        vector(source, w(QBias), q_dim)?,
+                        vector(source, w(KBias), kv_dim)?,
+                        vector(source, w(VBias), kv_dim)?,
+                    ]
+                    .concat(),
+                ),
+            };
+            let (q_norm, k_norm) = match c.qk_norm {
+                false => (None, None),
+                true => (
+                    Some(vector(source, w(QNorm), c.head_dim)?),
+                    Some(vector(source, w(KNorm), c.head_dim)?),
+                ),
             };
             layers.push(Layer {
-                attn_norm: vector(file, &name("attn_norm.weight"), h)?,
-                wqkv: stacked(file, &qkv, &rows, h)?,
+                attn_norm: vector(source, w(AttnNorm), h)?,
+                wqkv: stacked(source, &[(w(Q), q_dim), (w(K), kv_dim), (w(V), kv_dim)], h)?,
                 bqkv,
-                wo: matrix(file, &name("attn_output.weight"), h, q_dim)?,
-                ffn_norm: vector(file, &name("ffn_norm.weight"), h)?,
-                w_gate_up: stacked(
-                    file,
-                    &[name("ffn_gate.weight"), name("ffn_up.weight")],
-                    &[c.ffn_size, c.ffn_size],
-                    h,
-                )?,
-                w_down: matrix(file, &name("ffn_down.weight"), h, c.ffn_size)?,
+                q_norm,
+                k_norm,
+                wo: matrix(source, w(O), h, q_dim)?,
+                ffn_norm: vector(source, w(FfnNorm), h)?,
+                w_gate_up: stacked(source, &[(w(Gate), c.ffn_size), (w(Up), c.ffn_size)], h)?,
+                w_down: matrix(source, w(Down), h, c.ffn_size)?,
             });
         }
         Ok(Self {
+            rope_inv_freqs: config.rope_inv_freqs(),
             config,
             token_embd,
             output_norm,
@@ -94,35 +107,40 @@ impl Model {
     }
 }
 
-fn shape_error(name: &str, want: String, info_dims: &[u64]) -> Error {
-    Error::Model(format!(
-        "tensor {name}: expected shape {want}, found dims {info_dims:?}"
-    ))
-}
-
-/// A `[rows, cols]` matrix (GGUF dims `[cols, rows]`).
-fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<QMatrix> {
-    let info = file
-        .tensor(name)
-        .ok_or_else(|| Error::Model(format!("tensor {name} is missing")))?;
-    if info.dims != [cols as u64, rows as u64] {
-        return Err(shape_error(name, format!("[{rows}, {cols}]"), &info.dims));
-    }
-    let bytes = file.tensor_data(name)?;
-    QMatrix::from_ggml(info.ggml_type, bytes, rows, cols).map_err(|source| Error::Tensor {
-        tensor: name.to_string(),
+/// The `[rows, cols]` matrix of `weight`: used in place when the checkpoint shares its
+/// mapping and stores a float type, else repacked (quantised GGUF blocks) or widened.
+fn matrix(source: &dyn TensorSource, weight: Weight, rows: usize, cols: usize) -> Result<QMatrix> {
+    let t = source.require(weight)?;
+    t.expect_dims(&[rows, cols])?;
+    let tensor_error = |t: &TensorView<'_>, source| Error::Tensor {
+        tensor: t.name.clone(),
         source,
-    })
+    };
+    let float = match t.dtype {
+        DType::F32 => Some(GgmlType::F32),
+        DType::F16 => Some(GgmlType::F16),
+        DType::BF16 => Some(GgmlType::BF16),
+        DType::Ggml(_) => None,
+    };
+    if let (Some(ty), Some((bytes, range))) = (float, t.shared.clone()) {
+        let rows = FloatRows::new(ty, rows, cols, bytes, range).map_err(|e| tensor_error(&t, e))?;
+        return Ok(QMatrix::from_float(rows));
+    }
+    let ty = match t.dtype {
+        DType::Ggml(ty) => ty,
+        _ => float.unwrap_or(GgmlType::F32),
+    };
+    QMatrix::from_ggml(ty, t.bytes, rows, cols).map_err(|e| tensor_error(&t, e))
 }
 
 /// Several matrices with the same input width and type, stacked along rows.
-fn stacked(file: &GgufFile, names: &[String], rows: &[usize], cols: usize) -> Result<QMatrix> {
-    let parts: Vec<QMatrix> = names
+fn stacked(source: &dyn TensorSource, parts: &[(Weight, usize)], cols: usize) -> Result<QMatrix> {
+    let mats: Vec<QMatrix> = parts
         .iter()
-        .zip(rows)
-        .map(|(n, &r)| matrix(file, n, r, cols))
+        .map(|&(w, rows)| matrix(source, w, rows, cols))
         .collect::<Result<_>>()?;
-    QMatrix::stack(&parts).ok_or_else(|| {
+    QMatrix::stack(&mats).ok_or_else(|| {
+        let names: Vec<String> = parts.iter().map(|&(w, _)| source.name_of(w)).collect();
         Error::Model(format!(
             "tensors {names:?} have different widths and cannot be stacked"
         ))
@@ -130,19 +148,8 @@ fn stacked(file: &GgufFile, names: &[String], rows: &[usize], cols: usize) -> Re
 }
 
 /// A `[len]` f32 vector (norm weights, biases) of any float type.
-fn vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>> {
-    let info = file
-        .tensor(name)
-        .ok_or_else(|| Error::Model(format!("tensor {name} is missing")))?;
-    if info.dims != [len as u64] {
-        return Err(shape_error(name, format!("[{len}]"), &info.dims));
-    }
-    let mut out = vec![0f32; len];
-    crate::quant::dequantize(info.ggml_type, file.tensor_data(name)?, &mut out).map_err(
-        |source| Error::Tensor {
-            tensor: name.to_string(),
-            source,
-        },
-    )?;
-    Ok(out)
+fn vector(source: &dyn TensorSource, weight: Weight, len: usize) -> Result<Vec<f32>> {
+    let t = source.require(weight)?;
+    t.expect_dims(&[len])?;
+    t.to_f32()
 }

@@ -6,6 +6,7 @@ use super::blocks::{
     Block, BlockQ2H, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8, BlockQ8_0, BlockQ8H, QK,
 };
 use super::dequant::{dequantize, repack_q4_0, repack_q4_1, repack_q5_0, repack_q5_1, repack_q8_0};
+use super::float::FloatRows;
 use super::kernels::{QBlock, scalar};
 use super::q8::{Q8Rows, padded_blocks};
 use super::superblocks::{repack_q2_k, repack_q3_k, repack_q4_k, repack_q5_k, repack_q6_k};
@@ -31,8 +32,10 @@ enum Weights {
     Q8H(Vec<BlockQ8H>),
     /// Q2_K.
     Q2H(Vec<BlockQ2H>),
-    /// F32, F16 and BF16 files: kept as f32.
+    /// F32, F16 and BF16 GGUF tensors: kept as f32.
     F32(Vec<f32>),
+    /// f32 / f16 / bf16 rows used in place from a mapped checkpoint (see `float`).
+    Float(FloatRows),
 }
 
 impl Weights {
@@ -47,6 +50,10 @@ impl Weights {
             (Weights::Q8H(a), Weights::Q8H(b)) => a.extend_from_slice(b),
             (Weights::Q2H(a), Weights::Q2H(b)) => a.extend_from_slice(b),
             (Weights::F32(a), Weights::F32(b)) => a.extend_from_slice(b),
+            (Weights::Float(a), Weights::Float(b)) => match FloatRows::stack(&[a, b]) {
+                Some(both) => *a = both,
+                None => return false,
+            },
             _ => return false,
         }
         true
@@ -54,9 +61,10 @@ impl Weights {
 }
 
 /// Runs `$body` with `$w` bound to the block vector of whichever block variant `$weights`
-/// is (`$f32` for the float variant): one place lists the block types.
+/// is (`$f32` for the f32 variant, `$mapped` for float rows used in place): one place lists
+/// the block types.
 macro_rules! with_blocks {
-    ($weights:expr, $w:ident => $body:expr, $f32:ident => $float:expr) => {
+    ($weights:expr, $w:ident => $body:expr, $f32:ident => $float:expr, $mapped:ident => $rows:expr) => {
         match $weights {
             Weights::Q4_1($w) => $body,
             Weights::Q4_0($w) => $body,
@@ -66,6 +74,7 @@ macro_rules! with_blocks {
             Weights::Q8H($w) => $body,
             Weights::Q2H($w) => $body,
             Weights::F32($f32) => $float,
+            Weights::Float($mapped) => $rows,
         }
     };
 }
@@ -131,6 +140,20 @@ impl QMatrix {
         })
     }
 
+    /// A matrix over float rows used in place (safetensors weights).
+    pub fn from_float(rows: FloatRows) -> Self {
+        Self {
+            rows: rows.rows(),
+            cols: rows.cols(),
+            parts: vec![Part {
+                start: 0,
+                rows: rows.rows(),
+                weights: Weights::Float(rows),
+            }],
+            simd: Simd::detect(),
+        }
+    }
+
     /// Stacks matrices with the same width along rows (`None` when widths differ): runs of
     /// the same block form are concatenated into one part.
     pub fn stack(matrices: &[QMatrix]) -> Option<QMatrix> {
@@ -185,7 +208,7 @@ impl QMatrix {
     pub fn is_quantized(&self) -> bool {
         self.parts
             .iter()
-            .any(|p| !matches!(p.weights, Weights::F32(_)))
+            .any(|p| !matches!(p.weights, Weights::F32(_) | Weights::Float(_)))
     }
 
     /// Dequantises row `row` into `out` (`[cols]`): embedding lookups.
@@ -201,7 +224,8 @@ impl QMatrix {
                 b.dequantize(&mut block);
                 o.copy_from_slice(&block);
             }
-        }, w => out.copy_from_slice(&w[row * self.cols..(row + 1) * self.cols]))
+        }, w => out.copy_from_slice(&w[row * self.cols..(row + 1) * self.cols]),
+        w => w.row_f32(row, out))
     }
 
     /// `out[r * rows.len() + i] = dot(weight row rows.start + i, activation row m0 + r)` for
@@ -288,7 +312,7 @@ impl QMatrix {
                     out[r * n + i] = wrow.iter().zip(x.iter()).map(|(a, b)| a * b).sum();
                 }
             }
-        })
+        }, w => w.gemv_tile(&f32_rows, rows, self.simd, out))
     }
 
     #[allow(unused_variables)]

@@ -9,6 +9,7 @@
 mod blocks;
 mod dequant;
 mod encode;
+mod float;
 mod kernels;
 mod matrix;
 pub mod mix;
@@ -20,6 +21,7 @@ pub use blocks::{
 };
 pub use dequant::dequantize;
 pub use encode::quantize;
+pub use float::{FloatRows, SharedBytes};
 pub use matrix::{Acts, QMatrix, TILE_ROWS};
 pub use q8::{Q8Rows, quantize_q8};
 pub use superblocks::QK_K;

@@ -11,17 +11,25 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::{Command, EngineConfig, EngineMetrics, GenerateRequest, RequestUsage, TokenEvent};
 use crate::backend::{Backend, SeqStep, StepOutput};
+use crate::grammar::{Constraint, GrammarError, MaskJob, MaskWorker, TokenMask};
 use crate::kv::{KvCacheManager, RequestId};
 use crate::sampling::{FinishReason, Sampler, finish_on_token};
 use crate::sched::{SchedRequest, Scheduler, SchedulerConfig, SchedulerOutput};
 
-/// A request the loop is serving: its sampler, its event channel and its timings.
+/// A request the loop is serving: its sampler, its grammar, its event channel and its timings.
 struct Active {
     sampler: Sampler,
+    /// `None` while lent to the mask worker during a step.
+    constraint: Option<Constraint>,
+    /// Whether the request follows a grammar (so it never samples without a mask).
+    constrained: bool,
     events: UnboundedSender<TokenEvent>,
     arrival: Instant,
     last_token_at: Option<Instant>,
+    /// Output tokens of the answer so far, those of a resumed start included.
     num_generated: u32,
+    /// Prompt tokens that are a resumed answer's start (counted as output in the usage).
+    resumed: usize,
 }
 
 /// Everything the loop owns.
@@ -34,6 +42,8 @@ pub(super) struct EngineLoop {
     kv: KvCacheManager,
     active: HashMap<RequestId, Active>,
     vocab_size: usize,
+    /// Computes grammar masks beside the forward pass (started with the first constraint).
+    masks: Option<MaskWorker>,
 }
 
 impl EngineLoop {
@@ -62,6 +72,7 @@ impl EngineLoop {
             kv,
             active: HashMap::new(),
             vocab_size,
+            masks: None,
         }
     }
 
@@ -116,7 +127,7 @@ impl EngineLoop {
                 id,
                 request,
                 events,
-            } => self.add(id, request, events),
+            } => self.add(id, *request, events),
             Command::Abort { id, completed } => {
                 let active = self.active.remove(&id);
                 if let Some(active) = active.filter(|_| completed) {
@@ -143,13 +154,17 @@ impl EngineLoop {
             priority,
             cache_salt,
             arrival,
+            resumed_tokens,
+            constraint,
         } = request;
         let max_len = self
             .config
             .max_model_len
             .min(self.kv.pool().num_blocks() * self.kv.block_size());
-        let wanted = prompt_tokens.len() + params.max_tokens.unwrap_or(1) as usize;
-        if prompt_tokens.is_empty() || wanted > max_len {
+        // `max_tokens` counts the whole answer, a resumed start included.
+        let to_generate = (params.max_tokens.unwrap_or(1) as usize).saturating_sub(resumed_tokens);
+        let wanted = prompt_tokens.len() + to_generate.max(1);
+        if prompt_tokens.len() <= resumed_tokens || wanted > max_len {
             // The server checks this first; the loop must still never admit a request that
             // could not fit even alone (it would wait forever).
             let message = format!(
@@ -158,24 +173,40 @@ impl EngineLoop {
             let _ = events.send(TokenEvent::Failed(message));
             return;
         }
-        let sampler = Sampler::new(&params, &prompt_tokens);
+        if constraint.is_some() && self.masks.is_none() {
+            match MaskWorker::spawn() {
+                Ok(worker) => self.masks = Some(worker),
+                Err(err) => {
+                    let message = format!("cannot start the grammar mask worker: {err}");
+                    let _ = events.send(TokenEvent::Failed(message));
+                    return;
+                }
+            }
+        }
+        let (prompt, output) = prompt_tokens.split_at(prompt_tokens.len() - resumed_tokens);
+        let sampler = Sampler::resume(&params, prompt, output);
         self.scheduler
             .add(SchedRequest::new(id, prompt_tokens, priority, cache_salt));
         self.active.insert(
             id,
             Active {
                 sampler,
+                constrained: constraint.is_some(),
+                constraint,
                 events,
                 arrival,
                 last_token_at: None,
-                num_generated: 0,
+                num_generated: resumed_tokens as u32,
+                resumed: resumed_tokens,
             },
         );
     }
 
-    /// One forward step over `out.seqs`, then sampling and delivery.
+    /// One forward step over `out.seqs`, then sampling and delivery. The grammar masks of the
+    /// constrained sequences that sample this step are computed meanwhile on the mask worker.
     fn step(&mut self, out: &SchedulerOutput) {
         let started = Instant::now();
+        let lent = self.lend_constraints(out);
         let result = {
             let mut batch = Vec::with_capacity(out.seqs.len());
             for seq in &out.seqs {
@@ -191,10 +222,11 @@ impl EngineLoop {
             }
             self.backend.forward(&batch)
         };
+        let masks = self.take_back_constraints(lent);
         match result {
             Ok(output) => {
                 self.scheduler.on_step_computed(out, &mut self.kv);
-                self.sample_and_send(out, &output);
+                self.sample_and_send(out, &output, masks);
             }
             Err(err) => {
                 tracing::error!(error = %err, "forward step failed; failing its requests");
@@ -212,7 +244,67 @@ impl EngineLoop {
         self.metrics.batch_size.observe(out.seqs.len() as f64);
     }
 
-    fn sample_and_send(&mut self, out: &SchedulerOutput, output: &StepOutput) {
+    /// Hands the constraints of this step's sampling sequences to the mask worker; returns
+    /// the ids lent (empty: no batch in flight).
+    fn lend_constraints(&mut self, out: &SchedulerOutput) -> Vec<RequestId> {
+        let Some(worker) = &self.masks else {
+            return Vec::new();
+        };
+        let jobs: Vec<MaskJob> = out
+            .seqs
+            .iter()
+            .filter(|s| s.want_logits)
+            .filter_map(|s| {
+                let constraint = self.active.get_mut(&s.id)?.constraint.take()?;
+                Some(MaskJob {
+                    id: s.id,
+                    constraint,
+                })
+            })
+            .collect();
+        let ids: Vec<RequestId> = jobs.iter().map(|j| j.id).collect();
+        // Only a batch that is collected after the forward may be sent: an empty one would
+        // leave its answer in the channel for the next step to mistake for its own.
+        if !jobs.is_empty() {
+            // A send fails only if the worker died: collecting then fails these requests.
+            let _ = worker.submit(jobs);
+        }
+        ids
+    }
+
+    /// Waits for the masks of the batch lent before the forward and gives each constraint
+    /// back to its request.
+    fn take_back_constraints(
+        &mut self,
+        lent: Vec<RequestId>,
+    ) -> HashMap<RequestId, Result<TokenMask, GrammarError>> {
+        let mut masks = HashMap::new();
+        let Some(worker) = self.masks.as_ref().filter(|_| !lent.is_empty()) else {
+            return masks;
+        };
+        match worker.collect() {
+            Ok(results) => {
+                for (job, mask) in results {
+                    if let Some(active) = self.active.get_mut(&job.id) {
+                        active.constraint = Some(job.constraint);
+                    }
+                    masks.insert(job.id, mask);
+                }
+            }
+            Err(err) => {
+                // The worker died with the constraints it held: their requests fail.
+                masks.extend(lent.into_iter().map(|id| (id, Err(err.clone()))));
+            }
+        }
+        masks
+    }
+
+    fn sample_and_send(
+        &mut self,
+        out: &SchedulerOutput,
+        output: &StepOutput,
+        mut masks: HashMap<RequestId, Result<TokenMask, GrammarError>>,
+    ) {
         let now = Instant::now();
         for (index, seq) in out.seqs.iter().enumerate().filter(|(_, s)| s.want_logits) {
             let Some(logits) = output.logits_of(index, self.vocab_size) else {
@@ -225,13 +317,29 @@ impl EngineLoop {
             let Some(active) = self.active.get_mut(&seq.id) else {
                 continue;
             };
-            let token = match active.sampler.sample(logits) {
+            let mask = match masks.remove(&seq.id).transpose() {
+                // A constrained request never samples without its mask.
+                Ok(None) if active.constrained => {
+                    let message = "internal error: no grammar mask for a constrained request";
+                    self.finish(seq.id, TokenEvent::Failed(message.into()));
+                    continue;
+                }
+                Ok(mask) => mask,
+                Err(err) => {
+                    self.finish(seq.id, TokenEvent::Failed(err.to_string()));
+                    continue;
+                }
+            };
+            let token = match active.sampler.sample_masked(logits, mask.as_ref()) {
                 Ok(token) => token,
                 Err(err) => {
                     self.finish(seq.id, TokenEvent::Failed(err.to_string()));
                     continue;
                 }
             };
+            if let Some(constraint) = &mut active.constraint {
+                constraint.record(token.token_id);
+            }
             active.num_generated += 1;
             match active.last_token_at {
                 None => self
@@ -277,10 +385,12 @@ impl EngineLoop {
                 continue;
             }
             if let Some(reason) = finish {
+                // A resumed start is output, not prompt, of the answer this request completes.
+                let prompt_tokens = request.num_prompt_tokens - active.resumed;
                 let usage = RequestUsage {
-                    prompt_tokens: request.num_prompt_tokens,
+                    prompt_tokens,
                     completion_tokens: active.num_generated as usize - usize::from(!is_output),
-                    cached_tokens: cached,
+                    cached_tokens: cached.min(prompt_tokens),
                 };
                 self.metrics
                     .e2e_request_latency_s

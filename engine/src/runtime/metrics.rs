@@ -108,6 +108,8 @@ pub struct EngineMetrics {
     simulated: bool,
     block_size: usize,
     num_blocks: usize,
+    /// `(source, format, revision)` of the loaded model, once known.
+    model_info: std::sync::OnceLock<(String, String, String)>,
     pub num_requests_running: Gauge,
     pub num_requests_waiting: Gauge,
     pub kv_cache_usage_perc: Gauge,
@@ -139,6 +141,7 @@ impl EngineMetrics {
             simulated,
             block_size,
             num_blocks,
+            model_info: std::sync::OnceLock::new(),
             num_requests_running: Gauge::default(),
             num_requests_waiting: Gauge::default(),
             kv_cache_usage_perc: Gauge::default(),
@@ -164,6 +167,17 @@ impl EngineMetrics {
     /// Whether the backend models a replica instead of running one.
     pub fn simulated(&self) -> bool {
         self.simulated
+    }
+
+    /// Records where the model came from (exported as the model info gauge); the first call
+    /// wins.
+    pub fn set_model_info(&self, source: &str, format: &str, revision: Option<&str>) {
+        let info = (
+            source.to_string(),
+            format.to_string(),
+            revision.unwrap_or("").to_string(),
+        );
+        let _ = self.model_info.set(info);
     }
 
     /// The Prometheus text exposition (format 0.0.4) of every metric.
@@ -214,6 +228,21 @@ impl EngineMetrics {
             "gauge",
         );
         let _ = writeln!(out, "{}{{{backend}}} 1", names::BACKEND_INFO);
+        if let Some((source, format, revision)) = self.model_info.get() {
+            let labels = format!(
+                "{model},source=\"{}\",format=\"{}\",revision=\"{}\"",
+                escape_label(source),
+                escape_label(format),
+                escape_label(revision)
+            );
+            family(
+                &mut out,
+                names::MODEL_INFO,
+                "Where the served model came from.",
+                "gauge",
+            );
+            let _ = writeln!(out, "{}{{{labels}}} 1", names::MODEL_INFO);
+        }
         let counters = [
             (
                 names::PROMPT_TOKENS_TOTAL,

@@ -13,6 +13,7 @@ use std::time::Instant;
 use tokio::sync::mpsc as tokio_mpsc;
 
 use crate::backend::Backend;
+use crate::grammar::Constraint;
 use crate::kv::RequestId;
 use crate::sampling::{FinishReason, SampledToken, SamplingParams};
 use crate::sched::Priority;
@@ -43,6 +44,12 @@ pub struct GenerateRequest {
     pub cache_salt: Option<String>,
     /// When the request reached the server (latency metrics start here).
     pub arrival: Instant,
+    /// The last `resumed_tokens` of `prompt_tokens` are the start of the answer, generated
+    /// elsewhere (a continuation): `max_tokens`, the penalties, the seeded draws and the usage
+    /// count them as output. 0 for a fresh request.
+    pub resumed_tokens: usize,
+    /// A grammar every sampled token must follow (structured outputs, enforced tool calls).
+    pub constraint: Option<Constraint>,
 }
 
 /// What the loop sends back for one request.
@@ -76,7 +83,9 @@ pub struct RequestUsage {
 enum Command {
     Add {
         id: RequestId,
-        request: GenerateRequest,
+        // Boxed: a constrained request carries its grammar (over a kilobyte), and every
+        // `Abort` would otherwise be as large.
+        request: Box<GenerateRequest>,
         events: tokio_mpsc::UnboundedSender<TokenEvent>,
     },
     /// Stop a request: `completed` when its handler finished it (a stop string), false when
@@ -124,7 +133,7 @@ impl EngineHandle {
         self.commands
             .send(Command::Add {
                 id,
-                request,
+                request: Box::new(request),
                 events,
             })
             .map_err(|_| EngineStopped)?;

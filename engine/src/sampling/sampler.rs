@@ -8,6 +8,7 @@ use super::logprobs::{TokenLogprob, log_sum_exp, top_logprobs};
 use super::params::{SamplingError, SamplingParams};
 use super::rng::{Rng, random_seed};
 use super::weights;
+use crate::grammar::TokenMask;
 
 /// One sampled token, with logprobs when the request asked for them.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,6 +57,21 @@ impl Sampler {
         }
     }
 
+    /// A sampler that continues an answer whose first tokens, `output_ids`, were generated
+    /// (elsewhere) for the same prompt and parameters: the penalties count them as output, and
+    /// the seeded generator skips the draws they took (one per token unless greedy), so each
+    /// next token is drawn exactly as the uninterrupted run would have drawn it.
+    pub fn resume(params: &SamplingParams, prompt_ids: &[u32], output_ids: &[u32]) -> Self {
+        let mut sampler = Self::new(params, prompt_ids);
+        for &id in output_ids {
+            *sampler.output_counts.entry(id).or_insert(0) += 1;
+            if !params.is_greedy() {
+                sampler.rng.next_u64();
+            }
+        }
+        sampler
+    }
+
     /// The seed in use (the request's, or the one drawn for it), so a run can be replayed.
     pub fn seed(&self) -> u64 {
         self.seed
@@ -68,16 +84,33 @@ impl Sampler {
 
     /// Picks the next token from `logits` (`[vocab]`) and records it as part of the output.
     pub fn sample(&mut self, logits: &[f32]) -> Result<SampledToken, SamplingError> {
+        self.sample_masked(logits, None)
+    }
+
+    /// Like [`sample`](Self::sample), choosing only among the tokens `mask` allows (a
+    /// grammar's next tokens): the others' logits become −∞ before penalties, temperature and
+    /// filters, so every sampling mode respects it. Logprobs stay those of the raw logits.
+    pub fn sample_masked(
+        &mut self,
+        logits: &[f32],
+        mask: Option<&TokenMask>,
+    ) -> Result<SampledToken, SamplingError> {
         if logits.is_empty() {
             return Err(SamplingError::InvalidLogits("the logits are empty"));
         }
         let penalised = self.has_penalties();
-        if penalised {
+        let rewritten = penalised || mask.is_some();
+        if rewritten {
             self.scratch.clear();
             self.scratch.extend_from_slice(logits);
-            self.apply_penalties();
+            if let Some(mask) = mask {
+                mask.apply(&mut self.scratch);
+            }
+            if penalised {
+                self.apply_penalties();
+            }
         }
-        let view: &[f32] = if penalised { &self.scratch } else { logits };
+        let view: &[f32] = if rewritten { &self.scratch } else { logits };
         let token_id = if self.params.is_greedy() {
             argmax(view)?
         } else {

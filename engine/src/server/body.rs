@@ -8,6 +8,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::de::DeserializeOwned;
 
 use super::ApiError;
+use super::deadline::BodyTimedOut;
 
 /// Reads at most `limit_bytes` of `request`'s body and parses it as `T`.
 pub async fn read_json<T: DeserializeOwned>(
@@ -26,6 +27,11 @@ pub async fn read_json<T: DeserializeOwned>(
     let bytes = match Limited::new(body, limit_bytes).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(err) if err.is::<LengthLimitError>() => return Err(ApiError::too_large(limit_bytes)),
+        Err(err) if timed_out(err.as_ref()) => {
+            return Err(ApiError::timed_out(format!(
+                "{err}; send it at once after the headers"
+            )));
+        }
         Err(err) => {
             return Err(ApiError::bad_request(format!(
                 "could not read the request body: {err}"
@@ -33,6 +39,18 @@ pub async fn read_json<T: DeserializeOwned>(
         }
     };
     Ok((parts.headers, parse_json(&bytes)?))
+}
+
+/// Whether reading the body failed on its deadline (see `deadline.rs`).
+fn timed_out(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if error.is::<BodyTimedOut>() {
+            return true;
+        }
+        cause = error.source();
+    }
+    false
 }
 
 /// Parses a request body; the message says what is wrong and where.

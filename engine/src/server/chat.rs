@@ -1,5 +1,6 @@
-//! `POST /v1/chat/completions`: messages rendered with the model's chat template, then
-//! generated like a completion, whole or streamed.
+//! `POST /v1/chat/completions`: messages (and tools) rendered with the model's chat template,
+//! then generated like a completion, whole or streamed, under the request's grammar if any;
+//! tool calls are parsed out of the text into `tool_calls`.
 
 use std::time::Instant;
 
@@ -16,10 +17,10 @@ use tokenscale_common::openai::{
 use super::body::read_json;
 use super::choice::{ChoiceDelta, TokenLogprobs};
 use super::generate::{self, ChunkFormat, Collected, ResponseHead};
-use super::params::resolve;
-use super::state::AppState;
-use super::{ApiError, check_model};
-use crate::tokenizer::ChatMessage;
+use super::params::{Resolved, resolve};
+use super::state::{AppState, LoadedModel};
+use super::{ApiError, check_model, fields, structured};
+use crate::tools::{ToolCallStreamer, ToolSet, template_inputs};
 
 const ASSISTANT: &str = "assistant";
 
@@ -36,6 +37,7 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
     let (headers, body): (_, ChatCompletionRequest) =
         read_json(request, state.max_body_bytes()).await?;
     check_model(body.model.as_deref(), state.served_model_name())?;
+    fields::check_extra(&body.extra)?;
     if body.messages.is_empty() {
         return Err(ApiError::invalid_param(
             "messages",
@@ -55,27 +57,21 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
         })?),
     };
     let max_tokens = body.max_completion_tokens.or(body.sampling.max_tokens);
-    let resolved = resolve(
+    let mut resolved = resolve(
         &body.sampling,
         max_tokens,
         logprobs,
         &headers,
         model.vocab_size,
     )?;
-    let messages: Vec<ChatMessage> = body
-        .messages
-        .iter()
-        .map(|m| {
-            ChatMessage::new(
-                m.role.clone(),
-                m.content.as_ref().map(|c| c.text()).unwrap_or_default(),
-            )
-        })
-        .collect();
-    let prompt = model
-        .tokenizer
-        .encode_chat(&messages, true)
-        .map_err(|e| ApiError::invalid_param("messages", e.to_string()))?;
+    let tools = ToolSet::from_request(
+        body.tools.as_deref(),
+        body.tool_choice.as_ref(),
+        body.parallel_tool_calls,
+    )
+    .map_err(|e| ApiError::invalid_param(&e.param, e.message))?;
+    let prompt = render_prompt(model, &body, tools.as_ref())?;
+    shape_output(model, &body, tools.as_ref(), &mut resolved).await?;
     // A chat without max_tokens may use whatever room the context leaves.
     let runners = generate::start(model, &[prompt], &resolved, None, arrival)?;
     let format = Format(ResponseHead::new("chatcmpl", state.served_model_name()));
@@ -84,7 +80,9 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
         logprobs: logprobs.map(|_| chat_logprobs(&c.logprobs)),
         message: ChatResponseMessage {
             role: ASSISTANT.to_string(),
-            content: Some(c.text),
+            // A message that is only calls has no content.
+            content: (!c.text.is_empty() || c.tool_calls.is_empty()).then_some(c.text),
+            tool_calls: (!c.tool_calls.is_empty()).then_some(c.tool_calls),
         },
         finish_reason: Some(c.finish.reason.to_string()),
     };
@@ -97,6 +95,55 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
         usage: Some(usage),
     };
     generate::respond(runners, format, &resolved, in_flight, choice, body).await
+}
+
+/// The prompt: the messages and the offered tools through the model's template.
+fn render_prompt(
+    model: &LoadedModel,
+    body: &ChatCompletionRequest,
+    tools: Option<&ToolSet>,
+) -> Result<Vec<u32>, ApiError> {
+    let template = model.tokenizer.chat_template();
+    let inputs = template_inputs(
+        &body.messages,
+        tools,
+        template.renders_tools(),
+        model.tool_parser,
+    )
+    .map_err(|e| ApiError::invalid_param(&e.param, e.message))?;
+    model
+        .tokenizer
+        .encode_chat_with_tools(&inputs.messages, inputs.tools.as_ref(), true)
+        .map_err(|e| ApiError::invalid_param("messages", e.to_string()))
+}
+
+/// The grammar the output follows and the tool-call parsing of its text.
+async fn shape_output(
+    model: &LoadedModel,
+    body: &ChatCompletionRequest,
+    tools: Option<&ToolSet>,
+    resolved: &mut Resolved,
+) -> Result<(), ApiError> {
+    let parser = model.tool_parser;
+    let requested = structured::requested(&body.structured)?;
+    let grammar = structured::for_chat(requested, tools, parser, &model.tokenizer)?;
+    if let Some(grammar) = grammar {
+        if resolved.params.ignore_eos {
+            return Err(ApiError::invalid_param(
+                "ignore_eos",
+                "ignore_eos cannot be combined with a structured output: the grammar decides where the output ends",
+            ));
+        }
+        resolved.constraint = Some(structured::compile(model, grammar, tools).await?);
+    }
+    if let Some(set) = tools.filter(|t| t.is_offered()) {
+        resolved.tool_calls = Some(ToolCallStreamer::new(parser, set.parallel));
+        // Markers that are special tokens must reach the parser as text.
+        if structured::markers_are_special(&model.tokenizer, parser) {
+            resolved.skip_special_tokens = false;
+        }
+    }
+    Ok(())
 }
 
 fn chat_logprobs(tokens: &[TokenLogprobs]) -> ChatLogprobs {
@@ -142,6 +189,7 @@ impl ChunkFormat for Format {
         let delta = ChatDelta {
             role: Some(ASSISTANT.to_string()),
             content: Some(String::new()),
+            tool_calls: None,
         };
         Some(self.chunk(
             vec![ChatChunkChoice {
@@ -155,10 +203,15 @@ impl ChunkFormat for Format {
     }
 
     fn delta(&self, index: u32, delta: &ChoiceDelta) -> Option<String> {
-        if delta.text.is_empty() && delta.logprobs.is_empty() && delta.finish.is_none() {
+        if delta.text.is_empty()
+            && delta.tool_calls.is_empty()
+            && delta.logprobs.is_empty()
+            && delta.finish.is_none()
+        {
             return None;
         }
         let content = (!delta.text.is_empty()).then(|| delta.text.clone());
+        let tool_calls = (!delta.tool_calls.is_empty()).then(|| delta.tool_calls.clone());
         let logprobs = (!delta.logprobs.is_empty()).then(|| chat_logprobs(&delta.logprobs));
         let finish_reason = delta.finish.map(|f| f.reason.to_string());
         let choice = ChatChunkChoice {
@@ -166,6 +219,7 @@ impl ChunkFormat for Format {
             delta: ChatDelta {
                 role: None,
                 content,
+                tool_calls,
             },
             logprobs,
             finish_reason,

@@ -3,10 +3,13 @@
 
 use std::sync::Arc;
 
+use tokenscale_common::openai::ToolCallDelta;
+
 use super::ApiError;
 use crate::runtime::{RequestStream, RequestUsage, TokenEvent};
 use crate::sampling::{SampledToken, StopMatcher};
 use crate::tokenizer::{IncrementalDecoder, Tokenizer};
+use crate::tools::ToolCallStreamer;
 
 /// A token's logprob entry, ready for either response shape.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,7 +25,7 @@ pub struct TokenLogprobs {
 /// How a choice ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Finish {
-    /// `stop` or `length`.
+    /// `stop`, `length`, or `tool_calls` (it stopped after calling tools).
     pub reason: &'static str,
     pub usage: RequestUsage,
 }
@@ -32,7 +35,11 @@ pub struct Finish {
 pub struct ChoiceDelta {
     /// Text now safe to send (may be empty while a character or a stop string is pending).
     pub text: String,
+    /// Tool-call pieces (chat with tools).
+    pub tool_calls: Vec<ToolCallDelta>,
     pub logprobs: Vec<TokenLogprobs>,
+    /// The token this step generated (none on a last delta that only ends the choice).
+    pub token_ids: Vec<u32>,
     /// Set on the last delta.
     pub finish: Option<Finish>,
 }
@@ -43,6 +50,8 @@ pub struct ChoiceRunner {
     /// Position in the response's `choices`.
     pub index: u32,
     stream: Option<RequestStream>,
+    /// A last delta decided before any engine work (a resumed answer that had already ended).
+    ended: Option<ChoiceDelta>,
     tokenizer: Arc<Tokenizer>,
     decoder: IncrementalDecoder,
     stop: StopMatcher,
@@ -50,13 +59,15 @@ pub struct ChoiceRunner {
     num_tokens: usize,
     cached_tokens: usize,
     want_logprobs: bool,
+    /// Splits the text into content and tool calls, when the request offers tools.
+    tools: Option<ToolCallStreamer>,
 }
 
 impl ChoiceRunner {
-    /// Follows `stream`, an engine request for a prompt of `prompt_tokens` tokens.
+    /// A choice for a prompt of `prompt_tokens` tokens; it follows the engine request given to
+    /// [`attach`](Self::attach).
     pub fn new(
         index: u32,
-        stream: RequestStream,
         tokenizer: Arc<Tokenizer>,
         stop: &[String],
         skip_special_tokens: bool,
@@ -65,7 +76,8 @@ impl ChoiceRunner {
     ) -> Self {
         Self {
             index,
-            stream: Some(stream),
+            stream: None,
+            ended: None,
             tokenizer,
             decoder: IncrementalDecoder::new(skip_special_tokens),
             stop: StopMatcher::new(stop),
@@ -73,11 +85,81 @@ impl ChoiceRunner {
             num_tokens: 0,
             cached_tokens: 0,
             want_logprobs,
+            tools: None,
         }
+    }
+
+    /// Parses tool calls out of the text with `tools` (if any).
+    pub fn with_tool_calls(mut self, tools: Option<ToolCallStreamer>) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// `text` as content and call deltas; `done` flushes what the parser held back.
+    fn split(&mut self, text: String, done: bool) -> (String, Vec<ToolCallDelta>) {
+        let Some(tools) = &mut self.tools else {
+            return (text, Vec::new());
+        };
+        let mut out = tools.push(&text);
+        if done {
+            let tail = tools.finish();
+            out.content.push_str(&tail.content);
+            out.tool_calls.extend(tail.tool_calls);
+        }
+        (out.content, out.tool_calls)
+    }
+
+    /// `tool_calls` instead of `stop` when the message called tools.
+    fn reason(&self, reason: &'static str) -> &'static str {
+        match &self.tools {
+            Some(tools) if reason == "stop" && tools.has_calls() => "tool_calls",
+            _ => reason,
+        }
+    }
+
+    /// Follows `stream`, the engine request generating this choice.
+    pub fn attach(&mut self, stream: RequestStream) {
+        self.stream = Some(stream);
+    }
+
+    /// Continues an answer whose first tokens, `ids`, were generated (and their text sent) by
+    /// another replica: they go through the decoder and the stop matcher as if just generated,
+    /// their text unsent, so the next delta starts exactly where the client's text stops (an
+    /// unfinished character or a possible stop string is held back as it was there). Returns
+    /// true when the answer had already ended (a stop string, or `max_tokens` reached): the
+    /// choice then only sends its last delta, and needs no engine request.
+    pub fn replay(&mut self, ids: &[u32], max_tokens: u32) -> Result<bool, ApiError> {
+        for &id in ids {
+            self.num_tokens += 1;
+            let piece = self
+                .decoder
+                .push(&self.tokenizer, id)
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            let check = self.stop.push(&piece);
+            // The tool-call parser follows the text the client has, so it is in the same
+            // state as on the replica that sent it.
+            self.split(check.text, false);
+            if check.stopped.is_some() {
+                // The text before the stop string went out with the chunk that matched it.
+                self.ended = Some(ChoiceDelta {
+                    finish: Some(self.finish_now("stop", 0)),
+                    ..ChoiceDelta::default()
+                });
+                return Ok(true);
+            }
+        }
+        if self.num_tokens >= max_tokens as usize {
+            self.ended = Some(self.last_delta("length", self.finish_now("length", 0).usage));
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// The next delta; `None` after the last one.
     pub async fn next(&mut self) -> Option<Result<ChoiceDelta, ApiError>> {
+        if let Some(ended) = self.ended.take() {
+            return Some(Ok(ended));
+        }
         let event = self.stream.as_mut()?.next().await;
         Some(match event {
             Some(TokenEvent::Token {
@@ -86,20 +168,7 @@ impl ChoiceRunner {
             }) => self.on_token(token, num_cached_tokens),
             Some(TokenEvent::Finished { reason, usage }) => {
                 self.stream = None;
-                let tail = self.decoder.finish();
-                let check = self.stop.push(&tail);
-                let mut text = check.text;
-                let reason = if check.stopped.is_some() {
-                    "stop"
-                } else {
-                    reason.as_openai()
-                };
-                text.push_str(&self.stop.finish());
-                Ok(ChoiceDelta {
-                    text,
-                    logprobs: Vec::new(),
-                    finish: Some(Finish { reason, usage }),
-                })
+                Ok(self.last_delta(reason.as_openai(), usage))
             }
             Some(TokenEvent::Failed(message)) => {
                 self.stream = None;
@@ -112,6 +181,40 @@ impl ChoiceRunner {
                 ))
             }
         })
+    }
+
+    /// The delta ending the choice for `reason`: what the decoder and the stop matcher still
+    /// hold is released (or cut at a stop string it completes).
+    fn last_delta(&mut self, reason: &'static str, usage: RequestUsage) -> ChoiceDelta {
+        let tail = self.decoder.finish();
+        let check = self.stop.push(&tail);
+        let mut text = check.text;
+        let reason = if check.stopped.is_some() {
+            "stop"
+        } else {
+            reason
+        };
+        text.push_str(&self.stop.finish());
+        let (text, tool_calls) = self.split(text, true);
+        ChoiceDelta {
+            text,
+            tool_calls,
+            finish: Some(Finish {
+                reason: self.reason(reason),
+                usage,
+            }),
+            ..ChoiceDelta::default()
+        }
+    }
+
+    /// The finish for `reason` from this choice's own counts.
+    fn finish_now(&self, reason: &'static str, cached_tokens: usize) -> Finish {
+        let usage = RequestUsage {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.num_tokens,
+            cached_tokens: cached_tokens.min(self.prompt_tokens),
+        };
+        Finish { reason, usage }
     }
 
     fn on_token(
@@ -131,25 +234,29 @@ impl ChoiceRunner {
         } else {
             Vec::new()
         };
+        // With parallel calls off, the one call allowed ends the message like a stop string.
+        let stopped = check.stopped.is_some();
+        let (text, tool_calls) = self.split(check.text, stopped);
+        let one_call_done = self.tools.as_ref().is_some_and(|t| t.first_call_done());
+        let (text, tool_calls) = if one_call_done && !stopped {
+            let (more_text, more_calls) = self.split(String::new(), true);
+            (text + &more_text, [tool_calls, more_calls].concat())
+        } else {
+            (text, tool_calls)
+        };
         let mut delta = ChoiceDelta {
-            text: check.text,
+            text,
+            tool_calls,
             logprobs,
+            token_ids: vec![token.token_id],
             finish: None,
         };
-        if check.stopped.is_some() {
+        if stopped || one_call_done {
             // The handler saw the stop string: the request is complete, not cancelled.
             if let Some(stream) = self.stream.take() {
                 stream.complete();
             }
-            let usage = RequestUsage {
-                prompt_tokens: self.prompt_tokens,
-                completion_tokens: self.num_tokens,
-                cached_tokens: self.cached_tokens,
-            };
-            delta.finish = Some(Finish {
-                reason: "stop",
-                usage,
-            });
+            delta.finish = Some(self.finish_now(self.reason("stop"), self.cached_tokens));
         }
         Ok(delta)
     }

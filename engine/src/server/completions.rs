@@ -18,7 +18,7 @@ use super::choice::{ChoiceDelta, TokenLogprobs};
 use super::generate::{self, ChunkFormat, Collected, ResponseHead};
 use super::params::{DEFAULT_COMPLETION_MAX_TOKENS, resolve};
 use super::state::{AppState, LoadedModel};
-use super::{ApiError, check_model};
+use super::{ApiError, check_model, fields, structured};
 
 /// The handler.
 pub async fn completions(State(state): State<AppState>, request: Request<Body>) -> Response {
@@ -33,6 +33,7 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
     let (headers, body): (_, CompletionRequest) =
         read_json(request, state.max_body_bytes()).await?;
     check_model(body.model.as_deref(), state.served_model_name())?;
+    fields::check_extra(&body.extra)?;
     if body.echo == Some(true) {
         return Err(ApiError::invalid_param("echo", "echo is not supported"));
     }
@@ -42,13 +43,22 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
             ApiError::invalid_param("logprobs", format!("logprobs must be 0 to 20, got {n}"))
         })?),
     };
-    let resolved = resolve(
+    let mut resolved = resolve(
         &body.sampling,
         body.sampling.max_tokens,
         logprobs,
         &headers,
         model.vocab_size,
     )?;
+    if let Some(grammar) = structured::requested(&body.structured)? {
+        if resolved.params.ignore_eos {
+            return Err(ApiError::invalid_param(
+                "ignore_eos",
+                "ignore_eos cannot be combined with a structured output: the grammar decides where the output ends",
+            ));
+        }
+        resolved.constraint = Some(structured::compile(model, grammar, None).await?);
+    }
     let prompts = tokenize(&body.prompt, model)?;
     let runners = generate::start(
         model,

@@ -6,7 +6,8 @@ use std::path::Path;
 /// `tokenscale-engine serve`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServeConfig {
-    /// A `.gguf` path or a model alias (`smollm2-135m`).
+    /// `hf://ORG/REPO[@REVISION][/FILE]`, a `.gguf` path, a checkpoint directory, or the
+    /// test alias (`smollm2-135m`).
     pub model: String,
     pub host: String,
     pub port: u16,
@@ -32,6 +33,17 @@ pub struct ServeConfig {
     pub use_cuda: bool,
     /// Fraction of GPU memory the CUDA backend may use (weights, activations, KV cache).
     pub gpu_memory_utilization: f64,
+    /// Key the OpenAI routes require (`Authorization: Bearer`); `None`: open.
+    pub api_key: Option<String>,
+    /// Time a connection may take to send a request's headers, the idle wait between
+    /// keep-alive requests included; the connection is closed after, in seconds.
+    pub header_timeout_s: f64,
+    /// Time a request's body may take to arrive after its headers (408 after), in seconds.
+    pub body_timeout_s: f64,
+    /// Open connections at most; more wait in the listen backlog until one closes.
+    pub max_connections: usize,
+    /// Tool-call syntax (`hermes`, `llama3_json`, `mistral`); default: read from the template.
+    pub tool_call_parser: Option<String>,
 }
 
 impl Default for ServeConfig {
@@ -51,15 +63,29 @@ impl Default for ServeConfig {
             max_model_len: None,
             use_cuda: false,
             gpu_memory_utilization: 0.9,
+            api_key: None,
+            header_timeout_s: 30.0,
+            body_timeout_s: 30.0,
+            max_connections: 2048,
+            tool_call_parser: None,
         }
     }
 }
 
 impl ServeConfig {
-    /// The name clients use: `served_model_name`, else the alias, else the file stem.
+    /// The name clients use: `served_model_name`, else the Hub repository (`org/repo`, or the
+    /// file's stem when one file of it is named), else the alias, else the file stem.
     pub fn served_model_name(&self) -> String {
         if let Some(name) = &self.served_model_name {
             return name.clone();
+        }
+        if let Some(Ok(source)) = tokenscale_common::hub_source::HubSource::parse(&self.model) {
+            return match &source.file {
+                Some(file) => Path::new(file)
+                    .file_stem()
+                    .map_or_else(|| file.clone(), |s| s.to_string_lossy().into_owned()),
+                None => source.repo,
+            };
         }
         let path = Path::new(&self.model);
         let is_gguf = path
@@ -90,6 +116,10 @@ mod tests {
         assert_eq!(c.served_model_name(), "SmolLM2-135M.Q4_1");
         c.model = "smollm2-135m".into();
         assert_eq!(c.served_model_name(), "smollm2-135m");
+        c.model = "hf://Qwen/Qwen3-8B@main".into();
+        assert_eq!(c.served_model_name(), "Qwen/Qwen3-8B");
+        c.model = "hf://org/repo-GGUF/m.Q4_1.gguf".into();
+        assert_eq!(c.served_model_name(), "m.Q4_1");
         c.served_model_name = Some("chat".into());
         assert_eq!(c.served_model_name(), "chat");
     }

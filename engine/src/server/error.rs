@@ -35,6 +35,15 @@ impl ApiError {
         Self::new(StatusCode::BAD_REQUEST, "invalid_request_error", message)
     }
 
+    /// 408: the request (its body) did not arrive in time.
+    pub fn timed_out(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "invalid_request_error",
+            message,
+        )
+    }
+
     /// 400 naming the field at fault.
     pub fn invalid_param(param: &str, message: impl Into<String>) -> Self {
         Self {
@@ -48,6 +57,18 @@ impl ApiError {
         Self {
             code: Some("context_length_exceeded"),
             ..Self::invalid_param("messages", message)
+        }
+    }
+
+    /// 401: the engine requires its API key and the request did not carry it.
+    pub fn unauthorized() -> Self {
+        Self {
+            code: Some("invalid_api_key"),
+            ..Self::new(
+                StatusCode::UNAUTHORIZED,
+                "invalid_request_error",
+                "this engine requires its API key: `Authorization: Bearer <key>`",
+            )
         }
     }
 

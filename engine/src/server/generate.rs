@@ -10,7 +10,9 @@ use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
-use tokenscale_common::openai::{PromptTokensDetails, SSE_DONE, Usage};
+use tokenscale_common::openai::{
+    PromptTokensDetails, SSE_DONE, TOKEN_IDS_MEMBER, ToolCall, Usage, merge_tool_call_delta,
+};
 
 use super::ApiError;
 use super::choice::{ChoiceDelta, ChoiceRunner, Finish, TokenLogprobs};
@@ -19,7 +21,8 @@ use super::state::{InFlight, LoadedModel};
 use crate::runtime::GenerateRequest;
 
 /// Submits `n` choices per prompt; choice `i * n + j` is prompt `i`'s `j`-th. Every prompt is
-/// checked against the context before anything is submitted.
+/// checked against the context before anything is submitted. A resumed answer
+/// (`tokenscale_resume`) continues after its given start.
 pub fn start(
     model: &LoadedModel,
     prompts: &[Vec<u32>],
@@ -46,37 +49,71 @@ pub fn start(
             )
         })
         .collect::<Result<_, _>>()?;
+    let resumed = resolved.resume.as_deref().unwrap_or_default();
+    if !resumed.is_empty() && (prompts.len() != 1 || resolved.n != 1) {
+        return Err(ApiError::invalid_param(
+            "tokenscale_resume",
+            "a resumed answer needs one prompt and n = 1",
+        ));
+    }
+    if let Some(&id) = resumed.iter().find(|&&id| id as usize >= model.vocab_size) {
+        return Err(ApiError::invalid_param(
+            "tokenscale_resume",
+            format!("token id {id} is outside the vocabulary"),
+        ));
+    }
     let mut runners = Vec::with_capacity(prompts.len() * resolved.n);
     for (prompt, max_tokens) in prompts.iter().zip(limits) {
+        if resumed.len() > max_tokens as usize {
+            return Err(ApiError::invalid_param(
+                "tokenscale_resume",
+                format!(
+                    "the resumed answer has {} tokens, more than its max_tokens of {max_tokens}",
+                    resumed.len()
+                ),
+            ));
+        }
         for j in 0..resolved.n {
             let mut params = resolved.params.clone();
             params.max_tokens = Some(max_tokens);
             // Choices of one seeded request differ from each other, and replay exactly.
             params.seed = params.seed.map(|s| s.wrapping_add(j as u64));
-            let request = GenerateRequest {
-                prompt_tokens: prompt.clone(),
-                params,
-                priority: resolved.priority,
-                cache_salt: resolved.cache_salt.clone(),
-                arrival,
-            };
-            let stream = model
-                .engine
-                .submit(request)
-                .map_err(|e| ApiError::unavailable(e.to_string()))?;
-            let index = runners.len() as u32;
-            let want_logprobs = resolved.params.logprobs.is_some();
-            let stops = &resolved.params.stop;
-            let tokenizer = model.tokenizer.clone();
-            runners.push(ChoiceRunner::new(
-                index,
-                stream,
-                tokenizer,
-                stops,
+            let mut runner = ChoiceRunner::new(
+                runners.len() as u32,
+                model.tokenizer.clone(),
+                &resolved.params.stop,
                 resolved.skip_special_tokens,
                 prompt.len(),
-                want_logprobs,
-            ));
+                resolved.params.logprobs.is_some(),
+            )
+            .with_tool_calls(resolved.tool_calls.clone());
+            if !runner.replay(resumed, max_tokens)? {
+                // A constrained answer resumes with its grammar past the tokens it has.
+                let constraint = match resolved.constraint.clone() {
+                    Some(mut c) => {
+                        c.advance(resumed).map_err(|e| {
+                            ApiError::invalid_param("tokenscale_resume", e.to_string())
+                        })?;
+                        Some(c)
+                    }
+                    None => None,
+                };
+                let request = GenerateRequest {
+                    prompt_tokens: [prompt.as_slice(), resumed].concat(),
+                    params,
+                    priority: resolved.priority,
+                    cache_salt: resolved.cache_salt.clone(),
+                    arrival,
+                    resumed_tokens: resumed.len(),
+                    constraint,
+                };
+                let stream = model
+                    .engine
+                    .submit(request)
+                    .map_err(|e| ApiError::unavailable(e.to_string()))?;
+                runner.attach(stream);
+            }
+            runners.push(runner);
         }
     }
     Ok(runners)
@@ -86,7 +123,9 @@ pub fn start(
 #[derive(Debug, Clone)]
 pub struct Collected {
     pub index: u32,
+    /// The content (without the text of tool calls).
     pub text: String,
+    pub tool_calls: Vec<ToolCall>,
     pub logprobs: Vec<TokenLogprobs>,
     pub finish: Finish,
 }
@@ -97,6 +136,7 @@ pub async fn collect(runners: Vec<ChoiceRunner>) -> Result<Vec<Collected>, ApiEr
     // The engine runs all choices at once; reading them one after another loses nothing.
     for mut runner in runners {
         let mut text = String::new();
+        let mut tool_calls: Vec<ToolCall> = Vec::new();
         let mut logprobs = Vec::new();
         loop {
             let Some(delta) = runner.next().await else {
@@ -104,11 +144,16 @@ pub async fn collect(runners: Vec<ChoiceRunner>) -> Result<Vec<Collected>, ApiEr
             };
             let delta = delta?;
             text.push_str(&delta.text);
+            // The streamed deltas, put together: the same calls a stream would show.
+            for d in &delta.tool_calls {
+                merge_tool_call_delta(&mut tool_calls, d);
+            }
             logprobs.extend(delta.logprobs);
             if let Some(finish) = delta.finish {
                 out.push(Collected {
                     index: runner.index,
                     text,
+                    tool_calls,
                     logprobs,
                     finish,
                 });
@@ -174,21 +219,29 @@ pub trait ChunkFormat: Send + Sync + 'static {
 pub fn sse(
     runners: Vec<ChoiceRunner>,
     format: impl ChunkFormat,
-    n: usize,
-    include_usage: bool,
+    resolved: &Resolved,
     in_flight: InFlight,
 ) -> Response {
     let format = Arc::new(format);
-    let usage = Arc::new(Mutex::new(UsageSum::new(n)));
-    let starts: Vec<String> = runners
-        .iter()
-        .filter_map(|r| format.start(r.index))
-        .collect();
-    let choices = stream::select_all(
-        runners
-            .into_iter()
-            .map(|runner| Box::pin(choice_events(runner, format.clone(), usage.clone()))),
-    );
+    let usage = Arc::new(Mutex::new(UsageSum::new(resolved.n)));
+    let include_usage = resolved.include_usage;
+    // A resumed answer's client already has its start (the chat role chunk among it).
+    let starts: Vec<String> = match resolved.resume {
+        Some(_) => Vec::new(),
+        None => runners
+            .iter()
+            .filter_map(|r| format.start(r.index))
+            .collect(),
+    };
+    let token_ids = resolved.stream_token_ids;
+    let choices = stream::select_all(runners.into_iter().map(|runner| {
+        Box::pin(choice_events(
+            runner,
+            format.clone(),
+            usage.clone(),
+            token_ids,
+        ))
+    }));
     let tail = stream::once(async move {
         let _in_flight = in_flight;
         let mut lines = Vec::new();
@@ -211,17 +264,20 @@ pub fn sse(
         .unwrap_or_else(|_| Response::new(Body::empty()))
 }
 
-/// The chunks of one choice; an engine failure becomes an error event that ends it.
+/// The chunks of one choice; an engine failure becomes an error event that ends it. With
+/// `token_ids`, each chunk also carries the ids of the tokens whose text it completes (those
+/// of deltas that said nothing yet ride with the next chunk).
 fn choice_events<F: ChunkFormat>(
     runner: ChoiceRunner,
     format: Arc<F>,
     usage: Arc<Mutex<UsageSum>>,
+    token_ids: bool,
 ) -> impl Stream<Item = String> + Send {
-    stream::unfold(Some(runner), move |runner| {
+    stream::unfold(Some((runner, Vec::new())), move |state| {
         let format = format.clone();
         let usage = usage.clone();
         async move {
-            let mut runner = runner?;
+            let (mut runner, mut pending_ids) = state?;
             loop {
                 match runner.next().await? {
                     Ok(delta) => {
@@ -232,8 +288,12 @@ fn choice_events<F: ChunkFormat>(
                                 .add(runner.index, finish);
                         }
                         let done = delta.finish.is_some();
-                        if let Some(json) = format.delta(runner.index, &delta) {
-                            return Some((json, (!done).then_some(runner)));
+                        pending_ids.extend_from_slice(&delta.token_ids);
+                        if let Some(mut json) = format.delta(runner.index, &delta) {
+                            if token_ids {
+                                append_token_ids(&mut json, &std::mem::take(&mut pending_ids));
+                            }
+                            return Some((json, (!done).then_some((runner, pending_ids))));
                         }
                         if done {
                             return None;
@@ -247,6 +307,24 @@ fn choice_events<F: ChunkFormat>(
             }
         }
     })
+}
+
+/// Adds the [`TOKEN_IDS_MEMBER`] to a chunk's JSON object (written by serde: it ends in `}`).
+fn append_token_ids(json: &mut String, ids: &[u32]) {
+    if !json.ends_with('}') {
+        return;
+    }
+    json.pop();
+    json.push_str(",\"");
+    json.push_str(TOKEN_IDS_MEMBER);
+    json.push_str("\":[");
+    for (i, id) in ids.iter().enumerate() {
+        if i > 0 {
+            json.push(',');
+        }
+        json.push_str(&id.to_string());
+    }
+    json.push_str("]}");
 }
 
 /// What every response and chunk of one request repeats: its id, creation time and model.
@@ -283,13 +361,7 @@ where
     B: serde::Serialize,
 {
     if resolved.stream {
-        return Ok(sse(
-            runners,
-            format,
-            resolved.n,
-            resolved.include_usage,
-            in_flight,
-        ));
+        return Ok(sse(runners, format, resolved, in_flight));
     }
     let collected = collect(runners).await?;
     let mut usage = UsageSum::new(resolved.n);

@@ -1,13 +1,17 @@
-//! Loading the model a server runs: resolve the path, read the GGUF file, build the tokenizer
-//! and the backend, and start the engine loop.
+//! Loading the model a server runs: resolve the source (fetching `hf://` ones), open the
+//! checkpoint (GGUF file or safetensors directory), build the tokenizer and the backend, and
+//! start the engine loop.
 
 use std::sync::Arc;
 
 use super::config::ServeConfig;
 use super::state::LoadedModel;
 use crate::backend::Backend;
+use crate::grammar::LazyCompiler;
+use crate::model::Checkpoint;
 use crate::runtime::{EngineConfig, EngineHandle, EngineMetrics};
 use crate::tokenizer::Tokenizer;
+use crate::tools::ToolParser;
 
 /// Why the model could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -24,13 +28,27 @@ pub enum LoadError {
     Config(String),
 }
 
-/// Loads `config.model` on the CPU backend and starts its engine loop.
+/// Loads `config.model` on its backend and starts its engine loop.
 pub fn load_model(config: &ServeConfig) -> Result<LoadedModel, LoadError> {
-    let path = resolve_model_path(&config.model)?;
-    let file = crate::gguf::GgufFile::open(&path).map_err(crate::Error::from)?;
-    let tokenizer = Tokenizer::from_gguf(&file)?;
-    let backend = build_backend(&file, config)?;
-    start_engine(backend, tokenizer, config)
+    let resolved = resolve_model(&config.model)?;
+    let checkpoint = Checkpoint::open(&resolved.path)?;
+    tracing::info!(
+        model = %config.model,
+        path = %resolved.path.display(),
+        format = checkpoint.format(),
+        revision = resolved.revision.as_deref().unwrap_or("-"),
+        "loading"
+    );
+    let tokenizer = checkpoint.tokenizer()?;
+    let backend = build_backend(&checkpoint, config)?;
+    let mut loaded = start_engine(backend, tokenizer, config)?;
+    loaded.engine.metrics().set_model_info(
+        &config.model,
+        checkpoint.format(),
+        resolved.revision.as_deref(),
+    );
+    loaded.revision = resolved.revision;
+    Ok(loaded)
 }
 
 /// Starts the engine loop over `backend` (any backend: tests pass their own).
@@ -56,6 +74,10 @@ pub fn start_engine(
             "the KV cache holds {pool_tokens} tokens: too small to serve anything"
         )));
     }
+    let tool_parser = match &config.tool_call_parser {
+        Some(name) => ToolParser::from_name(name).map_err(|e| LoadError::Config(e.to_string()))?,
+        None => ToolParser::detect(tokenizer.chat_template().source()),
+    };
     let name = config.served_model_name();
     let metrics = Arc::new(EngineMetrics::new(
         &name,
@@ -72,17 +94,29 @@ pub fn start_engine(
         eos_token_ids: tokenizer.eos_token_ids().to_vec(),
     };
     let engine = EngineHandle::spawn(backend, engine_config, metrics)?;
+    let tokenizer = Arc::new(tokenizer);
+    tracing::info!(tool_call_parser = tool_parser.name(), "tool calls");
+    // A model the grammar vocabulary cannot be built for still serves everything but
+    // constrained requests, which get the reason.
+    let grammar = Arc::new(LazyCompiler::new(
+        tokenizer.clone(),
+        model_config.vocab_size,
+    ));
     Ok(LoadedModel {
         engine,
         vocab_size: model_config.vocab_size.min(tokenizer.vocab_size()),
-        tokenizer: Arc::new(tokenizer),
+        tokenizer,
         max_model_len,
+        revision: None,
+        grammar,
+        tool_parser,
     })
 }
 
-/// A `.gguf` path as given; an alias through the fetch module (downloaded on first use).
-fn resolve_model_path(model: &str) -> Result<std::path::PathBuf, LoadError> {
-    crate::fetch::ensure_model(model).map_err(|e| LoadError::Model {
+/// A path as given; an alias or `hf://` source through the fetch module (downloaded on first
+/// use).
+fn resolve_model(model: &str) -> Result<crate::fetch::Resolved, LoadError> {
+    crate::fetch::resolve(model).map_err(|e| LoadError::Model {
         model: model.to_string(),
         message: e.to_string(),
     })
@@ -91,13 +125,13 @@ fn resolve_model_path(model: &str) -> Result<std::path::PathBuf, LoadError> {
 /// The CUDA backend when `config.use_cuda`, else the CPU backend (its fast path) with the
 /// configured KV pool.
 fn build_backend(
-    file: &crate::gguf::GgufFile,
+    checkpoint: &Checkpoint,
     config: &ServeConfig,
 ) -> Result<Box<dyn Backend>, LoadError> {
     if config.use_cuda {
-        return build_cuda_backend(file, config);
+        return build_cuda_backend(checkpoint, config);
     }
-    let model = crate::model::Model::from_gguf(file)?;
+    let model = checkpoint.load_model()?;
     let options = crate::backend::cpu::CpuOptions::default();
     let backend = crate::backend::cpu::CpuBackend::new(
         Arc::new(model),
@@ -108,13 +142,12 @@ fn build_backend(
     Ok(Box::new(backend))
 }
 
-/// The CUDA backend: weights dequantised to bf16 on the device, KV cache sized from free
-/// device memory (`--gpu-memory-utilization`), so `--kv-cache-tokens` does not apply.
+/// The CUDA backend: weights in bf16 on the device, KV cache sized from free device memory
+/// (`--gpu-memory-utilization`), so `--kv-cache-tokens` does not apply.
 fn build_cuda_backend(
-    file: &crate::gguf::GgufFile,
+    checkpoint: &Checkpoint,
     config: &ServeConfig,
 ) -> Result<Box<dyn Backend>, LoadError> {
-    let model_config = crate::model::ModelConfig::from_gguf(file)?;
     let options = crate::backend::cuda::CudaOptions {
         block_size: config.block_size,
         gpu_memory_utilization: config.gpu_memory_utilization,
@@ -123,7 +156,7 @@ fn build_cuda_backend(
         max_batch_tokens: config.max_batch_tokens,
         ..Default::default()
     };
-    let backend = crate::backend::cuda::CudaBackend::new(file, model_config, options)
-        .map_err(crate::Error::from)?;
+    let backend =
+        crate::backend::cuda::CudaBackend::new(checkpoint, options).map_err(crate::Error::from)?;
     Ok(Box::new(backend))
 }

@@ -5,29 +5,34 @@
 //! Start one in-process with [`serve`] (binds `config.host:config.port`) or [`serve_on`] (a
 //! listener you bound, e.g. on port 0, and a loader you choose).
 
+mod api_key;
 mod body;
 mod chat;
 mod choice;
 mod completions;
 mod config;
+mod deadline;
 mod error;
+mod fields;
 mod generate;
+mod listen;
 mod load;
 mod params;
 mod routes;
 mod state;
+mod structured;
 
 use std::future::Future;
 use std::time::Duration;
 
 use axum::Router;
 use axum::routing::{get, post};
-use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 
 pub use body::parse_json;
 pub use config::ServeConfig;
 pub use error::ApiError;
+pub use fields::ACCEPTED_IGNORED;
 pub use load::{LoadError, load_model, start_engine};
 pub use state::{AppState, LoadedModel, Phase};
 
@@ -44,8 +49,9 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
 }
 
-/// The router over `state` (exposed so tests can drive it with `oneshot`).
-pub fn router(state: AppState) -> Router {
+/// The router over `state` (exposed so tests can drive it with `oneshot`); request bodies
+/// must arrive within `body_timeout`.
+pub fn router(state: AppState, body_timeout: Duration) -> Router {
     Router::new()
         .route("/v1/completions", post(completions::completions))
         .route("/v1/chat/completions", post(chat::chat_completions))
@@ -56,6 +62,9 @@ pub fn router(state: AppState) -> Router {
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .with_state(state)
+        .layer(axum::middleware::from_fn(move |request, next| {
+            deadline::limit_body_time(body_timeout, request, next)
+        }))
 }
 
 /// Binds `config.host:config.port`, loads the model named in `config` and serves until
@@ -103,6 +112,7 @@ where
         }
     });
     let drain_timeout = Duration::from_secs_f64(config.drain_timeout_s.max(0.0));
+    let api_key = config.api_key.clone();
     let draining = state.clone();
     let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
     let drain = async move {
@@ -120,20 +130,31 @@ where
         }
         let _ = drained_tx.send(());
     };
-    // Streams are many small writes: without TCP_NODELAY, Nagle holds each one until the
-    // client's delayed ACK (up to 40 ms), which shows as a TTFT floor and a jittery TPOT.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(err) = tcp.set_nodelay(true) {
-            tracing::debug!("TCP_NODELAY on an accepted connection: {err}");
-        }
-    });
-    let server = axum::serve(listener, router(state)).with_graceful_shutdown(drain);
+    let limits = listen::ConnectionLimits {
+        max_connections: config.max_connections,
+        header_timeout: seconds(config.header_timeout_s),
+    };
+    let body_timeout = seconds(config.body_timeout_s);
+    let server = listen::serve(
+        listener,
+        api_key::require(router(state, body_timeout), api_key),
+        limits,
+        drain,
+    );
     tokio::select! {
-        result = server => result.map_err(ServeError::Io),
+        () = server => Ok(()),
         // Connections still open after the drain (timed-out streams, idle keep-alives) are
         // closed by returning: dropping them cancels their requests.
         _ = async { let _ = drained_rx.await; tokio::time::sleep(Duration::from_secs(1)).await } => Ok(()),
     }
+}
+
+/// A configured timeout; one that is not a valid duration (the CLI refuses those) reads as 30 s.
+fn seconds(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .unwrap_or(Duration::from_secs(30))
 }
 
 /// 404 unless `asked` (if given) is the served model name.

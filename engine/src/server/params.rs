@@ -3,12 +3,14 @@
 //! a 400 that names the field.
 
 use axum::http::HeaderMap;
-use tokenscale_common::headers::PRIORITY;
+use tokenscale_common::headers::{PRIORITY, STREAM_TOKEN_IDS};
 use tokenscale_common::openai::{SamplingFields, Stop};
 
 use super::ApiError;
+use crate::grammar::Constraint;
 use crate::sampling::{MAX_TOP_LOGPROBS, SamplingParams};
 use crate::sched::Priority;
+use crate::tools::ToolCallStreamer;
 
 /// Most completions one request may ask for (`n` times the number of prompts).
 pub const MAX_CHOICES: usize = 64;
@@ -27,6 +29,14 @@ pub struct Resolved {
     pub skip_special_tokens: bool,
     pub priority: Priority,
     pub cache_salt: Option<String>,
+    /// The answer's start when this request resumes one (`tokenscale_resume.token_ids`).
+    pub resume: Option<Vec<u32>>,
+    /// Stream chunks carry their generated token ids (the `x-tokenscale-token-ids` header).
+    pub stream_token_ids: bool,
+    /// The grammar each choice follows (each choice gets its own copy).
+    pub constraint: Option<Constraint>,
+    /// Splits each choice's text into content and tool calls.
+    pub tool_calls: Option<ToolCallStreamer>,
 }
 
 /// Reads the shared fields; `max_tokens` is the endpoint's own (chat's
@@ -104,6 +114,15 @@ pub fn resolve(
         skip_special_tokens: fields.skip_special_tokens.unwrap_or(true),
         priority: priority(headers, fields.priority.as_deref())?,
         cache_salt: fields.cache_salt.clone().filter(|s| !s.is_empty()),
+        resume: fields
+            .tokenscale_resume
+            .as_ref()
+            .map(|r| r.token_ids.clone()),
+        stream_token_ids: headers
+            .get(STREAM_TOKEN_IDS)
+            .is_some_and(|v| v.as_bytes() != b"0" && v.as_bytes() != b"false"),
+        constraint: None,
+        tool_calls: None,
     })
 }
 

@@ -34,6 +34,7 @@ pub async fn models(State(state): State<AppState>) -> Response {
         max_model_len: model.map(|m| m.max_model_len as u64),
         backend: metrics.map(|m| m.backend().to_string()),
         simulated: metrics.map(|m| m.simulated()),
+        revision: model.and_then(|m| m.revision.clone()),
     };
     Json(ModelList {
         object: "list".into(),

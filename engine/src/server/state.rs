@@ -8,8 +8,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
 
 use super::ApiError;
+use crate::grammar::LazyCompiler;
 use crate::runtime::EngineHandle;
 use crate::tokenizer::Tokenizer;
+use crate::tools::ToolParser;
 
 /// Where the server is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +35,12 @@ pub struct LoadedModel {
     /// Longest prompt plus completion, in tokens: the context, capped by the KV pool.
     pub max_model_len: usize,
     pub vocab_size: usize,
+    /// The Hub commit an `hf://` source resolved to (shown on the model card).
+    pub revision: Option<String>,
+    /// Compiles structured-output and tool grammars (built on the first one).
+    pub grammar: Arc<LazyCompiler>,
+    /// The model family's tool-call syntax.
+    pub tool_parser: ToolParser,
 }
 
 /// Shared server state (cheap to clone).

@@ -40,6 +40,10 @@ pub struct ChatTemplate {
     /// The compiled template, or why it did not compile (reported when a chat is rendered, so
     /// a model with a broken template still serves plain completions).
     env: Result<Environment<'static>, String>,
+    /// The template's text (tool-call syntax detection reads it).
+    source: String,
+    /// Whether the template reads the `tools` variable (renders tools itself).
+    renders_tools: bool,
     is_fallback: bool,
     bos_token: String,
     eos_token: String,
@@ -48,6 +52,8 @@ pub struct ChatTemplate {
 #[derive(Serialize)]
 struct Context<'a, M> {
     messages: &'a [M],
+    /// OpenAI's tool list, as Hugging Face passes it (`none` without tools).
+    tools: Option<&'a serde_json::Value>,
     add_generation_prompt: bool,
     bos_token: &'a str,
     eos_token: &'a str,
@@ -70,11 +76,17 @@ impl ChatTemplate {
             },
         );
         let env = env
-            .add_template_owned(TEMPLATE_NAME, source)
+            .add_template_owned(TEMPLATE_NAME, source.clone())
             .map(|()| env)
             .map_err(|e| describe(&e));
+        let renders_tools = env.as_ref().is_ok_and(|env| {
+            env.get_template(TEMPLATE_NAME)
+                .is_ok_and(|t| t.undeclared_variables(false).contains("tools"))
+        });
         Self {
             env,
+            source,
+            renders_tools,
             is_fallback,
             bos_token: bos_token.to_string(),
             eos_token: eos_token.to_string(),
@@ -86,15 +98,28 @@ impl ChatTemplate {
         self.is_fallback
     }
 
+    /// The template's text.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether the template renders a `tools` list itself (else the server writes the tools
+    /// into the system message).
+    pub fn renders_tools(&self) -> bool {
+        self.renders_tools
+    }
+
     /// Why the template does not compile, if it does not.
     pub fn compile_error(&self) -> Option<&str> {
         self.env.as_ref().err().map(String::as_str)
     }
 
-    /// Renders `messages`; `add_generation_prompt` appends the assistant turn's opening.
+    /// Renders `messages` (and `tools`, for templates that read them); `add_generation_prompt`
+    /// appends the assistant turn's opening.
     pub fn render<M: Serialize>(
         &self,
         messages: &[M],
+        tools: Option<&serde_json::Value>,
         add_generation_prompt: bool,
     ) -> Result<String, Error> {
         let env = self
@@ -106,6 +131,7 @@ impl ChatTemplate {
             .map_err(|e| Error::ChatTemplate(describe(&e)))?;
         let context = Context {
             messages,
+            tools,
             add_generation_prompt,
             bos_token: &self.bos_token,
             eos_token: &self.eos_token,

@@ -1,5 +1,5 @@
-//! Tokenizer and chat template from GGUF metadata (`tokenizer.ggml.*`), with incremental
-//! detokenisation. Encoding runs the `tokenizers` crate's BPE; decoding is a per-token byte
+//! Tokenizer and chat template from GGUF metadata (`tokenizer.ggml.*`) or a Hugging Face
+//! checkpoint's tokenizer files (`hf`), with incremental detokenisation. Encoding runs the `tokenizers` crate's BPE; decoding is a per-token byte
 //! table, so streaming output never re-decodes what it already sent.
 //!
 //! Supported: `tokenizer.ggml.model = gpt2` (byte-level BPE) with the pre-tokenizers listed in
@@ -12,6 +12,7 @@ mod bpe;
 mod byte_level;
 mod chat;
 mod error;
+mod hf;
 mod incremental;
 mod pieces;
 mod spec;
@@ -25,6 +26,9 @@ use crate::gguf::GgufFile;
 pub use bpe::SUPPORTED_PRE;
 pub use chat::{ChatMessage, ChatTemplate, FALLBACK_CHATML};
 pub use error::Error;
+pub use hf::{
+    CHAT_TEMPLATE_FILE, GENERATION_CONFIG_FILE, HfFiles, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE,
+};
 pub use incremental::IncrementalDecoder;
 pub use spec::{TokenType, TokenizerSpec};
 
@@ -85,14 +89,25 @@ impl Tokenizer {
     /// The tokenizer described by `spec`.
     pub fn from_spec(spec: &TokenizerSpec) -> Result<Self, Error> {
         check_consistent(spec)?;
-        let (encoder, pieces) = match spec.model.as_str() {
-            "gpt2" => (bpe::build(spec)?, Pieces::byte_level(spec)),
-            "llama" => (spm::build(spec)?, Pieces::sentencepiece(spec)),
+        let encoder = match spec.model.as_str() {
+            "gpt2" => bpe::build(spec)?,
+            "llama" => spm::build(spec)?,
             _ => {
                 return Err(Error::UnsupportedModel {
                     model: spec.model.clone(),
                 });
             }
+        };
+        Self::assemble(spec, encoder)
+    }
+
+    /// The tokenizer of `spec` encoding with `encoder` (built from the spec, or read from a
+    /// checkpoint's `tokenizer.json`).
+    fn assemble(spec: &TokenizerSpec, encoder: bpe::Encoders) -> Result<Self, Error> {
+        check_consistent(spec)?;
+        let pieces = match spec.model.as_str() {
+            "llama" => Pieces::sentencepiece(spec),
+            _ => Pieces::byte_level(spec),
         };
         let strip_space_prefix = spec.model == "llama" && spec.add_space_prefix.unwrap_or(true);
         let text_of = |id: Option<u32>| {
@@ -181,7 +196,7 @@ impl Tokenizer {
         messages: &[M],
         add_generation_prompt: bool,
     ) -> Result<String, Error> {
-        self.chat.render(messages, add_generation_prompt)
+        self.chat.render(messages, None, add_generation_prompt)
     }
 
     /// Renders a chat and encodes it (control tokens parsed; BOS added when the model wants
@@ -191,7 +206,17 @@ impl Tokenizer {
         messages: &[M],
         add_generation_prompt: bool,
     ) -> Result<Vec<u32>, Error> {
-        let text = self.apply_chat_template(messages, add_generation_prompt)?;
+        self.encode_chat_with_tools(messages, None, add_generation_prompt)
+    }
+
+    /// [`encode_chat`](Self::encode_chat) with a `tools` list for the template.
+    pub fn encode_chat_with_tools<M: Serialize>(
+        &self,
+        messages: &[M],
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+    ) -> Result<Vec<u32>, Error> {
+        let text = self.chat.render(messages, tools, add_generation_prompt)?;
         let mut ids = self.encode_with(
             &text,
             EncodeOptions {

@@ -92,6 +92,83 @@ pub fn cases() -> Vec<Case> {
         .collect()
 }
 
+/// Teacher-forced run of one case: the prompt in one call, then the fixture's greedy tokens one
+/// at a time; the logits of every step (`[steps][vocab]`).
+pub fn forced_logits(backend: &mut CpuBackend, case: &Case, block_size: usize) -> Vec<Vec<f32>> {
+    let vocab = backend.model_config().vocab_size;
+    let total = case.prompt_ids.len() + case.greedy_ids.len();
+    let table: Vec<u32> = (0..total.div_ceil(block_size) as u32).collect();
+    let mut tokens = case.prompt_ids.clone();
+    let mut computed = 0;
+    let mut out = Vec::new();
+    for step in 0..case.greedy_ids.len() {
+        let seq = SeqStep {
+            tokens: &tokens[computed..],
+            start_pos: computed,
+            block_table: &table,
+            want_logits: true,
+        };
+        let result = backend.forward(&[seq]).expect("forward runs");
+        out.push(result.logits_of(0, vocab).expect("logits").to_vec());
+        computed = tokens.len();
+        tokens.push(case.greedy_ids[step]);
+    }
+    out
+}
+
+/// The reference path's rule: every greedy token of the golden vectors, and every top-5 logit
+/// within 2e-2 of the float64 reference. `runs` holds each case's forced logits; returns the
+/// largest top-5 error seen.
+pub fn assert_reproduces_golden(cases: &[Case], runs: &[Vec<Vec<f32>>], what: &str) -> f64 {
+    let mut worst = 0f64;
+    for (c, (case, logits)) in cases.iter().zip(runs).enumerate() {
+        for (step, (row, top5)) in logits.iter().zip(&case.top5).enumerate() {
+            assert_eq!(
+                argmax(row),
+                case.greedy_ids[step],
+                "{what}: case {c} step {step}: greedy token"
+            );
+            for &(id, want) in top5 {
+                let err = (f64::from(row[id as usize]) - want).abs();
+                worst = worst.max(err);
+                assert!(
+                    err < 2e-2,
+                    "{what}: case {c} step {step} token {id}: logit {} vs {want}",
+                    row[id as usize]
+                );
+            }
+        }
+    }
+    worst
+}
+
+/// The golden margin rule: a run may pick another greedy token than the reference only where
+/// the reference's top-1/top-2 margin is below `max_err` (the run's measured logit error).
+/// Returns how many steps differ.
+pub fn assert_flips_within(
+    cases: &[Case],
+    runs: &[Vec<Vec<f32>>],
+    max_err: f32,
+    what: &str,
+) -> usize {
+    let mut flips = 0;
+    for (case, run) in cases.iter().zip(runs) {
+        for (step, (row, top5)) in run.iter().zip(&case.top5).enumerate() {
+            if argmax(row) != case.greedy_ids[step] {
+                flips += 1;
+                let margin = top5[0].1 - top5[1].1;
+                assert!(
+                    margin < f64::from(max_err),
+                    "{what} picked {} over {} at a margin of {margin} > its error {max_err}",
+                    argmax(row),
+                    case.greedy_ids[step]
+                );
+            }
+        }
+    }
+    flips
+}
+
 /// Index of the largest logit (lowest id on ties).
 pub fn argmax(logits: &[f32]) -> u32 {
     let mut best = 0;
@@ -173,28 +250,4 @@ pub fn run_greedy(
 /// sequences' blocks across the pool, as a real block pool would).
 pub fn strided_table(first: u32, stride: u32, n: usize) -> Vec<u32> {
     (0..n as u32).map(|i| first + i * stride).collect()
-}
-
-/// Teacher-forced run of one case: the prompt in one call, then the fixture's greedy tokens
-/// one at a time (blocks of `block_size`); returns the logits of every step (`[24][vocab]`).
-pub fn forced_logits(backend: &mut CpuBackend, case: &Case, block_size: usize) -> Vec<Vec<f32>> {
-    let vocab = backend.model_config().vocab_size;
-    let total = case.prompt_ids.len() + case.greedy_ids.len();
-    let table: Vec<u32> = (0..total.div_ceil(block_size) as u32).collect();
-    let mut tokens = case.prompt_ids.clone();
-    let mut computed = 0;
-    let mut out = Vec::new();
-    for step in 0..case.greedy_ids.len() {
-        let seq = SeqStep {
-            tokens: &tokens[computed..],
-            start_pos: computed,
-            block_table: &table,
-            want_logits: true,
-        };
-        let result = backend.forward(&[seq]).expect("forward runs");
-        out.push(result.logits_of(0, vocab).expect("logits").to_vec());
-        computed = tokens.len();
-        tokens.push(case.greedy_ids[step]);
-    }
-    out
 }

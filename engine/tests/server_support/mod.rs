@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod fake;
+pub mod splice;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -137,6 +138,50 @@ impl Drop for TestServer {
     }
 }
 
+/// An engine process, killed on drop so a failing test leaves nothing behind.
+pub struct EngineProcess(pub std::process::Child);
+
+impl Drop for EngineProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `command` (a `tokenscale-engine serve … --port 0`), reads the address it says it
+/// listens on, keeps draining its stderr, and waits (at most 60 s) until `/health` is 200.
+pub async fn spawn_ready(command: &mut std::process::Command) -> (EngineProcess, SocketAddr) {
+    use std::io::BufRead;
+    let mut child = EngineProcess(
+        command
+            .stderr(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn tokenscale-engine serve"),
+    );
+    let stderr = child.0.stderr.take().expect("stderr");
+    let addr = tokio::task::spawn_blocking(move || {
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        let addr = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| l.strip_prefix("listening on http://").map(str::to_string));
+        // Keep draining stderr so the child never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        addr
+    })
+    .await
+    .expect("join")
+    .expect("the server never said where it listens");
+    let addr: SocketAddr = addr.trim().parse().expect("address");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while client::get(addr, "/health").await.map(|r| r.status) != Ok(200) {
+        assert!(std::time::Instant::now() < deadline, "never ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (child, addr)
+}
+
 /// The value of the first sample of `name` in a Prometheus text exposition.
 pub fn metric_value(text: &str, name: &str) -> Option<f64> {
     text.lines()
@@ -206,6 +251,39 @@ pub fn model_config(kv_cache_tokens: usize) -> ServeConfig {
 
 /// The served name the real-model tests use.
 pub const MODEL_NAME: &str = "smollm2";
+
+/// Runs `scripts/SCRIPT BASE_URL MODEL` with the project's Python packages (`packages` must be
+/// installed in `.cache/tools/python`), against the server at `addr`. Returns whether it
+/// succeeded and what it printed (stdout, then stderr).
+pub async fn run_python_check(script: &str, packages: &[&str], addr: SocketAddr) -> (bool, String) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let python_path = root.join(".cache/tools/python");
+    for package in packages {
+        assert!(
+            python_path.join(package).exists(),
+            "the {package} package is missing from {} (run scripts/setup)",
+            python_path.display()
+        );
+    }
+    let script = root.join("scripts").join(script);
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("python3")
+            .arg(script)
+            .arg(format!("http://{addr}/v1"))
+            .arg(MODEL_NAME)
+            .env("PYTHONPATH", python_path)
+            .output()
+    })
+    .await
+    .expect("join")
+    .expect("python3 must be installed");
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), report)
+}
 
 /// Starts a server on the real model.
 pub async fn start_model_server(config: ServeConfig) -> TestServer {

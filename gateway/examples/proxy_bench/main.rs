@@ -17,7 +17,11 @@
 //! To profile one proxy alone, `proxy_bench upstream PORT` runs the instant upstream and
 //! `proxy_bench load HOST:PORT [SECONDS] [CONNECTIONS] [RATE]` only drives load and prints
 //! requests/s (or, given a RATE, latency quantiles at that pace).
+//!
+//! `proxy_bench limits [SECONDS] [CONNECTIONS]` compares `limits.store: memory` with
+//! `limits.store: redis` (needs `redis-server`) in the same run: see `limits.rs`.
 
+mod limits;
 mod load;
 mod paced;
 mod procfs;
@@ -74,6 +78,16 @@ fn main() -> Result<()> {
         println!("{target}: {rate:.0} req/s ({requests} requests)");
         return Ok(());
     }
+    if args.get(1).map(String::as_str) == Some("limits") {
+        let seconds: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5);
+        let connections: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(64);
+        let dir =
+            std::env::temp_dir().join(format!("tokenscale-limits-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let result = limits::run(&dir, &gateway_bin()?, seconds, connections);
+        let _ = std::fs::remove_dir_all(&dir);
+        return result;
+    }
     let seconds: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(5);
     let connections: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(64);
     let streams: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(10_000);
@@ -82,6 +96,16 @@ fn main() -> Result<()> {
     let result = run(&dir, seconds, connections, streams);
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+/// The gateway binary beside this example's folder (`--bins` builds it).
+fn gateway_bin() -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    Ok(exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("tokenscale-gateway"))
+        .ok_or("exe dir")?)
 }
 
 fn free_port() -> Result<u16> {
@@ -112,11 +136,7 @@ struct Dedicated {
 fn run(dir: &Path, seconds: u64, connections: usize, streams: usize) -> Result<()> {
     let up = free_port()?;
     let exe = std::env::current_exe()?;
-    let gateway_bin: PathBuf = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("tokenscale-gateway"))
-        .ok_or("exe dir")?;
+    let gateway_bin = gateway_bin()?;
     let mut procs = Procs(Vec::new());
     let upstream_pid = procs.add(
         Command::new(&exe)
@@ -130,7 +150,7 @@ fn run(dir: &Path, seconds: u64, connections: usize, streams: usize) -> Result<(
          \x20 - name: bench-h2\n    upstreams: [\"h2c://127.0.0.1:{up}\"]\n    replica_concurrency: 100000\n\
          tenants:\n  - name: bench\n    keys: [\"{key_hash}\"]\n    limits: {{requests_per_minute: 1000000000, \
          input_tokens_per_minute: 1000000000000, output_tokens_per_minute: 1000000000000}}\n\
-         queue: {{max_len: 100000}}\n"
+         queue: {{max_len: 100000}}\nbounds: {{max_connections: 100000, max_in_flight: 100000}}\n"
     );
     std::fs::write(dir.join("gateway.yaml"), gateway_yaml)?;
     let (gateway, nginx) = (free_port()?, free_port()?);

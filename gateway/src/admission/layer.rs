@@ -9,6 +9,7 @@ use http::{Request, Response};
 use tower::{Layer, Service};
 
 use crate::Body;
+use crate::auth::Tenant;
 use crate::body::Guarded;
 use crate::error::GatewayError;
 use crate::request::Info;
@@ -26,8 +27,9 @@ impl<S> Layer<S> for AdmissionLayer {
     }
 }
 
-/// Waits for an admission permit of the request's model (priority, then deadline order)
-/// and holds it until the response body ends.
+/// Waits for an admission permit of the request's model (priority, then fair share between
+/// tenants, then arrival; see [`WaitQueue`](super::WaitQueue)) and holds it until the
+/// response body ends.
 #[derive(Debug, Clone)]
 pub struct Admission<S> {
     inner: S,
@@ -64,9 +66,16 @@ where
                 .get::<Arc<ModelPool>>()
                 .cloned()
                 .ok_or_else(|| missing("pool"))?;
+            let tenant = request
+                .extensions()
+                .get::<Arc<Tenant>>()
+                .map(|t| t.name.clone())
+                .ok_or_else(|| missing("tenant"))?;
             let started = Instant::now();
             let tokens = info.estimated_prompt_tokens + info.reserved_output_tokens;
-            let permit = pool.admit(info.priority, info.deadline, tokens).await?;
+            let permit = pool
+                .admit(info.priority, info.deadline, tokens, &tenant)
+                .await?;
             info.outcome.set_queue_wait(started.elapsed());
             futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
             let response = inner.call(request).await?;

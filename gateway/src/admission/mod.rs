@@ -1,8 +1,13 @@
-//! The admission queue: requests wait here while every replica of their model is at its
-//! concurrency target, or while the model has no ready replica (scale from zero).
+//! Admission: requests wait here while every replica of their model is at this pod's share of
+//! its concurrency target, or while the model has no ready replica (scale from zero), in a
+//! fair queue; the pod's and the tenants' in-flight caps; and the pods' shares.
 
+mod in_flight;
 mod layer;
 mod queue;
+mod share;
 
+pub use in_flight::{InFlight, InFlightCounts, InFlightGuard, InFlightLayer, InFlightRefusal};
 pub use layer::{Admission, AdmissionLayer};
 pub use queue::{QueueKey, WaitQueue};
+pub use share::{GatewayShare, pod_share};

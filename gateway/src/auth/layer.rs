@@ -1,15 +1,21 @@
-//! `Auth<S>`: finds the tenant from `Authorization: Bearer` or `x-api-key`, or refuses (401).
+//! `Auth<S>`: finds the tenant from `Authorization: Bearer` or `x-api-key`, or refuses (401)
+//! with an audit log line that names the client and a fingerprint of the key, never the key.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::future::{Either, Ready, ready};
 use http::Request;
-use tokenscale_common::headers;
+use sha2::{Digest, Sha256};
 use tower::{Layer, Service};
 
-use super::TenantDirectory;
+use super::{Presented, Tenant, TenantDirectory, presented_key};
 use crate::error::GatewayError;
+
+/// The client's address, put in the request's extensions by the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientAddr(pub SocketAddr);
 
 /// Layer adding [`Auth`].
 #[derive(Clone)]
@@ -55,42 +61,57 @@ where
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        let tenant = match presented_key(&request) {
-            Some(key) => self
-                .directory
-                .authenticate(key)
-                .ok_or("Incorrect API key provided."),
-            None => self
-                .directory
-                .anonymous()
-                .ok_or("Missing API key: send `Authorization: Bearer <key>` or `x-api-key`."),
-        };
-        match tenant {
+        match authenticate(&request, &self.directory) {
             Ok(tenant) => {
                 request.extensions_mut().insert(tenant);
                 Either::Left(self.inner.call(request))
             }
-            Err(message) => Either::Right(ready(Err(GatewayError::Unauthorized(message)))),
+            Err(error) => Either::Right(ready(Err(error))),
         }
     }
 }
 
-/// The key from `Authorization: Bearer <key>` or `x-api-key: <key>`.
-fn presented_key<B>(request: &Request<B>) -> Option<&str> {
-    let headers = request.headers();
-    if let Some(value) = headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    {
-        let value = value.trim();
-        let token = value
-            .strip_prefix("Bearer ")
-            .or_else(|| value.strip_prefix("bearer "))?;
-        return Some(token.trim()).filter(|t| !t.is_empty());
+/// The tenant of `request`, or the 401 to answer (logged on the audit target).
+pub fn authenticate<B>(
+    request: &Request<B>,
+    directory: &TenantDirectory,
+) -> Result<Arc<Tenant>, GatewayError> {
+    let refused = |reason: &'static str, key: Option<&str>| {
+        audit_refusal(request, reason, key);
+        GatewayError::Unauthorized(reason)
+    };
+    match presented_key(request.headers()) {
+        Err(malformed) => Err(refused(malformed, None)),
+        Ok(Presented::Key(key)) => directory
+            .authenticate(key)
+            .ok_or_else(|| refused("Incorrect API key provided.", Some(key))),
+        Ok(Presented::Nothing) => directory.anonymous().ok_or_else(|| {
+            refused(
+                "Missing API key: send `Authorization: Bearer <key>` or `x-api-key`.",
+                None,
+            )
+        }),
     }
-    headers
-        .get(headers::API_KEY)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
+}
+
+/// One `tokenscale::audit` line per refused credential: who (address, request id), why, and
+/// the first 12 hex digits of the key's SHA-256, which correlate attempts with one key
+/// without revealing it (the config holds the full hashes of the real keys anyway).
+fn audit_refusal<B>(request: &Request<B>, reason: &'static str, key: Option<&str>) {
+    let fingerprint = key.map(|key| hex::encode(&Sha256::digest(key.as_bytes())[..6]));
+    let client = request.extensions().get::<ClientAddr>().map(|c| c.0);
+    let request_id = request
+        .headers()
+        .get(tokenscale_common::headers::REQUEST_ID)
+        .and_then(|v| v.to_str().ok());
+    tracing::warn!(
+        target: "tokenscale::audit",
+        event = "key_refused",
+        reason,
+        key_sha256_prefix = fingerprint.as_deref(),
+        client = ?client,
+        request_id,
+        path = request.uri().path(),
+        "refused a request's credentials"
+    );
 }

@@ -1,8 +1,13 @@
-//! Tenants and their API keys: keys are held as SHA-256 hashes and compared in constant time.
+//! Tenants and their API keys: keys are held as SHA-256 hashes and compared in constant time;
+//! what a request presents is read strictly (`credentials`); each tenant has a model list.
 
+mod credentials;
 mod layer;
+mod models;
 
-pub use layer::{Auth, AuthLayer};
+pub use credentials::{Presented, presented_key};
+pub use layer::{Auth, AuthLayer, ClientAddr, authenticate};
+pub use models::{ModelAccess, glob_match};
 
 use std::sync::{Arc, RwLock};
 
@@ -14,10 +19,43 @@ use crate::config::{LimitsConfig, TenantConfig};
 /// A tenant as the request path sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tenant {
-    /// Name (label on metrics, key of limit buckets).
-    pub name: String,
+    /// Name (label on metrics, key of limit buckets, fairness in the admission queue).
+    pub name: Arc<str>,
     /// Its limits per model; `None` is unlimited.
     pub limits: Option<LimitsConfig>,
+    /// Its limits across all its models; `None` is unlimited.
+    pub total_limits: Option<LimitsConfig>,
+    /// The models it may use.
+    pub models: ModelAccess,
+    /// Its cap on requests in flight over all gateway pods.
+    pub max_in_flight: Option<u32>,
+}
+
+impl Tenant {
+    /// A tenant with no limits, no cap and every model (tests, `tokenscale up`).
+    pub fn unlimited(name: &str) -> Self {
+        Self {
+            name: Arc::from(name),
+            limits: None,
+            total_limits: None,
+            models: ModelAccess::All,
+            max_in_flight: None,
+        }
+    }
+
+    fn from_config(config: &TenantConfig) -> Self {
+        let models = match &config.models {
+            None => ModelAccess::All,
+            Some(list) => ModelAccess::Only(list.iter().map(|p| p.value.clone()).collect()),
+        };
+        Self {
+            name: Arc::from(config.name.value.as_str()),
+            limits: config.limits,
+            total_limits: config.total_limits,
+            models,
+            max_in_flight: config.max_in_flight,
+        }
+    }
 }
 
 /// One immutable generation of tenants and key hashes.
@@ -62,11 +100,19 @@ impl TenantDirectory {
     /// Swaps in a new generation of tenants.
     pub fn replace(&self, tenants: &[TenantConfig], anonymous: Option<&str>) {
         let mut next = Directory::default();
+        let open: Vec<&str> = tenants
+            .iter()
+            .filter(|t| t.models.is_none())
+            .map(|t| t.name.value.as_str())
+            .collect();
+        if !open.is_empty() {
+            tracing::warn!(
+                tenants = ?open,
+                "tenants without a `models:` list may use every model; give each one its list"
+            );
+        }
         for config in tenants {
-            let tenant = Arc::new(Tenant {
-                name: config.name.value.clone(),
-                limits: config.limits,
-            });
+            let tenant = Arc::new(Tenant::from_config(config));
             for key in &config.keys {
                 // Validated at load; an unparsable one here would be skipped, not trusted.
                 if let Ok(hash) = parse_key_hash(&key.value) {
@@ -125,12 +171,14 @@ mod tests {
         let config = Config::from_yaml(&yaml).expect("valid config");
         let directory = TenantDirectory::new(&config.tenants, Some("b"));
         assert_eq!(
-            directory.authenticate("secret-a").map(|t| t.name.clone()),
+            directory
+                .authenticate("secret-a")
+                .map(|t| t.name.to_string()),
             Some("a".into())
         );
         assert!(directory.authenticate("secret-b").is_none());
         assert_eq!(
-            directory.anonymous().map(|t| t.name.clone()),
+            directory.anonymous().map(|t| t.name.to_string()),
             Some("b".into())
         );
 

@@ -43,6 +43,10 @@ pub struct Config {
     /// wait for the next request on a keep-alive connection; the connection is closed after.
     #[serde(default = "defaults::client_header_timeout_ms")]
     pub client_header_timeout_ms: u64,
+    /// A client connection with no request open for this long is closed gracefully
+    /// (GOAWAY on HTTP/2, which the header timeout does not cover), in milliseconds.
+    #[serde(default = "defaults::client_idle_timeout_ms")]
+    pub client_idle_timeout_ms: u64,
     /// Admission queue settings.
     #[serde(default)]
     pub queue: QueueConfig,
@@ -58,6 +62,15 @@ pub struct Config {
     /// Kubernetes discovery (`ModelDeployment` objects and their `EndpointSlice`s).
     #[serde(default)]
     pub kubernetes: Option<KubernetesConfig>,
+    /// Where tenants' limit buckets (and the gateway pods' shares of capacity) live.
+    #[serde(default)]
+    pub limits: LimitsStoreConfig,
+    /// Caps on what one gateway pod holds at once.
+    #[serde(default)]
+    pub bounds: BoundsConfig,
+    /// HTTP/2 settings of client connections.
+    #[serde(default)]
+    pub http2: Http2Config,
 }
 
 /// One model and where its replicas are.
@@ -96,7 +109,7 @@ pub enum Discovery {
     Kubernetes,
 }
 
-/// A tenant: who it is, its keys and its limits.
+/// A tenant: who it is, its keys, the models it may use and its limits.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantConfig {
@@ -105,9 +118,21 @@ pub struct TenantConfig {
     /// Key hashes, each `sha256:<64 hex digits>`; plain keys are refused.
     #[serde(default)]
     pub keys: Vec<Spanned<String>>,
+    /// Served model names or globs (`*`, `?`) the tenant may use; absent: every model
+    /// (warned at load). Any other model answers 404 as if it did not exist.
+    #[serde(default)]
+    pub models: Option<Vec<Spanned<String>>>,
     /// Limits applied per model to this tenant (absent: unlimited).
     #[serde(default)]
     pub limits: Option<LimitsConfig>,
+    /// Limits applied to the tenant across all its models together (absent: none). Its
+    /// `requests_per_minute` is checked before the request body is read.
+    #[serde(default)]
+    pub total_limits: Option<LimitsConfig>,
+    /// Most requests of this tenant in flight at once, over all gateway pods (each pod
+    /// takes its share); more get 429. Absent: no cap but the pod's.
+    #[serde(default)]
+    pub max_in_flight: Option<u32>,
 }
 
 /// Per-tenant, per-model limits, each a bucket refilling continuously.
@@ -120,6 +145,88 @@ pub struct LimitsConfig {
     pub input_tokens_per_minute: Option<u64>,
     /// Completion tokens per minute (reserved from `max_tokens`, settled on completion).
     pub output_tokens_per_minute: Option<u64>,
+}
+
+/// Where limit buckets live.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// In this process: right for one gateway pod (each pod has its own buckets).
+    #[default]
+    Memory,
+    /// In Redis, shared by every gateway pod; taken and settled atomically on the server.
+    Redis,
+}
+
+/// What a pod does while Redis cannot be reached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnStoreFailure {
+    /// Limit in this pod alone, at its share (1/N, N the gateway pods last seen) of each
+    /// quota, until Redis answers again.
+    #[default]
+    Local,
+    /// Refuse requests of limited tenants with 503 until Redis answers again.
+    Deny,
+}
+
+/// Sentinel-managed Redis.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SentinelConfig {
+    /// The master's service name.
+    pub master: String,
+    /// Sentinel addresses (`redis://host:26379`, or `rediss://`).
+    pub urls: Vec<Spanned<String>>,
+}
+
+/// The limits store (top-level `limits:`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsStoreConfig {
+    /// `memory` (default) or `redis`.
+    pub store: StoreKind,
+    /// One Redis node: `redis://HOST:PORT/DB`, or `rediss://` for TLS.
+    pub redis_url: Option<Spanned<String>>,
+    /// A Redis Cluster: the seed nodes' URLs (instead of `redis_url`).
+    pub redis_cluster_urls: Vec<Spanned<String>>,
+    /// Redis behind Sentinel (instead of `redis_url`).
+    pub redis_sentinel: Option<SentinelConfig>,
+    /// Environment variable holding the Redis password (a mounted Secret), if any.
+    pub redis_password_env: String,
+    /// Longest wait for one Redis call, in milliseconds; slower counts as a failure.
+    pub timeout_ms: u64,
+    /// `local` (default) or `deny`: see [`OnStoreFailure`].
+    pub on_store_failure: OnStoreFailure,
+    /// Prefix of every key the gateway writes.
+    pub key_prefix: String,
+}
+
+/// Caps on what one gateway pod holds at once.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BoundsConfig {
+    /// Open client connections; more are answered 503 and closed at once.
+    pub max_connections: usize,
+    /// Requests in flight (from headers read to response end); more get 503.
+    pub max_in_flight: usize,
+    /// Request body bytes buffered at once over all requests; a request that would go over
+    /// gets 503 before more of its body is read.
+    pub max_buffered_body_bytes: usize,
+}
+
+/// HTTP/2 settings of client connections (h2c, or HTTP/2 behind a TLS terminator).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Http2Config {
+    /// Streams one connection may have open at once.
+    pub max_concurrent_streams: u32,
+    /// Interval of keep-alive pings on a connection, in milliseconds.
+    pub keep_alive_interval_ms: u64,
+    /// A ping unanswered for this long closes the connection, in milliseconds.
+    pub keep_alive_timeout_ms: u64,
+    /// Largest header list a client may send, in bytes.
+    pub max_header_list_bytes: u32,
 }
 
 /// The tenants' part of the configuration, as reloaded.
@@ -176,10 +283,22 @@ pub struct HealthConfig {
 pub struct UpstreamConfig {
     /// Attempts per request (the first plus retries on other replicas).
     pub max_attempts: u32,
-    /// Time to wait for a replica's response headers, in milliseconds (504 after).
+    /// Time to wait for a replica's response headers, and then for its whole body (or a
+    /// stream's first bytes), in milliseconds; another replica is tried after, 504 when none
+    /// is left.
     pub response_timeout_ms: u64,
+    /// Longest silence between two chunks of a replica's stream, in milliseconds: past it the
+    /// replica counts as hung (ejected until a health probe passes) and the stream continues
+    /// on another replica.
+    pub stream_idle_timeout_ms: u64,
+    /// Continuations of a broken stream on another replica, per request (0: a broken stream
+    /// ends with an error event).
+    pub max_resumptions: u32,
     /// TCP connect timeout, in milliseconds.
     pub connect_timeout_ms: u64,
+    /// Environment variable holding the key engines require (their `--api-key`), presented
+    /// as `Authorization: Bearer` on every upstream request; unset: none.
+    pub engine_api_key_env: Option<String>,
 }
 
 /// Kubernetes discovery settings.
@@ -220,6 +339,9 @@ mod defaults {
     pub fn client_header_timeout_ms() -> u64 {
         30_000
     }
+    pub fn client_idle_timeout_ms() -> u64 {
+        60_000
+    }
     pub fn replica_concurrency() -> u32 {
         64
     }
@@ -228,6 +350,42 @@ mod defaults {
     }
     pub fn yes() -> bool {
         true
+    }
+}
+
+impl Default for LimitsStoreConfig {
+    fn default() -> Self {
+        Self {
+            store: StoreKind::Memory,
+            redis_url: None,
+            redis_cluster_urls: Vec::new(),
+            redis_sentinel: None,
+            redis_password_env: "TOKENSCALE_REDIS_PASSWORD".into(),
+            timeout_ms: 100,
+            on_store_failure: OnStoreFailure::Local,
+            key_prefix: "tokenscale".into(),
+        }
+    }
+}
+
+impl Default for BoundsConfig {
+    fn default() -> Self {
+        Self {
+            max_connections: 8192,
+            max_in_flight: 8192,
+            max_buffered_body_bytes: 256 << 20,
+        }
+    }
+}
+
+impl Default for Http2Config {
+    fn default() -> Self {
+        Self {
+            max_concurrent_streams: 256,
+            keep_alive_interval_ms: 20_000,
+            keep_alive_timeout_ms: 20_000,
+            max_header_list_bytes: 64 << 10,
+        }
     }
 }
 
@@ -266,7 +424,10 @@ impl Default for UpstreamConfig {
         Self {
             max_attempts: 3,
             response_timeout_ms: 600_000,
+            stream_idle_timeout_ms: 15_000,
+            max_resumptions: 1,
             connect_timeout_ms: 2_000,
+            engine_api_key_env: None,
         }
     }
 }

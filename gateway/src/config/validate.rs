@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_saphyr::Spanned;
 
-use super::{Config, Discovery, TenantConfig};
+use super::{Config, Discovery, LimitsStoreConfig, StoreKind, TenantConfig};
 
 /// A configuration that cannot be used, with where and why.
 #[derive(Debug, thiserror::Error)]
@@ -144,6 +144,14 @@ impl Config {
                 "upstream.max_attempts must be at least 1",
             ),
             (
+                self.upstream.stream_idle_timeout_ms == 0,
+                "upstream.stream_idle_timeout_ms must be at least 1",
+            ),
+            (
+                self.upstream.max_resumptions > 16,
+                "upstream.max_resumptions must be at most 16",
+            ),
+            (
                 self.max_body_bytes < 1024,
                 "max_body_bytes must be at least 1024",
             ),
@@ -159,6 +167,26 @@ impl Config {
                 self.tokens.chars_per_token.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater),
                 "tokens.chars_per_token must be positive",
             ),
+            (
+                self.bounds.max_connections == 0
+                    || self.bounds.max_in_flight == 0
+                    || self.bounds.max_buffered_body_bytes < self.max_body_bytes,
+                "bounds: max_connections and max_in_flight must be at least 1, and \
+                 max_buffered_body_bytes at least max_body_bytes",
+            ),
+            (
+                self.http2.max_concurrent_streams == 0
+                    || self.client_idle_timeout_ms == 0
+                    || self.http2.keep_alive_interval_ms == 0
+                    || self.http2.keep_alive_timeout_ms == 0
+                    || self.http2.max_header_list_bytes < 1024,
+                "client_idle_timeout_ms and every http2 setting must be positive \
+                 (max_header_list_bytes at least 1024)",
+            ),
+            (
+                self.limits.timeout_ms == 0,
+                "limits.timeout_ms must be at least 1",
+            ),
         ];
         if let Some((_, reason)) = checks.iter().find(|(bad, _)| *bad) {
             // These sections have no spans (defaults fill them); line 0 means "whole file".
@@ -171,7 +199,57 @@ impl Config {
                     .map_err(|reason| ConfigError::invalid(namespace, reason))?;
             }
         }
+        limits_store(&self.limits)?;
         tenants(&self.tenants, self.anonymous.as_ref())
+    }
+}
+
+/// Checks the limits store: Redis settings only with `store: redis`, and then exactly one
+/// way to reach it, with URLs Redis clients understand.
+fn limits_store(limits: &LimitsStoreConfig) -> Result<(), ConfigError> {
+    let sentinel_urls = limits.redis_sentinel.iter().flat_map(|s| &s.urls);
+    let urls: Vec<&Spanned<String>> = limits
+        .redis_url
+        .iter()
+        .chain(&limits.redis_cluster_urls)
+        .chain(sentinel_urls)
+        .collect();
+    let ways = usize::from(limits.redis_url.is_some())
+        + usize::from(!limits.redis_cluster_urls.is_empty())
+        + usize::from(limits.redis_sentinel.is_some());
+    match limits.store {
+        StoreKind::Memory if ways > 0 => Err(ConfigError::invalid_at(
+            urls.first().map_or(0, |u| u.referenced.line()),
+            "Redis settings are given but `limits.store` is `memory`: set `store: redis`",
+        )),
+        StoreKind::Redis if ways != 1 => Err(ConfigError::invalid_at(
+            0,
+            "`limits.store: redis` needs exactly one of `redis_url`, `redis_cluster_urls` \
+             or `redis_sentinel`",
+        )),
+        _ => {
+            for url in urls {
+                let scheme_ok = ["redis://", "rediss://"]
+                    .iter()
+                    .any(|scheme| url.value.starts_with(scheme));
+                if !scheme_ok {
+                    let reason = format!(
+                        "`{}` is not a Redis URL (redis://HOST:PORT/DB, or rediss:// for TLS)",
+                        url.value
+                    );
+                    return Err(ConfigError::invalid(url, reason));
+                }
+            }
+            if let Some(sentinel) = &limits.redis_sentinel
+                && (sentinel.master.is_empty() || sentinel.urls.is_empty())
+            {
+                return Err(ConfigError::invalid_at(
+                    0,
+                    "`limits.redis_sentinel` needs a `master` name and at least one URL",
+                ));
+            }
+            Ok(())
+        }
     }
 }
 
@@ -216,7 +294,7 @@ pub(super) fn tenants(
                 ));
             }
         }
-        if let Some(limits) = &tenant.limits {
+        for limits in tenant.limits.iter().chain(&tenant.total_limits) {
             let values = [
                 limits.requests_per_minute,
                 limits.input_tokens_per_minute,
@@ -225,6 +303,15 @@ pub(super) fn tenants(
             if values.contains(&Some(0)) {
                 let reason = "limits must be positive (leave a limit out for no limit)";
                 return Err(ConfigError::invalid(&tenant.name, reason));
+            }
+        }
+        if tenant.max_in_flight == Some(0) {
+            let reason = "max_in_flight must be at least 1 (leave it out for no cap)";
+            return Err(ConfigError::invalid(&tenant.name, reason));
+        }
+        for pattern in tenant.models.iter().flatten() {
+            if pattern.value.trim().is_empty() {
+                return Err(ConfigError::invalid(pattern, "a model pattern is empty"));
             }
         }
     }

@@ -4,7 +4,10 @@
 //! The join: the operator labels every child of a `ModelDeployment` (so its Service, whose
 //! labels the EndpointSlice controller copies onto the slices) with
 //! `tokenscale.dev/model-deployment: <name>`. The served name is `spec.model.servedName`,
-//! else the object's name. Endpoints not `ready` or `terminating` get no new work at once.
+//! else the object's name. One deployment owns a served name: the oldest (the rule the
+//! operator applies too, `tokenscale_common::served_name`); the endpoints of the others, and
+//! of any deployment the operator marked `Conflict`, get no traffic. Endpoints not `ready` or
+//! `terminating` get no new work at once.
 //! The CRD is read as a `DynamicObject`, so this crate does not depend on the operator.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,8 +19,9 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, ResourceExt};
+use tokenscale_common::served_name::{self, Claim};
 
-use super::Registry;
+use super::{DiscoveryHealth, Registry};
 use crate::config::KubernetesConfig;
 
 /// Label on EndpointSlices (copied from the operator's Service) naming the `ModelDeployment`.
@@ -33,16 +37,38 @@ pub fn desired_replicas(
 ) -> BTreeMap<String, Vec<String>> {
     let mut served: BTreeMap<(String, String), String> = BTreeMap::new();
     let mut desired: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for md in deployments {
-        let name = md.name_any();
-        let served_name = md.data["spec"]["model"]["servedName"]
-            .as_str()
-            .map_or(name.clone(), str::to_string);
+    let claimed: Vec<(String, String, String, Option<i64>)> = deployments
+        .iter()
+        .filter(|md| !refused_by_operator(md))
+        .map(|md| {
+            let name = md.name_any();
+            let served_name = md.data["spec"]["model"]["servedName"]
+                .as_str()
+                .map_or(name.clone(), str::to_string);
+            let created_s = md.creation_timestamp().map(|t| t.0.as_second());
+            (
+                md.namespace().unwrap_or_default(),
+                name,
+                served_name,
+                created_s,
+            )
+        })
+        .collect();
+    let claims: Vec<Claim<'_>> = claimed
+        .iter()
+        .map(|(namespace, name, served_name, created_s)| Claim {
+            namespace,
+            name,
+            served_name,
+            created_s: *created_s,
+        })
+        .collect();
+    for (served_name, (namespace, name)) in served_name::owners(&claims) {
         served.insert(
-            (md.namespace().unwrap_or_default(), name),
-            served_name.clone(),
+            (namespace.to_string(), name.to_string()),
+            served_name.to_string(),
         );
-        desired.entry(served_name).or_default();
+        desired.entry(served_name.to_string()).or_default();
     }
     for slice in slices {
         let Some(md) = slice.labels().get(LABEL_MODEL_DEPLOYMENT) else {
@@ -84,8 +110,47 @@ pub fn desired_replicas(
     desired
 }
 
-/// Watches the cluster and keeps `registry` in step until the process ends.
-pub async fn run(registry: Registry, config: KubernetesConfig) -> Result<(), kube::Error> {
+/// Whether the operator refused `md` (a `Conflict` condition that is `True`).
+fn refused_by_operator(md: &DynamicObject) -> bool {
+    md.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Conflict" && c["status"] == "True")
+}
+
+/// Runs [`run`] until the process ends: a failure (no cluster credentials yet, the API
+/// server down at start) is logged and retried with backoff (1 s doubling to 30 s), and
+/// `health` says discovery is down meanwhile, so `/health` answers 503 instead of serving
+/// with no replicas while looking healthy.
+pub async fn run_forever(
+    registry: Registry,
+    config: KubernetesConfig,
+    health: Arc<DiscoveryHealth>,
+) {
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        let started = tokio::time::Instant::now();
+        let error = match run(registry.clone(), config.clone(), &health).await {
+            Ok(()) => "the watch streams ended".to_string(),
+            Err(error) => error.to_string(),
+        };
+        health.set_failing();
+        if started.elapsed() > Duration::from_secs(60) {
+            backoff = Duration::from_secs(1);
+        }
+        tracing::error!(%error, retry_in_s = backoff.as_secs(), "kubernetes discovery stopped; retrying");
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// Watches the cluster and keeps `registry` in step until the watch streams end.
+pub async fn run(
+    registry: Registry,
+    config: KubernetesConfig,
+    health: &DiscoveryHealth,
+) -> Result<(), kube::Error> {
     let client = Client::try_default().await?;
     let (group, version, kind) = MODEL_DEPLOYMENT;
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
@@ -117,7 +182,7 @@ pub async fn run(registry: Registry, config: KubernetesConfig) -> Result<(), kub
             md_writer,
             watcher(mds, watcher::Config::default()).default_backoff(),
         )
-        .touched_objects()
+        // Every event, the initial listing's end included: an empty cluster is synced too.
         .map(|_| ())
         .boxed();
         let slice_config = watcher::Config::default().labels(LABEL_MODEL_DEPLOYMENT);
@@ -125,7 +190,6 @@ pub async fn run(registry: Registry, config: KubernetesConfig) -> Result<(), kub
             slice_writer,
             watcher(slices, slice_config).default_backoff(),
         )
-        .touched_objects()
         .map(|_| ())
         .boxed();
         stores.push((md_store, slice_store));
@@ -151,6 +215,13 @@ pub async fn run(registry: Registry, config: KubernetesConfig) -> Result<(), kub
             registry.router().remove_model(gone);
         }
         known = desired.into_keys().collect();
+        let listed = stores.iter().all(|(mds, slices)| {
+            mds.wait_until_ready().now_or_never().is_some()
+                && slices.wait_until_ready().now_or_never().is_some()
+        });
+        if listed {
+            health.set_synced();
+        }
     }
     Ok(())
 }
@@ -163,11 +234,59 @@ mod tests {
     use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort};
 
     fn md(name: &str, served: Option<&str>) -> Arc<DynamicObject> {
+        md_in("ml", name, served, 100)
+    }
+
+    fn md_in(
+        namespace: &str,
+        name: &str,
+        served: Option<&str>,
+        created_s: i64,
+    ) -> Arc<DynamicObject> {
         let (group, version, kind) = MODEL_DEPLOYMENT;
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
-        let mut object = DynamicObject::new(name, &resource).within("ml");
+        let mut object = DynamicObject::new(name, &resource).within(namespace);
         object.data = serde_json::json!({"spec": {"model": {"servedName": served}}});
+        let created = k8s_openapi::jiff::Timestamp::from_second(created_s).expect("valid time");
+        object.metadata.creation_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(created),
+        );
         Arc::new(object)
+    }
+
+    fn slice_of(namespace: &str, md: &str, ip: &str) -> Arc<EndpointSlice> {
+        let mut slice = EndpointSlice {
+            address_type: "IPv4".into(),
+            endpoints: Some(vec![endpoint(ip, Some(true), None)]),
+            ports: Some(vec![EndpointPort {
+                name: Some("http".into()),
+                port: Some(8000),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        slice.metadata.namespace = Some(namespace.into());
+        slice.metadata.labels = Some([(LABEL_MODEL_DEPLOYMENT.to_string(), md.to_string())].into());
+        Arc::new(slice)
+    }
+
+    #[test]
+    fn a_served_name_reused_in_another_namespace_gets_no_traffic() {
+        let owner = md_in("team-a", "llama", Some("llama-3"), 100);
+        let copy = md_in("team-b", "mine", Some("llama-3"), 200);
+        let slices = [
+            slice_of("team-a", "llama", "10.0.0.1"),
+            slice_of("team-b", "mine", "10.9.9.9"),
+        ];
+        let desired = desired_replicas(&[copy.clone(), owner.clone()], &slices, "http");
+        assert_eq!(desired["llama-3"], ["http://10.0.0.1:8000"]);
+        // A deployment the operator marked `Conflict` gets nothing, even alone (the operator
+        // may see a deployment this gateway does not watch).
+        let mut marked = (*copy).clone();
+        marked.data["status"] =
+            serde_json::json!({"conditions": [{"type": "Conflict", "status": "True"}]});
+        let desired = desired_replicas(&[Arc::new(marked)], &slices, "http");
+        assert!(desired.is_empty(), "{desired:?}");
     }
 
     fn endpoint(ip: &str, ready: Option<bool>, terminating: Option<bool>) -> Endpoint {

@@ -45,16 +45,15 @@ pub async fn watch_replica(
         let state = replica.state();
         let changed = match (healthy, state) {
             (true, ReplicaState::Starting | ReplicaState::Ejected) => {
-                replica.set_state(ReplicaState::Ready)
+                pool.set_replica_state(&replica, ReplicaState::Ready)
             }
             (false, ReplicaState::Starting | ReplicaState::Ready) => {
-                replica.set_state(ReplicaState::Ejected)
+                pool.set_replica_state(&replica, ReplicaState::Ejected)
             }
             _ => false,
         };
         if changed {
             tracing::info!(replica = %replica.addr.url, healthy, "replica state changed");
-            pool.capacity_changed();
         }
         if healthy
             && settings.scrape_metrics

@@ -1,19 +1,21 @@
-//! `Limits<S>`: reserves the tenant's buckets on arrival, refuses with 429, settles at the end.
+//! `Limits<S>`: reserves the tenant's buckets once the body is read, refuses with 429, and
+//! settles at the end: with the engine's usage, or a refund when the request is dropped before
+//! its response started (the client left while it was queued, or it failed).
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use futures::future::{BoxFuture, FutureExt};
 use http::{Request, Response};
 use tower::{Layer, Service};
 
-use super::limiter::{Limiter, Refusal, Reservation, Settle};
+use super::limiter::{LimitError, Limiter, Reservation, Settle};
+use super::plan::{Refusal, Scope};
 use crate::Body;
 use crate::auth::Tenant;
 use crate::body::Guarded;
 use crate::error::GatewayError;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, TenantModelUsage};
 use crate::request::Info;
 use crate::routing::layer_missing as missing;
 
@@ -50,28 +52,39 @@ pub struct Limits<S> {
     metrics: Arc<Metrics>,
 }
 
-/// Settles a reservation when the response ends (dropped with the body).
+/// Settles a reservation when dropped: with the engine's usage when it reported one; else
+/// a refund unless a successful response had started (then the client left mid-stream, and
+/// the engine may have done all the work: the reservation stays charged).
+/// The tenant's usage counters on the model are added to at the same time.
 struct Settlement {
     limiter: Arc<Limiter>,
-    reservation: Reservation,
+    reservation: Option<Reservation>,
+    usage: Arc<TenantModelUsage>,
     info: Info,
-    success: bool,
+    started: bool,
 }
 
 impl Drop for Settlement {
     fn drop(&mut self) {
-        let how = match (self.success, self.info.outcome.usage()) {
+        self.usage.finished(self.info.outcome.usage());
+        let Some(reservation) = self.reservation.take() else {
+            return;
+        };
+        let how = match (self.started, self.info.outcome.usage()) {
             (_, Some(usage)) => Settle::Usage(usage),
             (true, None) => Settle::Unknown,
             (false, None) => Settle::Failed,
         };
-        self.limiter.settle(&self.reservation, how, Instant::now());
+        self.limiter.settle(reservation, how);
     }
 }
 
 impl<S> Service<Request<bytes::Bytes>> for Limits<S>
 where
-    S: Service<Request<bytes::Bytes>, Response = Response<Body>, Error = GatewayError> + Send,
+    S: Service<Request<bytes::Bytes>, Response = Response<Body>, Error = GatewayError>
+        + Clone
+        + Send
+        + 'static,
     S::Future: Send + 'static,
 {
     type Response = Response<Body>;
@@ -89,66 +102,71 @@ where
         ) else {
             return futures::future::ready(Err(missing("tenant or info"))).boxed();
         };
-        let reserved = self.limiter.reserve(
-            &tenant,
-            &info.model,
-            info.estimated_prompt_tokens,
-            info.reserved_output_tokens,
-            Instant::now(),
-        );
-        let reserved = match reserved {
-            Ok(reserved) => reserved,
-            Err(refusal) => {
-                self.metrics
-                    .rate_limited(&tenant.name, &info.model, refusal.limit.as_str());
-                return futures::future::ready(Err(refused(refusal, &info))).boxed();
-            }
-        };
-        let call = self.inner.call(request);
         let limiter = self.limiter.clone();
+        let metrics = self.metrics.clone();
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
         async move {
-            let result = call.await;
-            let Some((reservation, headers)) = reserved else {
-                return result;
+            let reserved = limiter
+                .reserve(
+                    &tenant,
+                    &info.model,
+                    info.estimated_prompt_tokens,
+                    info.reserved_output_tokens,
+                )
+                .await;
+            let reserved = match reserved {
+                Ok(reserved) => reserved,
+                Err(LimitError::Refused(refusal)) => {
+                    metrics.rate_limited(&tenant.name, &info.model, refusal.label());
+                    return Err(refused(refusal, &info));
+                }
+                Err(LimitError::StoreDown) => return Err(store_down()),
             };
-            match result {
-                Ok(mut response) => {
-                    headers.write(response.headers_mut());
-                    let success = response.status().is_success();
-                    let settlement = Settlement {
-                        limiter,
-                        reservation,
-                        info,
-                        success,
-                    };
-                    Ok(response.map(|body| Guarded::wrap(body, settlement)))
-                }
-                Err(error) => {
-                    drop(Settlement {
-                        limiter,
-                        reservation,
-                        info,
-                        success: false,
-                    });
-                    Err(error)
-                }
+            let (reservation, headers) = reserved.unzip();
+            // Armed before waiting: a client that leaves while queued drops it, refunding.
+            let mut settlement = Settlement {
+                limiter,
+                reservation,
+                usage: metrics.tenants.of(&tenant.name, &info.model),
+                info,
+                started: false,
+            };
+            futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+            let mut response = inner.call(request).await?;
+            if let Some(headers) = headers {
+                headers.write(response.headers_mut());
             }
+            settlement.started = response.status().is_success();
+            Ok(response.map(|body| Guarded::wrap(body, settlement)))
         }
         .boxed()
     }
 }
 
-fn refused(refusal: Refusal, info: &Info) -> GatewayError {
+/// The 503 of `on_store_failure: deny` while Redis is unreachable.
+pub fn store_down() -> GatewayError {
+    GatewayError::Overloaded {
+        message: "Rate limits cannot be checked right now (the limits store is unreachable); retry shortly.".into(),
+        retry_after: std::time::Duration::from_secs(1),
+    }
+}
+
+/// The 429 for `refusal`, naming the limit and whose it is.
+pub fn refused(refusal: Refusal, info: &Info) -> GatewayError {
     let what = refusal.limit.as_str().replace('_', " ");
+    let whose = match refusal.scope {
+        Scope::Model => format!("for model `{}`", info.model),
+        Scope::Tenant => "across all your models".to_string(),
+    };
     let message = if refusal.too_large {
         format!(
-            "Request too large for model `{}`: it needs more {what} (estimated {} prompt, {} output tokens) than the per-minute limit allows.",
-            info.model, info.estimated_prompt_tokens, info.reserved_output_tokens
+            "Request too large {whose}: it needs more {what} (estimated {} prompt, {} output tokens) than the per-minute limit allows.",
+            info.estimated_prompt_tokens, info.reserved_output_tokens
         )
     } else {
         format!(
-            "Rate limit reached for model `{}` on {what} per minute. Please try again in {:.3}s.",
-            info.model,
+            "Rate limit reached {whose} on {what} per minute. Please try again in {:.3}s.",
             refusal.retry_after.as_secs_f64()
         )
     };

@@ -1,56 +1,40 @@
-//! The limiter: one set of buckets per (tenant, model); reserve on arrival, settle on completion.
+//! The limiter: the tenant's buckets taken on arrival, settled when the request ends, in
+//! the store the config names. With Redis, a failed or slow call falls back (for one second,
+//! then Redis is tried again) to this pod's own buckets at its share of each quota, or
+//! refuses (`on_store_failure: deny`); a metric and a log line say so.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::bucket::TokenBucket;
-use super::headers::{BucketHeader, RateLimitHeaders};
+use super::headers::RateLimitHeaders;
+use super::memory::MemoryStore;
+use super::plan::{self, BucketState, LimitKind, Refusal, Scope, Take};
+use super::redis::RedisStore;
+use crate::admission::GatewayShare;
 use crate::auth::Tenant;
-use crate::config::LimitsConfig;
+use crate::config::{LimitsStoreConfig, OnStoreFailure, StoreKind};
 use crate::request::Usage;
+use crate::store::{RedisClient, StoreError};
 
-/// Which limit refused a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LimitKind {
-    /// Requests per minute.
-    Requests,
-    /// Input tokens per minute.
-    InputTokens,
-    /// Output tokens per minute.
-    OutputTokens,
-}
-
-impl LimitKind {
-    /// Label value on the rate-limited counter.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Requests => "requests",
-            Self::InputTokens => "input_tokens",
-            Self::OutputTokens => "output_tokens",
-        }
-    }
-}
-
-/// A request refused by a limit.
+/// Why the limiter did not let a request through.
 #[derive(Debug, Clone)]
-pub struct Refusal {
-    /// The limit that is furthest from allowing the request.
-    pub limit: LimitKind,
-    /// When it would pass (if nothing else is taken meanwhile).
-    pub retry_after: Duration,
-    /// Whether it can never pass (asks for more than the bucket holds).
-    pub too_large: bool,
-    /// Header values describing the buckets.
-    pub headers: RateLimitHeaders,
+pub enum LimitError {
+    /// A limit refused it (429).
+    Refused(Refusal),
+    /// The shared store is unreachable and the config says to refuse then (503).
+    StoreDown,
 }
 
 /// What a request took, to settle against when it ends.
 #[derive(Debug, Clone)]
 pub struct Reservation {
-    buckets: Arc<Mutex<Buckets>>,
-    input_tokens: u64,
-    output_tokens: u64,
+    tenant: Arc<str>,
+    model: String,
+    /// The token takes (requests are not settled).
+    takes: Vec<Take>,
+    /// Where it was taken.
+    shared: bool,
 }
 
 /// How a request ended, for settlement.
@@ -58,204 +42,261 @@ pub struct Reservation {
 pub enum Settle {
     /// The engine reported usage: charge uncached prompt tokens and actual completion tokens.
     Usage(Usage),
-    /// The request failed before the engine did work: give the tokens back.
+    /// The engine did no work for it (refused, failed before the response, or the client
+    /// left before the response started): give the tokens back.
     Failed,
     /// It ended without usage (client left mid-stream): keep what was reserved.
     Unknown,
 }
 
-#[derive(Debug)]
-struct Buckets {
-    config: LimitsConfig,
-    requests: Option<TokenBucket>,
-    input: Option<TokenBucket>,
-    output: Option<TokenBucket>,
+/// The shared store and its state.
+struct Shared {
+    store: RedisStore,
+    client: RedisClient,
+    on_failure: OnStoreFailure,
+    /// Milliseconds after `epoch` until which Redis is not tried (after a failure).
+    down_until_ms: AtomicU64,
+    epoch: Instant,
 }
 
-/// All buckets of all tenants: tenant → model → buckets. Looked up by `&str` (a request
-/// allocates no key), each (tenant, model) locked on its own.
-#[derive(Debug, Default)]
+/// The limiter of one gateway pod.
 pub struct Limiter {
-    buckets: Mutex<HashMap<String, ModelBuckets>>,
+    local: MemoryStore,
+    shared: Option<Shared>,
+    share: Arc<GatewayShare>,
+    /// Health of the shared store, for `/metrics`.
+    pub health: StoreHealth,
 }
 
-/// One tenant's buckets by model.
-type ModelBuckets = HashMap<String, Arc<Mutex<Buckets>>>;
+/// Counters and the up gauge of the shared store.
+#[derive(Debug)]
+pub struct StoreHealth {
+    /// Whether the last call to Redis succeeded (always true in memory mode).
+    pub up: AtomicBool,
+    /// Calls that failed or timed out.
+    pub failures: AtomicU64,
+    /// Requests limited by this pod alone while Redis was down.
+    pub local_fallbacks: AtomicU64,
+    /// Settlements that could not be written to Redis (their reservation stays charged).
+    pub lost_settlements: AtomicU64,
+}
 
-impl Buckets {
-    fn new(config: LimitsConfig, now: Instant) -> Self {
-        let bucket = |limit: Option<u64>| limit.map(|l| TokenBucket::per_minute(l, now));
+impl Default for StoreHealth {
+    fn default() -> Self {
         Self {
-            config,
-            requests: bucket(config.requests_per_minute),
-            input: bucket(config.input_tokens_per_minute),
-            output: bucket(config.output_tokens_per_minute),
-        }
-    }
-
-    /// Follows a reloaded config, keeping levels.
-    fn reconfigure(&mut self, config: LimitsConfig, now: Instant) {
-        if self.config == config {
-            return;
-        }
-        let fresh = Self::new(config, now);
-        let keep = |old: &mut Option<TokenBucket>, new: Option<TokenBucket>, limit: Option<u64>| {
-            *old = match (old.take(), new, limit) {
-                (Some(mut bucket), _, Some(limit)) => {
-                    bucket.set_limit(limit);
-                    Some(bucket)
-                }
-                (_, new, _) => new,
-            };
-        };
-        keep(
-            &mut self.requests,
-            fresh.requests,
-            config.requests_per_minute,
-        );
-        keep(&mut self.input, fresh.input, config.input_tokens_per_minute);
-        keep(
-            &mut self.output,
-            fresh.output,
-            config.output_tokens_per_minute,
-        );
-        self.config = config;
-    }
-
-    fn headers(&self) -> RateLimitHeaders {
-        let describe = |b: &Option<TokenBucket>| {
-            b.as_ref().map(|b| BucketHeader {
-                limit: b.limit(),
-                remaining: b.remaining(),
-                reset: b.time_to_full(),
-            })
-        };
-        RateLimitHeaders {
-            requests: describe(&self.requests),
-            input_tokens: describe(&self.input),
-            output_tokens: describe(&self.output),
+            up: AtomicBool::new(true),
+            failures: AtomicU64::new(0),
+            local_fallbacks: AtomicU64::new(0),
+            lost_settlements: AtomicU64::new(0),
         }
     }
 }
+
+/// How long Redis is left alone after a failed call.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 impl Limiter {
-    /// Reserves one request, `input_tokens` and `output_tokens` for `tenant` on `model`,
-    /// all or nothing. `Ok(None)` when the tenant has no limits.
-    pub fn reserve(
+    /// A limiter keeping every bucket in this process.
+    pub fn memory(share: Arc<GatewayShare>) -> Self {
+        Self {
+            local: MemoryStore::default(),
+            shared: None,
+            share,
+            health: StoreHealth::default(),
+        }
+    }
+
+    /// The limiter `config` asks for; Redis is connected lazily.
+    pub fn new(config: &LimitsStoreConfig, share: Arc<GatewayShare>) -> Result<Self, StoreError> {
+        let mut limiter = Self::memory(share);
+        if config.store == StoreKind::Redis {
+            let client = RedisClient::new(config)?;
+            limiter.shared = Some(Shared {
+                store: RedisStore::new(client.clone()),
+                client,
+                on_failure: config.on_store_failure,
+                down_until_ms: AtomicU64::new(0),
+                epoch: Instant::now(),
+            });
+        }
+        Ok(limiter)
+    }
+
+    /// The Redis client, when limits are shared (for the pods' membership).
+    pub fn redis(&self) -> Option<&RedisClient> {
+        self.shared.as_ref().map(|s| &s.client)
+    }
+
+    /// Before the body is read: one request from the tenant's tenant-wide bucket.
+    pub async fn admit_request(&self, tenant: &Tenant) -> Result<(), LimitError> {
+        let mut takes = Vec::new();
+        let one = [
+            (LimitKind::Requests, 1.0),
+            (LimitKind::InputTokens, 0.0),
+            (LimitKind::OutputTokens, 0.0),
+        ];
+        plan::takes(Scope::Tenant, tenant.total_limits.as_ref(), one, &mut takes);
+        takes.retain(|t| t.kind == LimitKind::Requests);
+        if takes.is_empty() {
+            return Ok(());
+        }
+        let (_, taken, states) = self.take(&tenant.name, "", &mut takes, false).await?;
+        match plan::refusal(&takes, &states).filter(|_| !taken) {
+            Some(refusal) => Err(LimitError::Refused(refusal)),
+            None => Ok(()),
+        }
+    }
+
+    /// After the body: one request on `model` and the estimated `input_tokens` and reserved
+    /// `output_tokens`, from the model's and the tenant-wide buckets, all or nothing.
+    /// `Ok(None)` when the tenant has no limits.
+    pub async fn reserve(
         &self,
         tenant: &Tenant,
         model: &str,
         input_tokens: u64,
         output_tokens: u64,
-        now: Instant,
-    ) -> Result<Option<(Reservation, RateLimitHeaders)>, Refusal> {
-        let Some(config) = tenant.limits else {
-            return Ok(None);
+    ) -> Result<Option<(Reservation, RateLimitHeaders)>, LimitError> {
+        let mut takes = Vec::with_capacity(5);
+        let amounts = |requests| {
+            [
+                (LimitKind::Requests, requests),
+                (LimitKind::InputTokens, input_tokens as f64),
+                (LimitKind::OutputTokens, output_tokens as f64),
+            ]
         };
-        let shared = self.buckets_of(&tenant.name, model, config, now);
-        let mut guard = shared.lock().unwrap_or_else(|p| p.into_inner());
-        let buckets = &mut *guard;
-        buckets.reconfigure(config, now);
-        let wants = [
-            (LimitKind::Requests, &mut buckets.requests, 1.0),
-            (
-                LimitKind::InputTokens,
-                &mut buckets.input,
-                input_tokens as f64,
-            ),
-            (
-                LimitKind::OutputTokens,
-                &mut buckets.output,
-                output_tokens as f64,
-            ),
-        ];
-        let mut worst: Option<(LimitKind, Duration, bool)> = None;
-        for (kind, bucket, amount) in wants {
-            let Some(bucket) = bucket else { continue };
-            bucket.refill(now);
-            let wait = bucket.wait_for(amount);
-            let too_large = !bucket.can_ever_hold(amount);
-            let worse = worst
-                .is_none_or(|(_, w, big)| (too_large && !big) || (too_large == big && wait > w));
-            if (wait > Duration::ZERO || too_large) && worse {
-                worst = Some((kind, wait, too_large));
-            }
+        plan::takes(
+            Scope::Model,
+            tenant.limits.as_ref(),
+            amounts(1.0),
+            &mut takes,
+        );
+        // The tenant-wide request was taken before the body.
+        plan::takes(
+            Scope::Tenant,
+            tenant.total_limits.as_ref(),
+            amounts(0.0),
+            &mut takes,
+        );
+        takes.retain(|t| !(t.scope == Scope::Tenant && t.kind == LimitKind::Requests));
+        if takes.is_empty() {
+            return Ok(None);
         }
-        if let Some((limit, retry_after, too_large)) = worst {
-            return Err(Refusal {
-                limit,
-                retry_after,
-                too_large,
-                headers: buckets.headers(),
-            });
+        let (shared, taken, states) = self.take(&tenant.name, model, &mut takes, false).await?;
+        if !taken && let Some(refusal) = plan::refusal(&takes, &states) {
+            return Err(LimitError::Refused(refusal));
         }
-        for (bucket, amount) in [
-            (&mut buckets.requests, 1.0),
-            (&mut buckets.input, input_tokens as f64),
-            (&mut buckets.output, output_tokens as f64),
-        ] {
-            if let Some(bucket) = bucket {
-                bucket.take(amount);
-            }
-        }
-        let headers = buckets.headers();
-        drop(guard);
-        Ok(Some((
-            Reservation {
-                buckets: shared,
-                input_tokens,
-                output_tokens,
-            },
-            headers,
-        )))
+        let headers = plan::headers(&takes, &states);
+        takes.retain(|t| t.kind != LimitKind::Requests);
+        let reservation = Reservation {
+            tenant: tenant.name.clone(),
+            model: model.to_string(),
+            takes,
+            shared,
+        };
+        Ok(Some((reservation, headers)))
     }
 
-    /// The buckets of (`tenant`, `model`), created full on first use.
-    fn buckets_of(
+    /// Corrects a reservation with how the request ended (prompt tokens served from the
+    /// prefix cache are not charged). With Redis this runs on its own task.
+    pub fn settle(self: &Arc<Self>, reservation: Reservation, how: Settle) {
+        let mut takes = reservation.takes;
+        for take in &mut takes {
+            take.amount = match (how, take.kind) {
+                (Settle::Unknown, _) => return,
+                (Settle::Failed, _) => -take.amount,
+                (Settle::Usage(u), LimitKind::InputTokens) => {
+                    u.prompt_tokens.saturating_sub(u.cached_tokens) as f64 - take.amount
+                }
+                (Settle::Usage(u), _) => u.completion_tokens as f64 - take.amount,
+            };
+        }
+        takes.retain(|t| t.amount != 0.0);
+        if takes.is_empty() {
+            return;
+        }
+        let (tenant, model) = (reservation.tenant, reservation.model);
+        match (&self.shared, reservation.shared) {
+            (Some(_), true) => {
+                let this = self.clone();
+                tokio::spawn(async move {
+                    let Some(shared) = &this.shared else { return };
+                    match shared.store.take(&tenant, &model, &takes, true).await {
+                        Ok(_) => this.store_up(),
+                        Err(error) => {
+                            this.health.lost_settlements.fetch_add(1, Ordering::Relaxed);
+                            this.store_failed(shared, &error);
+                        }
+                    }
+                });
+            }
+            // Taken locally: `takes` already carry this pod's share of each quota.
+            _ => {
+                self.local
+                    .take(&tenant, &model, &takes, true, Instant::now());
+            }
+        }
+    }
+
+    /// Takes from Redis when it is shared and up, else from this pod's buckets at its share
+    /// of each quota (`takes` then say so: their headers and settlements use that share).
+    /// Returns (taken in Redis, taken, states).
+    async fn take(
         &self,
         tenant: &str,
         model: &str,
-        config: LimitsConfig,
-        now: Instant,
-    ) -> Arc<Mutex<Buckets>> {
-        let mut all = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(found) = all.get(tenant).and_then(|models| models.get(model)) {
-            return found.clone();
+        takes: &mut [Take],
+        force: bool,
+    ) -> Result<(bool, bool, Vec<BucketState>), LimitError> {
+        if let Some(shared) = &self.shared {
+            let now_ms = shared.epoch.elapsed().as_millis() as u64;
+            if now_ms >= shared.down_until_ms.load(Ordering::Relaxed) {
+                match shared.store.take(tenant, model, takes, force).await {
+                    Ok((taken, states)) => {
+                        self.store_up();
+                        return Ok((true, taken, states));
+                    }
+                    Err(error) => self.store_failed(shared, &error),
+                }
+            }
+            if shared.on_failure == OnStoreFailure::Deny {
+                return Err(LimitError::StoreDown);
+            }
+            self.health.local_fallbacks.fetch_add(1, Ordering::Relaxed);
         }
-        let created = Arc::new(Mutex::new(Buckets::new(config, now)));
-        all.entry(tenant.to_string())
-            .or_default()
-            .insert(model.to_string(), created.clone());
-        created
+        if self.shared.is_some() {
+            // Redis is down: this pod's share of each quota, at least 1 a minute.
+            for take in takes.iter_mut() {
+                take.per_minute = self.share.of(take.per_minute).max(1);
+            }
+        }
+        let (taken, states) = self.local.take(tenant, model, takes, force, Instant::now());
+        Ok((false, taken, states))
     }
 
-    /// Corrects a reservation with how the request ended. Prompt tokens served from the
-    /// prefix cache are not charged.
-    pub fn settle(&self, reservation: &Reservation, how: Settle, now: Instant) {
-        let (input_delta, output_delta) = match how {
-            Settle::Usage(usage) => (
-                usage.prompt_tokens.saturating_sub(usage.cached_tokens) as f64
-                    - reservation.input_tokens as f64,
-                usage.completion_tokens as f64 - reservation.output_tokens as f64,
-            ),
-            Settle::Failed => (
-                -(reservation.input_tokens as f64),
-                -(reservation.output_tokens as f64),
-            ),
-            Settle::Unknown => return,
-        };
-        let mut guard = reservation
-            .buckets
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let buckets = &mut *guard;
-        for (bucket, delta) in [
-            (&mut buckets.input, input_delta),
-            (&mut buckets.output, output_delta),
-        ] {
-            if let Some(bucket) = bucket {
-                bucket.refill(now);
-                bucket.take(delta);
+    fn store_up(&self) {
+        if !self.health.up.swap(true, Ordering::Relaxed) {
+            tracing::info!("limits store reachable again: limits are shared between pods");
+        }
+    }
+
+    fn store_failed(&self, shared: &Shared, error: &StoreError) {
+        self.health.failures.fetch_add(1, Ordering::Relaxed);
+        let until = shared.epoch.elapsed() + RETRY_AFTER;
+        shared
+            .down_until_ms
+            .store(until.as_millis() as u64, Ordering::Relaxed);
+        if self.health.up.swap(false, Ordering::Relaxed) {
+            let (pods, _) = self.share.get();
+            match shared.on_failure {
+                OnStoreFailure::Local => tracing::warn!(
+                    %error, pods,
+                    "limits store unreachable: limiting in this pod alone at 1/{pods} of each quota"
+                ),
+                OnStoreFailure::Deny => tracing::warn!(
+                    %error,
+                    "limits store unreachable: refusing limited tenants' requests (on_store_failure: deny)"
+                ),
             }
         }
     }
@@ -264,70 +305,57 @@ impl Limiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::LimitsConfig;
 
-    fn tenant() -> Tenant {
-        let limits = LimitsConfig {
+    fn tenant(total: Option<LimitsConfig>) -> Tenant {
+        let mut tenant = Tenant::unlimited("team-a");
+        tenant.limits = Some(LimitsConfig {
             requests_per_minute: Some(60),
             input_tokens_per_minute: Some(6000),
             output_tokens_per_minute: Some(2000),
-        };
-        Tenant {
-            name: "team-a".into(),
-            limits: Some(limits),
+        });
+        tenant.total_limits = total;
+        tenant
+    }
+
+    fn limiter() -> Arc<Limiter> {
+        Arc::new(Limiter::memory(Arc::default()))
+    }
+
+    fn refused(result: Result<Option<(Reservation, RateLimitHeaders)>, LimitError>) -> Refusal {
+        match result {
+            Err(LimitError::Refused(refusal)) => refusal,
+            other => panic!("expected a refusal, got {other:?}"),
         }
     }
 
-    #[test]
-    fn burst_up_to_the_bucket_then_refusal_then_refill() {
-        let (limiter, t0, tenant) = (Limiter::default(), Instant::now(), tenant());
+    #[tokio::test]
+    async fn burst_up_to_the_bucket_then_refusal() {
+        let (limiter, tenant) = (limiter(), tenant(None));
         for i in 0..60 {
-            let ok = limiter
-                .reserve(&tenant, "m", 10, 10, t0)
-                .expect("within the burst");
-            assert_eq!(
-                ok.expect("limited tenant")
-                    .1
-                    .requests
-                    .expect("rpm")
-                    .remaining,
-                59 - i
-            );
+            let (_, headers) = limiter
+                .reserve(&tenant, "m", 10, 10)
+                .await
+                .expect("within the burst")
+                .expect("limited tenant");
+            assert_eq!(headers.requests.expect("rpm").remaining, 59 - i);
         }
-        let refused = limiter
-            .reserve(&tenant, "m", 10, 10, t0)
-            .expect_err("61st refused");
-        assert_eq!(refused.limit, LimitKind::Requests);
-        assert_eq!(refused.retry_after, Duration::from_secs(1));
+        let refusal = refused(limiter.reserve(&tenant, "m", 10, 10).await);
+        assert_eq!(refusal.limit, LimitKind::Requests);
+        assert!(refusal.retry_after <= Duration::from_secs(1));
         // Another model has its own buckets.
-        assert!(limiter.reserve(&tenant, "other", 10, 10, t0).is_ok());
-        assert!(
-            limiter
-                .reserve(&tenant, "m", 10, 10, t0 + Duration::from_secs(1))
-                .is_ok()
-        );
-    }
-
-    #[test]
-    fn tokens_refuse_on_the_tightest_bucket_and_too_large_is_flagged() {
-        let (limiter, t0, tenant) = (Limiter::default(), Instant::now(), tenant());
-        assert!(limiter.reserve(&tenant, "m", 5000, 100, t0).is_ok());
-        let refused = limiter
-            .reserve(&tenant, "m", 2000, 100, t0)
-            .expect_err("input exhausted");
-        assert_eq!(refused.limit, LimitKind::InputTokens);
-        assert_eq!(refused.retry_after, Duration::from_secs(10)); // 1000 tokens at 100/s
-        let big = limiter
-            .reserve(&tenant, "m", 10, 2001, t0)
-            .expect_err("never fits");
+        assert!(limiter.reserve(&tenant, "other", 10, 10).await.is_ok());
+        let big = refused(limiter.reserve(&tenant, "other", 10, 2001).await);
         assert!(big.too_large);
         assert_eq!(big.limit, LimitKind::OutputTokens);
     }
 
-    #[test]
-    fn settlement_charges_uncached_input_and_refunds_unused_output() {
-        let (limiter, t0, tenant) = (Limiter::default(), Instant::now(), tenant());
+    #[tokio::test]
+    async fn settlement_charges_uncached_input_and_refunds_unused_or_failed() {
+        let (limiter, tenant) = (limiter(), tenant(None));
         let (reservation, _) = limiter
-            .reserve(&tenant, "m", 1000, 500, t0)
+            .reserve(&tenant, "m", 1000, 500)
+            .await
             .expect("ok")
             .expect("limited");
         let usage = Usage {
@@ -335,22 +363,50 @@ mod tests {
             completion_tokens: 100,
             cached_tokens: 800,
         };
-        limiter.settle(&reservation, Settle::Usage(usage), t0);
+        limiter.settle(reservation, Settle::Usage(usage));
+        let (failed, headers) = limiter
+            .reserve(&tenant, "m", 300, 300)
+            .await
+            .expect("ok")
+            .expect("limited");
+        let itpm = headers.input_tokens.expect("itpm").remaining;
+        assert!((5500..5510).contains(&itpm), "{itpm}");
+        limiter.settle(failed, Settle::Failed);
         let (_, headers) = limiter
-            .reserve(&tenant, "m", 0, 0, t0)
+            .reserve(&tenant, "m", 0, 0)
+            .await
             .expect("ok")
             .expect("limited");
-        assert_eq!(headers.input_tokens.expect("itpm").remaining, 6000 - 200);
-        assert_eq!(headers.output_tokens.expect("otpm").remaining, 2000 - 100);
-        let (failed, _) = limiter
-            .reserve(&tenant, "m", 300, 300, t0)
-            .expect("ok")
-            .expect("limited");
-        limiter.settle(&failed, Settle::Failed, t0);
-        let (_, headers) = limiter
-            .reserve(&tenant, "m", 0, 0, t0)
-            .expect("ok")
-            .expect("limited");
-        assert_eq!(headers.input_tokens.expect("itpm").remaining, 6000 - 200);
+        let itpm = headers.input_tokens.expect("itpm").remaining;
+        assert!((5800..5810).contains(&itpm), "{itpm}");
+        assert!(headers.output_tokens.expect("otpm").remaining >= 1900);
+    }
+
+    #[tokio::test]
+    async fn tenant_wide_limits_bind_across_models() {
+        let total = LimitsConfig {
+            requests_per_minute: Some(3),
+            input_tokens_per_minute: None,
+            output_tokens_per_minute: Some(100),
+        };
+        let (limiter, tenant) = (limiter(), tenant(Some(total)));
+        for _ in 0..3 {
+            limiter
+                .admit_request(&tenant)
+                .await
+                .expect("three requests");
+        }
+        match limiter.admit_request(&tenant).await {
+            Err(LimitError::Refused(r)) => {
+                assert_eq!((r.limit, r.scope), (LimitKind::Requests, Scope::Tenant))
+            }
+            other => panic!("the fourth request must be refused: {other:?}"),
+        }
+        assert!(limiter.reserve(&tenant, "a", 1, 60).await.is_ok());
+        let refusal = refused(limiter.reserve(&tenant, "b", 1, 60).await);
+        assert_eq!(
+            (refusal.limit, refusal.scope),
+            (LimitKind::OutputTokens, Scope::Tenant)
+        );
     }
 }

@@ -1,11 +1,19 @@
-//! Per-tenant, per-model limits: requests, input tokens and output tokens per minute.
+//! Tenants' limits: requests, input tokens and output tokens per minute, per model and across
+//! models, in memory (one pod) or in Redis (shared by every pod).
 
 mod bucket;
+mod early;
 mod headers;
 mod layer;
 mod limiter;
+mod memory;
+pub mod plan;
+mod redis;
 
 pub use bucket::TokenBucket;
+pub use early::{EarlyLimits, EarlyLimitsLayer};
 pub use headers::RateLimitHeaders;
 pub use layer::{Limits, LimitsLayer};
-pub use limiter::{LimitKind, Limiter, Refusal, Reservation, Settle};
+pub use limiter::{LimitError, Limiter, Reservation, Settle, StoreHealth};
+pub use memory::MemoryStore;
+pub use plan::{LimitKind, Refusal, Scope};

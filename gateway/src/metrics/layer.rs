@@ -122,6 +122,7 @@ impl Observed {
         let usage = self.info.outcome.usage();
         if let Some(usage) = usage {
             m.tokens(usage);
+            m.usage_source(self.info.outcome.usage_estimated());
         }
         if !self.info.stream {
             return;

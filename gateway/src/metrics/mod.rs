@@ -1,11 +1,15 @@
 //! The gateway's metrics (names in `tokenscale_common::metrics::gateway`) and `/metrics`.
 
+mod bounds;
 mod histogram;
 mod layer;
 mod render;
+mod tenants;
 
+pub use bounds::render_bounds;
 pub use histogram::Histogram;
 pub use layer::{MetricsLayer, Observe};
+pub use tenants::{TenantModelUsage, TenantUsage};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,6 +35,9 @@ pub struct ModelMetrics {
     cached_tokens: AtomicU64,
     generation_tokens: AtomicU64,
     retries: AtomicU64,
+    /// Answers counted from the engine's usage, and from the gateway's own count.
+    usage_from_engine: AtomicU64,
+    usage_from_gateway: AtomicU64,
 }
 
 impl Default for ModelMetrics {
@@ -45,6 +52,8 @@ impl Default for ModelMetrics {
             cached_tokens: AtomicU64::new(0),
             generation_tokens: AtomicU64::new(0),
             retries: AtomicU64::new(0),
+            usage_from_engine: AtomicU64::new(0),
+            usage_from_gateway: AtomicU64::new(0),
         }
     }
 }
@@ -70,6 +79,16 @@ impl ModelMetrics {
             .fetch_add(usage.completion_tokens, Ordering::Relaxed);
     }
 
+    /// Counts where an answer's usage came from (`estimated`: the gateway's own count).
+    pub fn usage_source(&self, estimated: bool) {
+        let counter = if estimated {
+            &self.usage_from_gateway
+        } else {
+            &self.usage_from_engine
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts a retry on another replica.
     pub fn retried(&self) {
         self.retries.fetch_add(1, Ordering::Relaxed);
@@ -93,6 +112,9 @@ pub struct Metrics {
     models: RwLock<HashMap<String, Arc<ModelMetrics>>>,
     rate_limited: Mutex<BTreeMap<(String, String, &'static str), u64>>,
     upstream_errors: Mutex<BTreeMap<(String, String, &'static str), u64>>,
+    stream_interruptions: Mutex<BTreeMap<(String, &'static str, &'static str), u64>>,
+    /// Usage per tenant and model.
+    pub tenants: TenantUsage,
 }
 
 impl Metrics {
@@ -114,6 +136,23 @@ impl Metrics {
     pub fn rate_limited(&self, tenant: &str, model: &str, limit: &'static str) {
         let mut map = self.rate_limited.lock().unwrap_or_else(|p| p.into_inner());
         *map.entry((tenant.to_string(), model.to_string(), limit))
+            .or_default() += 1;
+    }
+
+    /// Counts a stream whose replica broke mid-answer, by how it was continued (`exact`,
+    /// `textual`, `restart`, or `none`) and how that went (`resumed`, `ended`: the answer
+    /// was complete, `failed`: the client got an error event).
+    pub fn stream_interrupted(
+        &self,
+        model: &str,
+        continuation: &'static str,
+        result: &'static str,
+    ) {
+        let mut map = self
+            .stream_interruptions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        *map.entry((model.to_string(), continuation, result))
             .or_default() += 1;
     }
 

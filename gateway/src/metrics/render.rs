@@ -15,13 +15,13 @@ type Family<T, V> = (&'static str, &'static str, fn(&T) -> V);
 type HistogramOf = for<'a> fn(&'a super::ModelMetrics) -> &'a super::Histogram;
 
 /// A family header.
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+pub(super) fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
 /// A label value with `\`, `"` and newlines escaped.
-fn esc(value: &str) -> String {
+pub(super) fn esc(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
@@ -121,6 +121,28 @@ impl Metrics {
         }
         family(
             &mut out,
+            names::USAGE_SOURCE_TOTAL,
+            "counter",
+            "Successful answers by where their token counts came from: the engine's usage, or \
+             the gateway's own count when the engine sent none.",
+        );
+        for (model, m) in &models {
+            for (source, count) in [
+                ("engine", &m.usage_from_engine),
+                ("gateway", &m.usage_from_gateway),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "{}{{{MODEL}=\"{}\",{}=\"{source}\"}} {}",
+                    names::USAGE_SOURCE_TOTAL,
+                    esc(model),
+                    names::LABEL_SOURCE,
+                    count.load(Ordering::Relaxed)
+                );
+            }
+        }
+        family(
+            &mut out,
             names::RATE_LIMITED_TOTAL,
             "counter",
             "Requests refused with 429, by tenant, model and limit.",
@@ -163,7 +185,29 @@ impl Metrics {
                 names::LABEL_KIND
             );
         }
+        family(
+            &mut out,
+            names::STREAM_INTERRUPTIONS_TOTAL,
+            "counter",
+            "Streams whose replica broke mid-answer, by continuation and result.",
+        );
+        for ((model, continuation, result), count) in self
+            .stream_interruptions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            let _ = writeln!(
+                out,
+                "{}{{{MODEL}=\"{}\",{}=\"{continuation}\",{}=\"{result}\"}} {count}",
+                names::STREAM_INTERRUPTIONS_TOTAL,
+                esc(model),
+                names::LABEL_CONTINUATION,
+                names::LABEL_RESULT
+            );
+        }
         render_pools(&mut out, router);
+        self.tenants.render(&mut out);
         out
     }
 }

@@ -6,6 +6,17 @@
 //!
 //! Self-contained (no crate imports), so the fuzz target compiles it from this file.
 
+/// Where one top-level member lies in its object's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+    /// The key's opening quote.
+    pub key: usize,
+    /// The value's first byte.
+    pub value: usize,
+    /// One past the value's last byte.
+    pub end: usize,
+}
+
 /// For each of `keys`, the offset of its value's first byte in the top-level object `json`
 /// (the last occurrence wins, as in `serde_json::Value`). `None` when `json` is not one
 /// complete object, or when a top-level key uses escapes (the caller falls back to a full
@@ -14,7 +25,18 @@ pub fn top_level_values<const N: usize>(
     json: &[u8],
     keys: [&[u8]; N],
 ) -> Option<[Option<usize>; N]> {
+    Some(top_level_members(json, keys)?.map(|m| m.map(|m| m.value)))
+}
+
+/// Like [`top_level_values`], with each member's whole extent, so that it can be cut out or
+/// its value replaced without parsing the rest.
+pub fn top_level_members<const N: usize>(
+    json: &[u8],
+    keys: [&[u8]; N],
+) -> Option<[Option<Member>; N]> {
     let mut found = [None; N];
+    // The member whose value is being skipped: (index in `keys`, key start, value start).
+    let mut open: Option<(usize, usize, usize)> = None;
     let mut at = skip_whitespace(json, 0);
     if json.get(at) != Some(&b'{') {
         return None;
@@ -35,7 +57,7 @@ pub fn top_level_values<const N: usize>(
                             return None;
                         }
                         if let Some(index) = keys.iter().position(|k| *k == key) {
-                            found[index] = Some(skip_whitespace(json, colon + 1));
+                            open = Some((index, start - 1, skip_whitespace(json, colon + 1)));
                         }
                         at = colon + 1;
                     }
@@ -47,15 +69,61 @@ pub fn top_level_values<const N: usize>(
             }
             b'}' | b']' => {
                 depth -= 1;
-                at += 1;
                 if depth == 0 {
+                    close(&mut found, &mut open, json, at);
                     return Some(found);
                 }
+                at += 1;
+            }
+            b',' if depth == 1 => {
+                close(&mut found, &mut open, json, at);
+                at += 1;
             }
             _ => at += 1,
         }
     }
     None
+}
+
+/// Ends the open member (if any) at the separator `at`: its value ends at the last byte
+/// before it that is not whitespace.
+fn close<const N: usize>(
+    found: &mut [Option<Member>; N],
+    open: &mut Option<(usize, usize, usize)>,
+    json: &[u8],
+    at: usize,
+) {
+    if let Some((index, key, value)) = open.take() {
+        let mut end = at;
+        while end > value && matches!(json[end - 1], b' ' | b'\t' | b'\n' | b'\r') {
+            end -= 1;
+        }
+        found[index] = Some(Member { key, value, end });
+    }
+}
+
+/// `json` without `member`: the member and one comma beside it are cut out, leaving a valid
+/// object when `json` was one.
+pub fn without_member(json: &[u8], member: Member) -> Vec<u8> {
+    // The comma before the key, else the one after the value (a first member).
+    let before = json[..member.key]
+        .iter()
+        .rposition(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+    let (cut_from, cut_to) = match before {
+        Some(comma) if json[comma] == b',' => (comma, member.end),
+        _ => {
+            let after = skip_whitespace(json, member.end);
+            if json.get(after) == Some(&b',') {
+                (member.key, skip_whitespace(json, after + 1))
+            } else {
+                (member.key, member.end)
+            }
+        }
+    };
+    let mut out = Vec::with_capacity(json.len() - (cut_to - cut_from));
+    out.extend_from_slice(&json[..cut_from]);
+    out.extend_from_slice(&json[cut_to..]);
+    out
 }
 
 /// Whether the value starting at `json[0]` is an array with at least one element.
@@ -119,6 +187,39 @@ mod tests {
             assert_eq!(top_level_values(bad.as_bytes(), [b"usage"]), None, "{bad}");
         }
         assert_eq!(top_level_values(b" {} ", [b"usage"]), Some([None]));
+    }
+
+    #[test]
+    fn members_span_their_values_and_cut_out_cleanly() {
+        let json = br#"{"a":1, "ids" : [1,2] ,"b":{"c":[3]},"z":"x,}"}"#;
+        let [ids, b, z, missing] =
+            top_level_members(json, [b"ids", b"b", b"z", b"q"]).expect("an object");
+        assert_eq!(missing, None);
+        let value = |m: Option<Member>| m.map(|m| &json[m.value..m.end]);
+        assert_eq!(value(ids), Some(&b"[1,2]"[..]));
+        assert_eq!(value(b), Some(&br#"{"c":[3]}"#[..]));
+        assert_eq!(value(z), Some(&br#""x,}""#[..]));
+        let cut = |json: &[u8], key: &[u8]| {
+            let [m] = top_level_members(json, [key]).expect("object");
+            String::from_utf8(without_member(json, m.expect("member"))).expect("utf-8")
+        };
+        assert_eq!(cut(json, b"ids"), r#"{"a":1 ,"b":{"c":[3]},"z":"x,}"}"#);
+        assert_eq!(cut(br#"{ "k":1 , "a":2}"#, b"k"), r#"{ "a":2}"#);
+        assert_eq!(cut(br#"{"a":2,"k":[]}"#, b"k"), r#"{"a":2}"#);
+        assert_eq!(cut(br#"{"k":null}"#, b"k"), "{}");
+        for json in [&json[..], br#"{ "k":1 , "a":2}"#, br#"{"a":2,"k":[] }"#] {
+            for key in [&b"ids"[..], b"k", b"a"] {
+                if let Some([Some(m)]) = top_level_members(json, [key]) {
+                    let out = without_member(json, m);
+                    let parsed: serde_json::Value = serde_json::from_slice(&out).expect("valid");
+                    let mut want: serde_json::Value = serde_json::from_slice(json).expect("valid");
+                    want.as_object_mut()
+                        .expect("object")
+                        .remove(std::str::from_utf8(key).expect("ascii"));
+                    assert_eq!(parsed, want);
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,17 +1,19 @@
-//! The upstream side: a pooled HTTP/1.1 and h2c client, the retry layer, the upstream call
-//! and the SSE relay that reads usage out of streams.
+//! The upstream side: a pooled HTTP/1.1 and h2c client, the upstream call, the replica's
+//! stream (idle timeout, ejection), and the failover layer that retries unstarted requests and
+//! continues broken streams on other replicas.
 
 mod client;
+pub mod failover;
 mod h1_pool;
 mod json_members;
-mod retry;
 mod sse;
+mod stream;
 mod upstream;
 mod usage;
 
 pub use client::{SendError, UpstreamClient};
+pub use failover::{Failover, FailoverLayer, FailoverSettings};
 pub use h1_pool::H1Error;
-pub use retry::{Retry, RetryLayer};
-pub use sse::SseRelay;
+pub use stream::{StreamBroke, UpstreamStream};
 pub use upstream::{Upstream, UpstreamSettings};
 pub use usage::{parse_usage, parse_usage_json};

@@ -13,7 +13,7 @@ use tokenscale_common::headers as names;
 use tower::Service;
 
 use super::client::UpstreamClient;
-use super::sse::SseRelay;
+use super::stream::{StreamSource, UpstreamStream};
 use super::usage::parse_usage;
 use crate::Body;
 use crate::error::{GatewayError, full_body};
@@ -24,10 +24,15 @@ use crate::routing::{ModelPool, Picked, Replica, ReplicaState, layer_missing as 
 /// Settings of the upstream call.
 #[derive(Debug, Clone)]
 pub struct UpstreamSettings {
-    /// Time to wait for response headers (and a whole non-streaming body).
+    /// Time to wait for response headers, and then for a whole non-streaming body or a
+    /// stream's first bytes.
     pub response_timeout: Duration,
+    /// Longest gap between two chunks of a stream before the replica counts as failed.
+    pub stream_idle_timeout: Duration,
     /// Largest non-streaming response body accepted from a replica, in bytes.
     pub max_response_bytes: usize,
+    /// `Bearer <key>` presented to replicas that require the shared engine key.
+    pub engine_authorization: Option<HeaderValue>,
 }
 
 /// Sends requests to the replica in their `Picked` extension.
@@ -84,6 +89,7 @@ fn drop_unforwarded(headers: &mut HeaderMap) {
 
 const UPSTREAM: HeaderName = HeaderName::from_static(names::UPSTREAM);
 const PRIORITY: HeaderName = HeaderName::from_static(names::PRIORITY);
+const TOKEN_IDS: HeaderName = HeaderName::from_static(names::STREAM_TOKEN_IDS);
 
 impl Service<Request<Bytes>> for Upstream {
     type Response = Response<Body>;
@@ -121,18 +127,17 @@ impl Inner {
         pool: Arc<ModelPool>,
         replica: Arc<Replica>,
     ) -> Result<Response<Body>, GatewayError> {
-        let outgoing = build(request, &info, &replica)?;
+        let mut outgoing = build(request, &info, &replica)?;
+        if let Some(authorization) = &self.settings.engine_authorization {
+            outgoing
+                .headers_mut()
+                .insert(header::AUTHORIZATION, authorization.clone());
+        }
         let timeout = self.settings.response_timeout;
+        let deadline = tokio::time::Instant::now() + timeout;
         let sent = tokio::time::timeout(timeout, self.client.send(outgoing, &replica.addr)).await;
         let response = match sent {
-            Err(_) => {
-                self.metrics
-                    .upstream_error(&info.model, &replica.addr.url, "timeout");
-                return Err(GatewayError::UpstreamTimeout {
-                    replica: replica.addr.url.clone(),
-                    timeout_ms: timeout.as_millis() as u64,
-                });
-            }
+            Err(_) => return Err(self.timed_out(&info, &pool, &replica)),
             Ok(Err(error)) => {
                 let kind = if error.is_connect() {
                     "connect"
@@ -151,9 +156,8 @@ impl Inner {
             // The replica is loading, draining or overloaded: another may serve it.
             self.metrics
                 .upstream_error(&info.model, &replica.addr.url, "status");
-            if status == StatusCode::SERVICE_UNAVAILABLE && replica.set_state(ReplicaState::Ejected)
-            {
-                pool.capacity_changed();
+            if status == StatusCode::SERVICE_UNAVAILABLE {
+                pool.set_replica_state(&replica, ReplicaState::Ejected);
             }
             return Err(GatewayError::Upstream {
                 replica: replica.addr.url.clone(),
@@ -173,16 +177,27 @@ impl Inner {
             parts.headers.insert(UPSTREAM, value);
         }
         let body = if info.stream && status.is_success() {
-            let relay = SseRelay::new(
-                body,
-                info.clone(),
-                replica.clone(),
+            let source = StreamSource {
+                replica: replica.clone(),
                 pool,
-                self.metrics.clone(),
-            );
-            relay.boxed_unsync()
+                metrics: self.metrics.clone(),
+                model: info.model.clone(),
+            };
+            let first_timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let idle = self.settings.stream_idle_timeout;
+            match UpstreamStream::start(body, idle, first_timeout, source).await {
+                Ok(stream) => stream.boxed_unsync(),
+                // Nothing reached the client yet: another replica may serve it whole.
+                Err(why) => {
+                    return Err(retryable(
+                        &replica,
+                        why.to_string(),
+                        StatusCode::BAD_GATEWAY,
+                    ));
+                }
+            }
         } else {
-            let bytes = self.collect(body, &info, &pool, &replica).await?;
+            let bytes = self.collect(body, deadline, &info, &pool, &replica).await?;
             if status.is_success()
                 && let Some(usage) = parse_usage(&bytes)
             {
@@ -193,25 +208,52 @@ impl Inner {
         Ok(Response::from_parts(parts, body))
     }
 
-    /// Reads a whole non-streaming body; a failure here is still before the client saw a
-    /// byte, so it is retryable.
+    /// Reads a whole non-streaming body (by `deadline`); a failure here is still before the
+    /// client saw a byte, so it is retryable, unless the replica answered in full and the
+    /// answer is too large: it would be again elsewhere, and the run is complete.
     async fn collect(
         &self,
         body: Incoming,
+        deadline: tokio::time::Instant,
         info: &Info,
         pool: &Arc<ModelPool>,
         replica: &Arc<Replica>,
     ) -> Result<Bytes, GatewayError> {
         let limited = Limited::new(body, self.settings.max_response_bytes);
-        match tokio::time::timeout(self.settings.response_timeout, limited.collect()).await {
+        match tokio::time::timeout_at(deadline, limited.collect()).await {
             Ok(Ok(collected)) => Ok(collected.to_bytes()),
+            Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => {
+                Err(GatewayError::Upstream {
+                    replica: replica.addr.url.clone(),
+                    message: format!(
+                        "the response is larger than {} bytes",
+                        self.settings.max_response_bytes
+                    ),
+                    retryable: false,
+                    status: StatusCode::BAD_GATEWAY,
+                })
+            }
             Ok(Err(error)) => {
                 Err(self.replica_failed(info, pool, replica, "reset", error.to_string()))
             }
-            Err(_) => Err(GatewayError::UpstreamTimeout {
-                replica: replica.addr.url.clone(),
-                timeout_ms: self.settings.response_timeout.as_millis() as u64,
-            }),
+            Err(_) => Err(self.timed_out(info, pool, replica)),
+        }
+    }
+
+    /// No response (or no whole body) within the response timeout: the replica is ejected as
+    /// hung (a health probe readmits it) and another one may serve the request.
+    fn timed_out(
+        &self,
+        info: &Info,
+        pool: &Arc<ModelPool>,
+        replica: &Arc<Replica>,
+    ) -> GatewayError {
+        self.metrics
+            .upstream_error(&info.model, &replica.addr.url, "timeout");
+        pool.set_replica_state(replica, ReplicaState::Ejected);
+        GatewayError::UpstreamTimeout {
+            replica: replica.addr.url.clone(),
+            timeout_ms: self.settings.response_timeout.as_millis() as u64,
         }
     }
 
@@ -226,16 +268,20 @@ impl Inner {
     ) -> GatewayError {
         self.metrics
             .upstream_error(&info.model, &replica.addr.url, kind);
-        if replica.set_state(ReplicaState::Ejected) {
-            pool.capacity_changed();
+        if pool.set_replica_state(replica, ReplicaState::Ejected) {
             tracing::warn!(replica = %replica.addr.url, %message, "replica ejected");
         }
-        GatewayError::Upstream {
-            replica: replica.addr.url.clone(),
-            message,
-            retryable: true,
-            status: StatusCode::BAD_GATEWAY,
-        }
+        retryable(replica, message, StatusCode::BAD_GATEWAY)
+    }
+}
+
+/// A failure of `replica` before the client saw anything: another replica may serve it.
+fn retryable(replica: &Replica, message: String, status: StatusCode) -> GatewayError {
+    GatewayError::Upstream {
+        replica: replica.addr.url.clone(),
+        message,
+        retryable: true,
+        status,
     }
 }
 
@@ -261,6 +307,10 @@ fn build(
     drop_unforwarded(headers);
     headers.insert(header::CONTENT_LENGTH, body.len().into());
     headers.insert(PRIORITY, HeaderValue::from_static(info.priority.as_str()));
+    if info.stream {
+        // tokenscale engines then report each chunk's token ids, for exact continuations.
+        headers.insert(TOKEN_IDS, HeaderValue::from_static("1"));
+    }
     if !replica.addr.h2c {
         headers.insert(header::HOST, replica.addr.host.clone());
     }

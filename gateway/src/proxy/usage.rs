@@ -6,8 +6,9 @@ use serde::de::IgnoredAny;
 use super::json_members::{is_non_empty_array, top_level_values};
 use crate::request::Usage;
 
+/// `usage` as engines write it.
 #[derive(Deserialize)]
-struct WireUsage {
+pub(super) struct WireUsage {
     #[serde(default)]
     prompt_tokens: u64,
     #[serde(default)]

@@ -13,15 +13,20 @@ use tower::{Layer, Service};
 
 use super::{Outcome, Priority, RequestInfo, parse_body, request_usage_in_stream};
 use crate::Body;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::auth::Tenant;
 use crate::config::{QueueConfig, TokenConfig};
 use crate::error::{BoxError, GatewayError};
-use crate::routing::{ModelPool, Router};
+use crate::routing::{ModelPool, Router, layer_missing as missing};
 
 /// What the parse layer needs to know.
 #[derive(Debug, Clone)]
 pub struct ParseSettings {
     /// Largest body, in bytes.
     pub max_body_bytes: usize,
+    /// Body bytes all requests together may have buffered at once.
+    pub max_buffered_body_bytes: usize,
     /// Token estimation.
     pub tokens: TokenConfig,
     /// Default and largest deadlines.
@@ -33,14 +38,17 @@ pub struct ParseSettings {
 pub struct ParseLayer {
     router: Arc<Router>,
     settings: Arc<ParseSettings>,
+    budget: Arc<Semaphore>,
 }
 
 impl ParseLayer {
     /// Parses against the models of `router`.
     pub fn new(router: Arc<Router>, settings: ParseSettings) -> Self {
+        let bytes = settings.max_buffered_body_bytes.min(Semaphore::MAX_PERMITS);
         Self {
             router,
             settings: Arc::new(settings),
+            budget: Arc::new(Semaphore::new(bytes)),
         }
     }
 }
@@ -52,19 +60,22 @@ impl<S> Layer<S> for ParseLayer {
             inner,
             router: self.router.clone(),
             settings: self.settings.clone(),
+            budget: self.budget.clone(),
         }
     }
 }
 
-/// Checks content type and size (415, 413), parses the fields the gateway uses without
-/// re-serialising the body (400), finds the model's pool (404), and inserts the request's
-/// [`Info`](super::Info) and `Arc<ModelPool>`. The only body change is asking for usage on
-/// streams (`stream_options.include_usage`).
+/// Checks content type and size (415, 413), buffers the body within the pod's body budget
+/// (503 past it), parses the fields the gateway uses without re-serialising the body (400),
+/// finds the model's pool (404, also for a model the tenant may not use), and inserts the
+/// request's [`Info`](super::Info) and `Arc<ModelPool>`. The only body change is asking for
+/// usage on streams (`stream_options.include_usage`).
 #[derive(Clone)]
 pub struct Parse<S> {
     inner: S,
     router: Arc<Router>,
     settings: Arc<ParseSettings>,
+    budget: Arc<Semaphore>,
 }
 
 impl<S, B> Service<Request<B>> for Parse<S>
@@ -89,12 +100,32 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let (router, settings) = (self.router.clone(), self.settings.clone());
+        let budget = self.budget.clone();
         async move {
             let arrival = Instant::now();
             check_content_type(&request)?;
+            let tenant = request
+                .extensions()
+                .get::<Arc<Tenant>>()
+                .cloned()
+                .ok_or_else(|| missing("tenant"))?;
             let (mut parts, body) = request.into_parts();
-            let bytes = read_body(body, settings.max_body_bytes).await?;
+            let declared = parts
+                .headers
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok()?.parse().ok());
+            // The body's bytes count against the pod's budget until the response starts.
+            let limits = BodyLimits {
+                max: settings.max_body_bytes,
+                declared,
+                budget: &budget,
+            };
+            let (bytes, _held) = read_body(body, limits).await?;
             let (info, pool, body) = read(&parts.headers, &bytes, arrival, &router, &settings)?;
+            if !tenant.models.allows(&info.model) {
+                // Exactly the answer for a model that does not exist: nothing to probe.
+                return Err(GatewayError::ModelNotFound(info.model.clone()));
+            }
             parts.extensions.insert(info);
             parts.extensions.insert(pool);
             parts
@@ -107,10 +138,23 @@ where
     }
 }
 
-/// Reads the body up to `limit` bytes. Past the limit it keeps reading and discarding (up to
-/// 16× the limit, for 5 s at most) before answering 413, so that a client still writing its
-/// body reads the 413 instead of a connection reset.
-async fn read_body<B>(body: B, limit: usize) -> Result<Bytes, GatewayError>
+/// What bounds one body: its largest size, the size it declared, and the pod's budget.
+struct BodyLimits<'a> {
+    max: usize,
+    declared: Option<usize>,
+    budget: &'a Arc<Semaphore>,
+}
+
+/// Reads the body up to `limits.max` bytes within the pod's budget: a body that declared its
+/// length takes all of it from the budget before a byte is read, others chunk by chunk; 503
+/// when the pod has too many bodies buffered. Returns it with the bytes it holds. Past the
+/// limit it keeps reading and discarding (up to 16× the limit, for 5 s at most) before
+/// answering 413, so that a client still writing its body reads the 413 instead of a
+/// connection reset.
+async fn read_body<B>(
+    body: B,
+    limits: BodyLimits<'_>,
+) -> Result<(Bytes, Option<OwnedSemaphorePermit>), GatewayError>
 where
     B: http_body::Body<Data = Bytes>,
     B::Error: Into<BoxError>,
@@ -119,7 +163,13 @@ where
     // A body that arrives as one frame (the usual case) is kept as that frame, not copied.
     let mut only: Option<Bytes> = None;
     let mut kept = bytes::BytesMut::new();
+    let (limit, budget) = (limits.max, limits.budget);
     let mut seen = 0usize;
+    let mut held: Option<OwnedSemaphorePermit> = None;
+    let declared = limits.declared.filter(|&n| n <= limit);
+    if let Some(declared) = declared {
+        hold(&mut held, budget, declared)?;
+    }
     let give_up = tokio::time::Instant::now() + Duration::from_secs(5);
     loop {
         let frame = match tokio::time::timeout_at(give_up, body.frame()).await {
@@ -145,6 +195,9 @@ where
         };
         seen += data.len();
         if seen <= limit {
+            if declared.is_none() {
+                hold(&mut held, budget, data.len())?;
+            }
             match only.take() {
                 None if kept.is_empty() => only = Some(data),
                 Some(first) => {
@@ -160,7 +213,35 @@ where
     if seen > limit {
         return Err(GatewayError::PayloadTooLarge { limit_bytes: limit });
     }
-    Ok(only.unwrap_or_else(|| kept.freeze()))
+    Ok((only.unwrap_or_else(|| kept.freeze()), held))
+}
+
+/// Adds `bytes` from `budget` to `held`, or refuses (503) when the budget is spent: a flood
+/// of large bodies is bounded in memory, not buffered until the pod runs out.
+fn hold(
+    held: &mut Option<OwnedSemaphorePermit>,
+    budget: &Arc<Semaphore>,
+    bytes: usize,
+) -> Result<(), GatewayError> {
+    let Ok(bytes) = u32::try_from(bytes) else {
+        return Err(body_budget_spent());
+    };
+    let permit = budget
+        .clone()
+        .try_acquire_many_owned(bytes)
+        .map_err(|_| body_budget_spent())?;
+    match held {
+        Some(held) => held.merge(permit),
+        None => *held = Some(permit),
+    }
+    Ok(())
+}
+
+fn body_budget_spent() -> GatewayError {
+    GatewayError::Overloaded {
+        message: "The gateway is reading too many request bodies at once; retry shortly.".into(),
+        retry_after: Duration::from_secs(1),
+    }
 }
 
 fn check_content_type<B>(request: &Request<B>) -> Result<(), GatewayError> {

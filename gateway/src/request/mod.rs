@@ -8,7 +8,7 @@ pub use layer::{Parse, ParseLayer, ParseSettings};
 pub use parse::{PartialBody, PromptSummary, parse_body};
 pub use rewrite::request_usage_in_stream;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -55,6 +55,8 @@ pub struct RequestInfo {
 #[derive(Debug, Default)]
 pub struct Outcome {
     usage: Mutex<Option<Usage>>,
+    /// The usage is the gateway's own count: the engine reported none.
+    estimated: AtomicBool,
     queue_wait_us: AtomicU64,
 }
 
@@ -62,6 +64,20 @@ impl Outcome {
     /// Records the engine's usage.
     pub fn set_usage(&self, usage: Usage) {
         *self.usage.lock().unwrap_or_else(|p| p.into_inner()) = Some(usage);
+    }
+
+    /// Records the gateway's own count, for an answer whose engine reported no usage.
+    pub fn set_estimated_usage(&self, usage: Usage) {
+        let mut slot = self.usage.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(usage);
+            self.estimated.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// True when [`Self::usage`] is the gateway's own count.
+    pub fn usage_estimated(&self) -> bool {
+        self.estimated.load(Ordering::Relaxed)
     }
 
     /// Records the time spent in the admission queue.

@@ -37,6 +37,9 @@ pub struct PartialBody<'a> {
     /// Chat messages.
     #[serde(borrow)]
     pub messages: Option<&'a RawValue>,
+    /// Chat tools: the engine renders them into the prompt, so they count as prompt text.
+    #[serde(borrow)]
+    pub tools: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -54,6 +57,9 @@ struct Message<'a> {
     role: Option<Cow<'a, str>>,
     #[serde(default)]
     content: Option<Content<'a>>,
+    /// An assistant message's calls, rendered back into the prompt.
+    #[serde(borrow, default)]
+    tool_calls: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -128,7 +134,14 @@ impl PartialBody<'_> {
                         .for_each(|t| acc.text(t)),
                     None => {}
                 }
+                if let Some(calls) = message.tool_calls {
+                    acc.text(calls.get());
+                }
                 acc.text("\n");
+            }
+            // The engine writes the tools into the prompt (as JSON, near enough in size).
+            if let Some(tools) = self.tools {
+                acc.text(tools.get());
             }
         } else {
             return Err(GatewayError::bad_request(
@@ -242,5 +255,21 @@ mod tests {
         assert!(parse_body(br#"{"model":"m","max_tokens":"x"}"#).is_err());
         let neg = parse_body(br#"{"model":"m","max_tokens":-1,"prompt":"x"}"#).expect("parses");
         assert!(neg.max_output_tokens().is_err());
+    }
+
+    #[test]
+    fn tools_and_tool_calls_count_as_prompt_text() {
+        let tools = r#"[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]"#;
+        let calls = r#"[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]"#;
+        let plain = summary(
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#,
+            0,
+        );
+        let body = format!(
+            r#"{{"model":"m","messages":[{{"role":"user","content":"hi"}},{{"role":"assistant","content":null,"tool_calls":{calls}}}],"tools":{tools}}}"#
+        );
+        let with_tools = summary(&body, 0);
+        let extra = ("assistant\n\n".len() + calls.len() + tools.len()) as u64;
+        assert_eq!(with_tools.chars, plain.chars + extra);
     }
 }

@@ -66,11 +66,8 @@ where
             .unwrap_or(&[]);
         let tokens = info.estimated_prompt_tokens + info.reserved_output_tokens;
         let Some(lease) = pool.pick(info.prefix_hash, tokens, exclude) else {
-            let error = GatewayError::Upstream {
-                replica: String::new(),
-                message: format!("no ready replica of model `{}` is left to try", pool.name),
-                retryable: false,
-                status: http::StatusCode::SERVICE_UNAVAILABLE,
+            let error = GatewayError::NoReplicaLeft {
+                model: pool.name.clone(),
             };
             return futures::future::ready(Err(error)).boxed();
         };
@@ -87,10 +84,5 @@ where
 }
 
 pub fn missing(what: &str) -> GatewayError {
-    GatewayError::Upstream {
-        replica: String::new(),
-        message: format!("internal: {what} missing; the layer order is wrong"),
-        retryable: false,
-        status: http::StatusCode::INTERNAL_SERVER_ERROR,
-    }
+    GatewayError::LayerMissing(what.to_string())
 }

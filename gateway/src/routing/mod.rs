@@ -12,13 +12,37 @@ pub use replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
+use crate::admission::GatewayShare;
+
 /// All models the gateway routes, by served name.
 #[derive(Debug, Default)]
 pub struct Router {
     models: RwLock<HashMap<String, Arc<ModelPool>>>,
+    /// This pod's share of every model's capacity (all of it with one gateway pod).
+    share: Arc<GatewayShare>,
 }
 
 impl Router {
+    /// A router whose pools take `share` of their replicas' concurrency.
+    pub fn new(share: Arc<GatewayShare>) -> Self {
+        Self {
+            models: RwLock::default(),
+            share,
+        }
+    }
+
+    /// This pod's share of what gateway pods split.
+    pub fn share(&self) -> &Arc<GatewayShare> {
+        &self.share
+    }
+
+    /// Gateway pods came or went: every pool re-admits with its new capacity.
+    pub fn shares_changed(&self) {
+        for pool in self.pools() {
+            pool.capacity_changed();
+        }
+    }
+
     /// The pool of `model`, if the gateway serves it.
     pub fn model(&self, model: &str) -> Option<Arc<ModelPool>> {
         self.models
@@ -40,7 +64,10 @@ impl Router {
         let mut models = self.models.write().unwrap_or_else(|p| p.into_inner());
         models
             .entry(model.to_string())
-            .or_insert_with(|| Arc::new(ModelPool::new(model.to_string(), settings())))
+            .or_insert_with(|| {
+                let pool = ModelPool::new(model.to_string(), settings());
+                Arc::new(pool.with_share(self.share.clone()))
+            })
             .clone()
     }
 

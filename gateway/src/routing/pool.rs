@@ -7,7 +7,7 @@ use tokio::sync::oneshot;
 
 use super::picker::{self, Candidate};
 use super::replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
-use crate::admission::{QueueKey, WaitQueue};
+use crate::admission::{GatewayShare, QueueKey, WaitQueue};
 use crate::error::GatewayError;
 use crate::request::Priority;
 
@@ -34,6 +34,8 @@ pub struct ModelPool {
     /// Its settings.
     pub settings: ModelSettings,
     state: Mutex<PoolState>,
+    /// This gateway pod's share of the replicas' concurrency.
+    share: Arc<GatewayShare>,
 }
 
 #[derive(Debug, Default)]
@@ -44,10 +46,11 @@ struct PoolState {
     seq: u64,
 }
 
-/// A slot of a model's capacity, held until the response ends.
+/// A slot of a model's capacity, held by a tenant until the response ends.
 #[derive(Debug)]
 pub struct AdmissionPermit {
     pool: Arc<ModelPool>,
+    tenant: Arc<str>,
     armed: bool,
 }
 
@@ -56,6 +59,7 @@ impl Drop for AdmissionPermit {
         if self.armed {
             let mut state = self.pool.lock();
             state.admitted -= 1;
+            state.queue.release(&self.tenant);
             self.pool.dispatch(&mut state);
         }
     }
@@ -75,13 +79,19 @@ pub struct PoolSnapshot {
 }
 
 impl ModelPool {
-    /// An empty pool.
+    /// An empty pool, taking all of its replicas' concurrency.
     pub fn new(name: String, settings: ModelSettings) -> Self {
         Self {
             name,
             settings,
             state: Mutex::default(),
+            share: Arc::default(),
         }
+    }
+
+    /// The pool taking `share` of its replicas' concurrency (gateway pods split it).
+    pub fn with_share(self, share: Arc<GatewayShare>) -> Self {
+        Self { share, ..self }
     }
 
     fn lock(&self) -> MutexGuard<'_, PoolState> {
@@ -128,7 +138,18 @@ impl ModelPool {
         before != state.replicas.len()
     }
 
-    /// Call after a replica changed state: admits waiters if capacity grew.
+    /// Moves `replica` (one of this pool's) to `next`, and re-admits when that changed the
+    /// capacity: a state change and its effect on waiters are one step, never two to keep
+    /// together. Returns whether the state changed.
+    pub fn set_replica_state(self: &Arc<Self>, replica: &Replica, next: ReplicaState) -> bool {
+        let changed = replica.set_state(next);
+        if changed {
+            self.capacity_changed();
+        }
+        changed
+    }
+
+    /// Call after the capacity changed (gateway pods came or went): admits waiters if it grew.
     pub fn capacity_changed(self: &Arc<Self>) {
         let mut state = self.lock();
         self.dispatch(&mut state);
@@ -145,48 +166,58 @@ impl ModelPool {
         }
     }
 
+    /// This pod's share of the ready replicas' concurrency: with N gateway pods, engines
+    /// see at most what they were sized for in total.
     fn capacity(&self, state: &PoolState) -> usize {
         let ready = state
             .replicas
             .iter()
             .filter(|r| r.state() == ReplicaState::Ready)
             .count();
-        ready * self.settings.replica_concurrency as usize
+        let total = ready as u64 * u64::from(self.settings.replica_concurrency);
+        usize::try_from(self.share.of(total)).unwrap_or(usize::MAX)
     }
 
     /// Hands freed capacity to waiters in queue order.
     fn dispatch(self: &Arc<Self>, state: &mut PoolState) {
         while state.admitted < self.capacity(state) {
-            let Some((_, waiter)) = state.queue.pop() else {
+            let Some((key, waiter)) = state.queue.pop() else {
                 return;
             };
             state.admitted += 1;
+            state.queue.hold(&key.tenant);
             let permit = AdmissionPermit {
                 pool: self.clone(),
+                tenant: key.tenant,
                 armed: true,
             };
             if let Err(mut permit) = waiter.send(permit) {
                 // The waiter gave up (deadline, disconnect) just now: undo without re-locking.
                 permit.armed = false;
                 state.admitted -= 1;
+                state.queue.release(&permit.tenant);
             }
         }
     }
 
-    /// Waits for a slot: at once when a ready replica has room and nobody waits, else in
-    /// the queue until `deadline`. 503 when the queue is full or the deadline passes.
+    /// Waits for a slot for `tenant`: at once when a ready replica has room and nobody
+    /// waits, else in the queue (see [`WaitQueue`] for its order) until `deadline`. 503 when
+    /// the queue is full or the deadline passes. Dropping the future leaves the queue.
     pub async fn admit(
         self: &Arc<Self>,
         priority: Priority,
         deadline: Instant,
         tokens: u64,
+        tenant: &Arc<str>,
     ) -> Result<AdmissionPermit, GatewayError> {
         let (key, receiver) = {
             let mut state = self.lock();
             if state.queue.is_empty() && state.admitted < self.capacity(&state) {
                 state.admitted += 1;
+                state.queue.hold(tenant);
                 return Ok(AdmissionPermit {
                     pool: self.clone(),
+                    tenant: tenant.clone(),
                     armed: true,
                 });
             }
@@ -199,17 +230,25 @@ impl ModelPool {
             state.seq += 1;
             let key = QueueKey {
                 priority,
-                deadline,
                 seq: state.seq,
+                tenant: tenant.clone(),
             };
             let (sender, receiver) = oneshot::channel();
-            state.queue.push(key, sender, tokens);
+            state.queue.push(key.clone(), sender, tokens);
             (key, receiver)
         };
+        // A client that goes away while queued drops this future: leave the queue then too.
+        let mut waiting = LeaveOnDrop {
+            pool: self,
+            key: Some(key),
+        };
         match tokio::time::timeout_at(deadline.into(), receiver).await {
-            Ok(Ok(permit)) => Ok(permit),
+            Ok(Ok(permit)) => {
+                waiting.key = None;
+                Ok(permit)
+            }
             Ok(Err(_)) | Err(_) => {
-                self.lock().queue.remove(&key);
+                drop(waiting);
                 let ready = self
                     .snapshot()
                     .replicas
@@ -260,7 +299,31 @@ impl ModelPool {
             in_flight_requests: replica.in_flight_requests(),
             in_flight_tokens: replica.in_flight_tokens(),
             scraped,
-            concurrency: self.settings.replica_concurrency,
+            // This pod's part of one replica's slots (rounded up: the pool caps the total).
+            concurrency: self.per_replica_share(),
+        }
+    }
+}
+
+impl ModelPool {
+    fn per_replica_share(&self) -> u32 {
+        let (pods, _) = self.share.get();
+        self.settings.replica_concurrency.div_ceil(pods.max(1))
+    }
+}
+
+/// Takes a waiter out of the queue when its `admit` future ends without a permit, whether it
+/// timed out or was dropped (the client went away): its place must not linger until its
+/// deadline, holding queue room and counting as demand.
+struct LeaveOnDrop<'a> {
+    pool: &'a ModelPool,
+    key: Option<QueueKey>,
+}
+
+impl Drop for LeaveOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.pool.lock().queue.remove(&key);
         }
     }
 }

@@ -138,7 +138,8 @@ impl Replica {
     }
 
     /// Moves to `next` unless draining (draining is final); returns whether it changed.
-    pub fn set_state(&self, next: ReplicaState) -> bool {
+    /// Only through [`super::ModelPool::set_replica_state`], which re-admits on a change.
+    pub(super) fn set_state(&self, next: ReplicaState) -> bool {
         let mut current = self.state.load(Ordering::Acquire);
         loop {
             if current == ReplicaState::Draining as u8 || current == next as u8 {

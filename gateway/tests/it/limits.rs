@@ -102,11 +102,7 @@ async fn output_tokens_are_reserved_while_running_and_refunded_after() {
     // The first used 4 tokens: 1496 came back, so another 1500 fits now.
     let third = client.post("/v1/completions", Some("key-a"), &big).await;
     assert_eq!(third.status, 200, "{}", third.body);
-    let remaining: u64 = third
-        .header("x-ratelimit-remaining-output-tokens")
-        .expect("header")
-        .parse()
-        .expect("number");
+    let remaining = third.remaining("output-tokens");
     assert!(
         (496..520).contains(&remaining),
         "remaining output tokens {remaining}"
@@ -131,11 +127,7 @@ async fn prompt_tokens_served_from_cache_are_not_charged() {
         "the estimate is reserved on arrival"
     );
     let second = client.post("/v1/completions", Some("key-a"), &body).await;
-    let remaining: u64 = second
-        .header("x-ratelimit-remaining-tokens")
-        .expect("header")
-        .parse()
-        .expect("number");
+    let remaining = second.remaining("tokens");
     // First settled at 200 uncached tokens, second reserved 1000: 4800 (+ refill of 100/s).
     assert!(
         (4800..4900).contains(&remaining),

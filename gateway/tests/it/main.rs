@@ -1,12 +1,17 @@
 //! Gateway integration tests: real sockets on loopback against mock replicas.
 
+mod attacks;
 mod auth;
 mod bad_input;
+mod bounded;
 mod config_file;
+mod engines;
 mod failover;
 mod limits;
 mod observability;
+mod processes;
 mod queue;
 mod routing;
+mod shared_limits;
 mod streaming;
 mod support;

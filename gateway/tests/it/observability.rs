@@ -63,7 +63,18 @@ async fn metrics_pass_promtool_and_show_client_latencies() {
         String::from_utf8_lossy(&output.stderr)
     );
 
-    let models = client.send("GET", "/v1/models", &[], "").await.json();
+    // The list needs a key (or the anonymous tenant) and shows the tenant's models.
+    let keyless = client.send("GET", "/v1/models", &[], "").await;
+    assert_eq!(keyless.status, 401);
+    let models = client
+        .send(
+            "GET",
+            "/v1/models",
+            &[("authorization", "Bearer key-a")],
+            "",
+        )
+        .await
+        .json();
     assert_eq!(models["data"][0]["id"], "m");
     assert_eq!(client.send("GET", "/health", &[], "").await.status, 200);
     running.shutdown().await.expect("clean shutdown");

@@ -40,7 +40,8 @@ async fn usage_is_requested_upstream_and_stripped_unless_asked_for() {
     );
     assert_eq!(sent["messages"], plain["messages"], "nothing else changed");
     let events = data_events(&reply.body);
-    assert_eq!(events.len(), 4);
+    // The role chunk, four tokens, the finish chunk; no usage chunk.
+    assert_eq!(events.len(), 6);
     assert!(
         events.iter().all(|e| e.get("usage").is_none()),
         "usage chunk must be stripped: {}",
@@ -125,7 +126,8 @@ async fn chunks_arrive_as_sent(crlf: bool) {
         }
     }
     let events = data_events(&text);
-    assert_eq!(events.len(), 4, "{text:?}");
+    // Four tokens and the finish chunk; no usage chunk.
+    assert_eq!(events.len(), 5, "{text:?}");
     assert!(events.iter().all(|e| e.get("usage").is_none()), "{text:?}");
     let end = if crlf {
         "data: [DONE]\r\n\r\n"
@@ -138,8 +140,9 @@ async fn chunks_arrive_as_sent(crlf: bool) {
         metrics.contains("tokenscale_gateway_generation_tokens_total{model_name=\"m\"} 4"),
         "usage read: {metrics}"
     );
-    // 4 tokens + [DONE] (the usage chunk is stripped), each after ~150 ms: not buffered.
-    assert!(arrivals.len() >= 5, "{arrivals:?}");
+    // 4 tokens, the finish chunk and [DONE] (the usage chunk is stripped), each after
+    // ~150 ms: not buffered.
+    assert!(arrivals.len() >= 6, "{arrivals:?}");
     assert!(
         arrivals[0] < Duration::from_millis(450),
         "first chunk late: {arrivals:?}"
@@ -178,7 +181,7 @@ async fn shutdown_lets_open_streams_finish() {
         "still accepting after shutdown began"
     );
     let text = read(response).await.body;
-    assert_eq!(data_events(&text).len(), 10, "the stream was cut: {text}");
+    assert_eq!(data_events(&text).len(), 11, "the stream was cut: {text}");
     tokio::time::timeout(Duration::from_secs(5), shutdown)
         .await
         .expect("shutdown ends")

@@ -39,6 +39,21 @@ pub struct MockState {
     pub last_body: Mutex<Option<serde_json::Value>>,
     /// Stream events end in `\r\n\r\n` instead of `\n\n` (both are valid SSE).
     pub crlf: AtomicBool,
+    /// Completion requests being answered now, and the most at once so far.
+    pub in_flight: AtomicU64,
+    pub peak_in_flight: AtomicU64,
+    /// Behave like an engine other than tokenscale's: never report token ids.
+    pub no_token_ids: AtomicBool,
+    /// After this many streamed tokens of each response, go silent (the connection stays
+    /// open, as with a hung process); 0 = never.
+    pub hang_after: AtomicU64,
+    /// Every completion request body received, in order.
+    pub bodies: Mutex<Vec<serde_json::Value>>,
+    /// Responses started (for distinct response ids).
+    pub responses: AtomicU64,
+    /// Answer every completion request with this `(status, content type, body)`, as a given
+    /// engine answered it (see `engines.rs`), instead of the mock's own model.
+    pub canned: Mutex<Option<(u16, &'static str, String)>>,
 }
 
 /// A mock replica listening on loopback.
@@ -137,6 +152,8 @@ async fn respond(
             Ok(Response::new(full(text)))
         }
         "/v1/completions" | "/v1/chat/completions" => {
+            let token_ids = request.headers().contains_key("x-tokenscale-token-ids")
+                && !state.no_token_ids.load(Ordering::SeqCst);
             let body = request
                 .into_body()
                 .collect()
@@ -146,8 +163,25 @@ async fn respond(
             let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
             state.requests.fetch_add(1, Ordering::SeqCst);
             *state.last_body.lock().expect("body") = Some(json.clone());
+            state.bodies.lock().expect("bodies").push(json.clone());
+            let now = state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            state.peak_in_flight.fetch_max(now, Ordering::SeqCst);
             tokio::time::sleep(Duration::from_millis(state.delay_ms.load(Ordering::SeqCst))).await;
-            Ok(completion(&json, path == "/v1/chat/completions", &state))
+            state.in_flight.fetch_sub(1, Ordering::SeqCst);
+            if let Some((status, content_type, body)) = state.canned.lock().expect("canned").clone()
+            {
+                return Ok(Response::builder()
+                    .status(status)
+                    .header("content-type", content_type)
+                    .body(full(body))
+                    .expect("response"));
+            }
+            Ok(completion(
+                &json,
+                path == "/v1/chat/completions",
+                token_ids,
+                &state,
+            ))
         }
         _ => Ok(Response::builder()
             .status(404)
@@ -172,31 +206,78 @@ fn prompt_chars(json: &serde_json::Value) -> u64 {
     })
 }
 
-fn completion(json: &serde_json::Value, chat: bool, state: &MockState) -> Response<MockBody> {
+/// Where an answer continues: after the ids of a `tokenscale_resume` (exact), or after the
+/// `tokN ` words that end the prompt or the assistant message to continue (textual).
+fn continues_at(json: &serde_json::Value) -> (usize, bool) {
+    if let Some(ids) = json["tokenscale_resume"]["token_ids"].as_array() {
+        return (ids.len(), true);
+    }
+    let text = match json["messages"].as_array().and_then(|m| m.last()) {
+        Some(last) if last["role"] == "assistant" => last["content"].as_str().unwrap_or(""),
+        Some(_) => "",
+        None => json["prompt"].as_str().unwrap_or(""),
+    };
+    let words: Vec<&str> = text.split(' ').collect();
+    let count = words
+        .iter()
+        .rev()
+        .skip(1)
+        .take_while(|w| w.starts_with("tok"))
+        .count();
+    (count, false)
+}
+
+/// The mock's model: token `i` of every answer is `tok{i} ` (id `i`), `tokens` of them.
+fn completion(
+    json: &serde_json::Value,
+    chat: bool,
+    token_ids: bool,
+    state: &MockState,
+) -> Response<MockBody> {
     let tokens = match state.tokens.load(Ordering::SeqCst) {
         0 => 4,
         n => n,
     };
-    let prompt_tokens = prompt_chars(json).div_ceil(4);
+    let (start, exact) = continues_at(json);
+    let start = (start as u64).min(tokens);
+    let chars = prompt_chars(json);
+    // An exact continuation's prompt is the original; a textual one's includes the moved text.
+    let prompt_tokens = chars.div_ceil(4);
+    let completion_tokens = if exact { tokens } else { tokens - start };
     let cached = state
         .cached_tokens
         .load(Ordering::SeqCst)
         .min(prompt_tokens);
     let usage = serde_json::json!({
-        "prompt_tokens": prompt_tokens, "completion_tokens": tokens, "total_tokens": prompt_tokens + tokens,
+        "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
         "prompt_tokens_details": {"cached_tokens": cached}
     });
-    let words: Vec<String> = (0..tokens).map(|i| format!("tok{i} ")).collect();
+    let id = format!("mock-{}", state.responses.fetch_add(1, Ordering::SeqCst));
+    let words: Vec<(u64, String)> = (start..tokens).map(|i| (i, format!("tok{i} "))).collect();
     if json["stream"].as_bool() != Some(true) {
+        let text: String = words.iter().map(|(_, w)| w.as_str()).collect();
         let choice = if chat {
-            serde_json::json!({"index": 0, "message": {"role": "assistant", "content": words.concat()}, "finish_reason": "length"})
+            serde_json::json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"})
         } else {
-            serde_json::json!({"index": 0, "text": words.concat(), "finish_reason": "length"})
+            serde_json::json!({"index": 0, "text": text, "finish_reason": "length"})
         };
-        let body = serde_json::json!({"id": "x", "object": "completion", "choices": [choice], "usage": usage});
-        return Response::builder()
-            .header("content-type", "application/json")
-            .body(full(body.to_string()))
+        let body = serde_json::json!({"id": id, "object": "completion", "choices": [choice], "usage": usage});
+        let response = Response::builder().header("content-type", "application/json");
+        if state.hang_after.load(Ordering::SeqCst) == 0 {
+            return response.body(full(body.to_string())).expect("response");
+        }
+        // Hung mid-body: half of it, then silence.
+        let text = body.to_string();
+        let (head, _) = text.split_at(text.len() / 2);
+        let head = Bytes::from(head.to_string());
+        let stream = futures::stream::once(async move { Ok::<_, Infallible>(Frame::data(head)) })
+            .chain(futures::stream::once(async {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok::<_, Infallible>(Frame::data(Bytes::new()))
+            }));
+        return response
+            .body(BodyExt::boxed(StreamBody::new(stream)))
             .expect("response");
     }
     let end = if state.crlf.load(Ordering::SeqCst) {
@@ -204,29 +285,51 @@ fn completion(json: &serde_json::Value, chat: bool, state: &MockState) -> Respon
     } else {
         "\n\n"
     };
-    let mut events: Vec<String> = words
-        .iter()
-        .map(|w| {
-            let choice = if chat {
-                serde_json::json!({"index": 0, "delta": {"content": w}})
-            } else {
-                serde_json::json!({"index": 0, "text": w})
-            };
-            format!("data: {}{end}", serde_json::json!({"choices": [choice]}))
-        })
-        .collect();
+    let chunk = |choice: serde_json::Value, ids: Option<Vec<u64>>| {
+        let mut chunk = serde_json::json!({"id": id, "created": 1, "choices": [choice]});
+        if let (true, Some(ids)) = (token_ids, ids) {
+            chunk["tokenscale_token_ids"] = serde_json::json!(ids);
+        }
+        format!("data: {chunk}{end}")
+    };
+    let mut events: Vec<String> = Vec::new();
+    if chat && !exact {
+        events.push(chunk(
+            serde_json::json!({"index": 0, "delta": {"role": "assistant", "content": ""}}),
+            None,
+        ));
+    }
+    events.extend(words.iter().map(|(i, w)| {
+        let choice = if chat {
+            serde_json::json!({"index": 0, "delta": {"content": w}})
+        } else {
+            serde_json::json!({"index": 0, "text": w})
+        };
+        chunk(choice, Some(vec![*i]))
+    }));
+    let last = if chat {
+        serde_json::json!({"index": 0, "delta": {}, "finish_reason": "length"})
+    } else {
+        serde_json::json!({"index": 0, "text": "", "finish_reason": "length"})
+    };
+    events.push(chunk(last, Some(Vec::new())));
     if json["stream_options"]["include_usage"].as_bool() == Some(true) {
         events.push(format!(
             "data: {}{end}",
-            serde_json::json!({"choices": [], "usage": usage})
+            serde_json::json!({"id": id, "created": 1, "choices": [], "usage": usage})
         ));
     }
     events.push(format!("data: [DONE]{end}"));
     let delay = Duration::from_millis(state.token_delay_ms.load(Ordering::SeqCst));
-    let stream = futures::stream::iter(events).then(move |event| async move {
-        tokio::time::sleep(delay).await;
-        Ok::<_, Infallible>(Frame::data(Bytes::from(event)))
-    });
+    let hang_after = state.hang_after.load(Ordering::SeqCst) as usize;
+    let stream =
+        futures::stream::iter(events.into_iter().enumerate()).then(move |(n, event)| async move {
+            if hang_after > 0 && n >= hang_after {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
+            tokio::time::sleep(delay).await;
+            Ok::<_, Infallible>(Frame::data(Bytes::from(event)))
+        });
     Response::builder()
         .header("content-type", "text/event-stream")
         .body(BodyExt::boxed(StreamBody::new(stream)))
@@ -244,6 +347,15 @@ pub struct Reply {
 impl Reply {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// `x-ratelimit-remaining-{bucket}` (`requests`, `tokens`, `output-tokens`) as a number.
+    pub fn remaining(&self, bucket: &str) -> u64 {
+        let name = format!("x-ratelimit-remaining-{bucket}");
+        let value = self.header(&name).unwrap_or_else(|| panic!("no {name}"));
+        value
+            .parse()
+            .unwrap_or_else(|e| panic!("{name}: {value:?} ({e})"))
     }
 
     pub fn json(&self) -> serde_json::Value {

@@ -1,5 +1,6 @@
-//! The engine `Deployment` of a `ModelDeployment`: a hardened pod running
-//! `tokenscale-engine serve`, with GPUs, probes, graceful drain and the model's volume.
+//! The engine `Deployment` of a `ModelDeployment`: a hardened pod running the engine of its
+//! `engine.kind` (rendered by `engines/`), with GPUs, probes, graceful drain and the model's
+//! volume.
 
 use std::collections::BTreeMap;
 
@@ -7,19 +8,19 @@ use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
 };
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, HTTPGetAction, Lifecycle,
-    LifecycleHandler, PersistentVolumeClaimVolumeSource, PodSecurityContext, PodSpec,
-    PodTemplateSpec, Probe, SeccompProfile, SecurityContext, SleepAction, TCPSocketAction,
-    Toleration, Volume, VolumeMount,
+    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    HTTPGetAction, Lifecycle, LifecycleHandler, PersistentVolumeClaimVolumeSource,
+    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile, SecretKeySelector,
+    SecurityContext, SleepAction, TCPSocketAction, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::engines::{self, EngineProcess};
 use super::resources::{GPU_RESOURCE, engine_resources};
 use super::{
     ChildError, ENGINE_PORT, ENGINE_PORT_NAME, child_metadata, common_labels, selector_labels,
-    served_name,
 };
 use crate::crd::{Backend, ModelDeployment, ModelSource};
 
@@ -32,6 +33,13 @@ const TERMINATION_MARGIN_S: i64 = 10;
 pub const MODEL_MOUNT_PATH: &str = "/models";
 /// Writable cache the engine fetches `hf://` and alias sources into.
 pub const CACHE_MOUNT_PATH: &str = "/var/cache/tokenscale";
+/// The Hugging Face cache (`HF_HOME`) inside it: the layout `huggingface_hub` uses, so a
+/// shared cache volume can be filled by either.
+pub const HF_HOME_PATH: &str = "/var/cache/tokenscale/huggingface";
+/// Size limit of the per-pod cache emptyDir when the spec sets none.
+pub const DEFAULT_CACHE_SIZE: &str = "50Gi";
+/// Secret key of the Hub token when the spec names none.
+pub const DEFAULT_TOKEN_KEY: &str = "token";
 /// Non-root user the engine runs as (distroless "nonroot").
 const RUN_AS_USER: i64 = 65532;
 
@@ -41,18 +49,12 @@ const RUN_AS_USER: i64 = 65532;
 pub fn engine_deployment(md: &ModelDeployment, replicas: i32) -> Result<Deployment, ChildError> {
     let source = ModelSource::parse(&md.spec.model.source)
         .map_err(|e| ChildError::InvalidSpec(e.to_string()))?;
+    let process = engines::render(md, &source)?;
     let metadata = child_metadata(md)?;
-    let drain_s = md
-        .spec
-        .engine
-        .drain_timeout
-        .get()
-        .as_secs()
-        .try_into()
-        .unwrap_or(i64::MAX / 2);
+    let drain_s = drain_seconds(md);
     let pod = PodSpec {
-        containers: vec![engine_container(md, &source)],
-        volumes: Some(volumes(&source)),
+        containers: vec![engine_container(md, &source, &process)],
+        volumes: Some(with_shared_memory(volumes(md, &source), &process)),
         security_context: Some(PodSecurityContext {
             run_as_non_root: Some(true),
             run_as_user: Some(RUN_AS_USER),
@@ -92,7 +94,10 @@ pub fn engine_deployment(md: &ModelDeployment, replicas: i32) -> Result<Deployme
                     annotations: Some(BTreeMap::from([
                         ("prometheus.io/scrape".to_string(), "true".to_string()),
                         ("prometheus.io/port".to_string(), ENGINE_PORT.to_string()),
-                        ("prometheus.io/path".to_string(), "/metrics".to_string()),
+                        (
+                            "prometheus.io/path".to_string(),
+                            process.metrics_path.to_string(),
+                        ),
                     ])),
                     ..Default::default()
                 }),
@@ -109,60 +114,21 @@ pub fn model_argument(source: &ModelSource) -> String {
     match source {
         ModelSource::File { path } => path.clone(),
         ModelSource::Pvc { path, .. } => format!("{MODEL_MOUNT_PATH}/{path}"),
-        // The engine resolves and fetches these into its (writable) cache directory.
-        ModelSource::HuggingFace { .. } | ModelSource::Alias(_) => source.to_string(),
+        // The engine resolves and fetches these into its (writable) cache directory, unchanged:
+        // the Hub protocol and the revision are the engine's business.
+        ModelSource::HuggingFace(_) | ModelSource::Alias(_) => source.to_string(),
     }
 }
 
-/// `tokenscale-engine serve` arguments for `md`: the basic flags, the served name and drain
-/// time (so the engine's own names and grace agree with the pod's), tuning, then `args`.
-pub fn engine_args(md: &ModelDeployment, source: &ModelSource) -> Vec<String> {
-    let engine = &md.spec.engine;
-    let mut args: Vec<String> = vec![
-        "serve".into(),
-        "--model".into(),
-        model_argument(source),
-        "--host".into(),
-        "0.0.0.0".into(),
-        "--port".into(),
-        ENGINE_PORT.to_string(),
-        "--backend".into(),
-        engine.backend.as_flag().into(),
-        "--served-model-name".into(),
-        served_name(md),
-        "--drain-timeout".into(),
-        engine.drain_timeout.get().as_secs_f64().to_string(),
-    ];
-    // The KV-cache share of device memory is the CUDA engine's `--gpu-memory-utilization`;
-    // CPU and sim engines size their cache in tokens and have no such flag.
-    let kv_fraction = engine
-        .kv_cache_fraction
-        .filter(|_| engine.backend == Backend::Cuda);
-    let tuning = [
-        ("--max-num-seqs", engine.max_num_seqs.map(|v| v.to_string())),
-        (
-            "--max-batch-tokens",
-            engine.max_batch_tokens.map(|v| v.to_string()),
-        ),
-        (
-            "--gpu-memory-utilization",
-            kv_fraction.map(|v| v.to_string()),
-        ),
-    ];
-    for (flag, value) in tuning {
-        if let Some(value) = value {
-            args.extend([flag.to_string(), value]);
-        }
-    }
-    args.extend(engine.args.iter().cloned());
-    args
-}
-
-fn engine_container(md: &ModelDeployment, source: &ModelSource) -> Container {
+fn engine_container(
+    md: &ModelDeployment,
+    source: &ModelSource,
+    process: &EngineProcess,
+) -> Container {
     let http = || IntOrString::String(ENGINE_PORT_NAME.into());
     let health = |period_s, failures| Probe {
         http_get: Some(HTTPGetAction {
-            path: Some("/health".into()),
+            path: Some(process.health_path.into()),
             port: http(),
             ..Default::default()
         }),
@@ -182,14 +148,37 @@ fn engine_container(md: &ModelDeployment, source: &ModelSource) -> Container {
             value: Some("/tmp".into()),
             ..Default::default()
         },
+        EnvVar {
+            name: "HF_HOME".into(),
+            value: Some(HF_HOME_PATH.into()),
+            ..Default::default()
+        },
     ];
+    if let Some(secret) = &md.spec.model.hf_token_secret {
+        env.push(EnvVar {
+            name: "HF_TOKEN".into(),
+            value_from: Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: secret.name.clone(),
+                    key: secret
+                        .key
+                        .clone()
+                        .unwrap_or_else(|| DEFAULT_TOKEN_KEY.into()),
+                    // A missing Secret keeps the pod from starting, with the reason in events.
+                    optional: Some(false),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
     env.extend(md.spec.engine.env.iter().cloned());
     Container {
         name: "engine".into(),
         image: Some(md.spec.engine.image().to_string()),
         image_pull_policy: Some("IfNotPresent".into()),
-        command: Some(vec!["tokenscale-engine".into()]),
-        args: Some(engine_args(md, source)),
+        command: Some(process.command.clone()),
+        args: Some(process.args.clone()),
         env: Some(env),
         ports: Some(vec![ContainerPort {
             name: Some(ENGINE_PORT_NAME.into()),
@@ -198,8 +187,8 @@ fn engine_container(md: &ModelDeployment, source: &ModelSource) -> Container {
             ..Default::default()
         }]),
         resources: Some(engine_resources(&md.spec.engine)),
-        // Loading (and fetching) a model can take minutes: up to 15 before the pod is failed.
-        startup_probe: Some(health(10, 90)),
+        // Loading (and fetching) a model can take minutes: the engine's budget, 10 s apart.
+        startup_probe: Some(health(10, process.startup_failures)),
         // /health is 503 while loading or draining, which takes the pod out of the Service.
         readiness_probe: Some(health(5, 2)),
         // Liveness on the socket only: a draining engine answers 503 on /health and must live.
@@ -215,14 +204,14 @@ fn engine_container(md: &ModelDeployment, source: &ModelSource) -> Container {
         lifecycle: Some(Lifecycle {
             pre_stop: Some(LifecycleHandler {
                 sleep: Some(SleepAction {
-                    seconds: PRE_STOP_SLEEP_S,
+                    seconds: pre_stop_sleep_s(md, process),
                 }),
                 ..Default::default()
             }),
             ..Default::default()
         }),
         security_context: Some(container_security_context()),
-        volume_mounts: Some(volume_mounts(source)),
+        volume_mounts: Some(with_shared_memory_mount(volume_mounts(source), process)),
         ..Default::default()
     }
 }
@@ -251,7 +240,63 @@ fn runtime_default_seccomp() -> SeccompProfile {
     }
 }
 
-fn volumes(source: &ModelSource) -> Vec<Volume> {
+/// Seconds the pre-stop hook sleeps: long enough for the endpoint removal to reach the
+/// gateway, plus the whole drain for an engine that does not drain on SIGTERM itself (the pod
+/// is out of the Service by then, so only its running streams remain).
+fn pre_stop_sleep_s(md: &ModelDeployment, process: &EngineProcess) -> i64 {
+    if process.drains_on_sigterm {
+        return PRE_STOP_SLEEP_S;
+    }
+    PRE_STOP_SLEEP_S + drain_seconds(md)
+}
+
+/// `engine.drainTimeout` in whole seconds (bounded so the sums above cannot overflow).
+fn drain_seconds(md: &ModelDeployment) -> i64 {
+    md.spec
+        .engine
+        .drain_timeout
+        .get()
+        .as_secs()
+        .try_into()
+        .unwrap_or(i64::MAX / 4)
+}
+
+/// Name of the memory-backed `/dev/shm` volume.
+const SHARED_MEMORY_VOLUME: &str = "dshm";
+
+/// `volumes` plus a memory-backed `/dev/shm` when the engine needs one (counted against the
+/// container's memory limit, like any tmpfs).
+fn with_shared_memory(mut volumes: Vec<Volume>, process: &EngineProcess) -> Vec<Volume> {
+    if let Some(size) = process.shared_memory {
+        volumes.push(Volume {
+            name: SHARED_MEMORY_VOLUME.into(),
+            empty_dir: Some(EmptyDirVolumeSource {
+                medium: Some("Memory".into()),
+                size_limit: Some(Quantity(size.into())),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+    }
+    volumes
+}
+
+fn with_shared_memory_mount(
+    mut mounts: Vec<VolumeMount>,
+    process: &EngineProcess,
+) -> Vec<VolumeMount> {
+    if process.shared_memory.is_some() {
+        mounts.push(VolumeMount {
+            name: SHARED_MEMORY_VOLUME.into(),
+            mount_path: "/dev/shm".into(),
+            read_only: Some(false),
+            ..Default::default()
+        });
+    }
+    mounts
+}
+
+fn volumes(md: &ModelDeployment, source: &ModelSource) -> Vec<Volume> {
     let empty_dir = |name: &str, size: &str| Volume {
         name: name.into(),
         empty_dir: Some(EmptyDirVolumeSource {
@@ -260,8 +305,24 @@ fn volumes(source: &ModelSource) -> Vec<Volume> {
         }),
         ..Default::default()
     };
+    let cache = md.spec.model.cache.clone().unwrap_or_default();
     // The root filesystem is read-only: /tmp and the model cache are the only writable places.
-    let mut volumes = vec![empty_dir("tmp", "1Gi"), empty_dir("model-cache", "50Gi")];
+    let model_cache = match cache.claim_name {
+        // Replicas share one cache: the engine locks each file it downloads.
+        Some(claim) => Volume {
+            name: "model-cache".into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: claim,
+                read_only: Some(false),
+            }),
+            ..Default::default()
+        },
+        None => empty_dir(
+            "model-cache",
+            cache.size_limit.as_deref().unwrap_or(DEFAULT_CACHE_SIZE),
+        ),
+    };
+    let mut volumes = vec![empty_dir("tmp", "1Gi"), model_cache];
     if let ModelSource::Pvc { claim, .. } = source {
         volumes.push(Volume {
             name: "model".into(),

@@ -1,8 +1,11 @@
-//! The objects a `ModelDeployment` owns, built by pure functions: the engine `Deployment`,
-//! its `Service` and its `PodDisruptionBudget`. Names, labels and owner references live here
+//! The objects a `ModelDeployment` owns, built by pure functions: the engine `Deployment`
+//! (its container rendered per engine kind in `engines/`), its `Service` and its
+//! `PodDisruptionBudget`. Names, labels and owner references live here
 //! so every child agrees on them.
 
 pub mod deployment;
+pub mod engines;
+pub mod network_policy;
 pub mod pdb;
 pub mod resources;
 pub mod service;
@@ -13,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::{Resource, ResourceExt};
 
 pub use deployment::engine_deployment;
+pub use network_policy::engine_network_policy;
 pub use pdb::engine_pdb;
 pub use service::engine_service;
 

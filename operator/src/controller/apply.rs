@@ -14,8 +14,8 @@ use super::{Context, lock, model_key};
 use crate::autoscaler::{Decision, Observations, decide};
 use crate::budget::{GpuRequest, Grant};
 use crate::children::{
-    FIELD_MANAGER, child_name, engine_deployment, engine_pdb, engine_service, selector_string,
-    served_name,
+    FIELD_MANAGER, child_name, engine_deployment, engine_network_policy, engine_pdb,
+    engine_service, selector_string, served_name,
 };
 use crate::crd::{ModelDeployment, ModelDeploymentStatus};
 use crate::error::{Error, Result};
@@ -48,6 +48,9 @@ pub async fn reconcile_model(md: &ModelDeployment, ctx: &Context) -> Result<Acti
         write_invalid_status(md, ctx, &namespace, &message).await?;
         return Err(Error::InvalidSpec(message));
     }
+    if let Some(owner) = super::conflict::check(md, ctx.deployments.get()).await {
+        return super::conflict::refuse(md, ctx, &namespace, &owner).await;
+    }
     let client = ctx.client.clone();
     let name = child_name(md);
     let target = KubernetesScaleTarget::new(client.clone(), &namespace, &name);
@@ -77,6 +80,14 @@ pub async fn reconcile_model(md: &ModelDeployment, ctx: &Context) -> Result<Acti
         &engine_pdb(md)?,
     )
     .await?;
+    if let Some(peers) = &ctx.settings.engine_ingress_from {
+        apply(
+            &Api::namespaced(client.clone(), &namespace),
+            &name,
+            &engine_network_policy(md, peers)?,
+        )
+        .await?;
+    }
 
     // A reconcile triggered by our own status write, or by a child's change, only re-applies.
     if let Some(wait) = ctx.not_due_for(md) {
@@ -248,7 +259,7 @@ async fn scale(
         .map_err(|e| Error::kube("publishing a scale Event", e))
 }
 
-async fn patch_status(
+pub(super) async fn patch_status(
     md: &ModelDeployment,
     ctx: &Context,
     namespace: &str,

@@ -2,6 +2,7 @@
 //! the kube-runtime `Controller` calls, and `run`, which wires them to the API server.
 
 pub mod apply;
+pub mod conflict;
 pub mod scaling;
 pub mod scope;
 pub mod status;
@@ -16,6 +17,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 
@@ -31,6 +33,9 @@ pub use scope::{WatchScope, check_access};
 pub struct Settings {
     /// GPUs all models together may use; `None`: no budget.
     pub gpu_budget: Option<u64>,
+    /// Peers allowed to reach engine pods; `Some`: every ModelDeployment gets a
+    /// NetworkPolicy admitting only them (see `children::network_policy`).
+    pub engine_ingress_from: Option<Vec<k8s_openapi::api::networking::v1::NetworkPolicyPeer>>,
 }
 
 /// Shared state of every reconcile.
@@ -56,6 +61,9 @@ pub struct Context {
     pub decided: Mutex<HashMap<String, (f64, Option<i64>)>>,
     /// Origin of the policy's clock.
     pub started: Instant,
+    /// Every ModelDeployment the controller watches (its cache), for the one-owner-per-
+    /// served-name rule; set by [`run`], by tests directly.
+    pub deployments: std::sync::OnceLock<Store<ModelDeployment>>,
 }
 
 impl Context {
@@ -81,6 +89,7 @@ impl Context {
             failures: Mutex::default(),
             decided: Mutex::default(),
             started: Instant::now(),
+            deployments: std::sync::OnceLock::new(),
         }
     }
 
@@ -176,7 +185,9 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     };
     let children =
         watcher::Config::default().labels("app.kubernetes.io/managed-by=tokenscale-operator");
-    Controller::new(mds, watcher::Config::default().any_semantic())
+    let controller = Controller::new(mds, watcher::Config::default().any_semantic());
+    let _ = ctx.deployments.set(controller.store());
+    controller
         .owns(deployments, children.clone())
         .owns(services, children.clone())
         .owns(pdbs, children)

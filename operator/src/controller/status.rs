@@ -7,7 +7,7 @@ use crate::autoscaler::Decision;
 use crate::budget::{Grant, GrantReason};
 use crate::crd::{
     CONDITION_READY, CONDITION_SCALING, CONDITION_SLO_MET, CapacityEstimate, Duration,
-    LastDecision, ModelDeployment, ModelDeploymentStatus, ObservedLoad,
+    LastDecision, ModelDeployment, ModelDeploymentStatus, ModelStatus, ObservedLoad,
 };
 use crate::metrics_source::MetricsView;
 use crate::scale::ReplicaCounts;
@@ -30,6 +30,33 @@ pub struct StatusInput<'a> {
     pub selector: String,
     /// Now.
     pub now: Timestamp,
+}
+
+/// What the replicas serve: the commit they report; while none reports (scaled to zero,
+/// metrics missing), the last one known for the same source.
+fn model_status(
+    md: &ModelDeployment,
+    previous: &ModelDeploymentStatus,
+    revisions: &[String],
+) -> Option<ModelStatus> {
+    let source = md.spec.model.source.clone();
+    let kept = previous.model.clone().filter(|m| m.source == source);
+    Some(match revisions {
+        [] => kept.unwrap_or(ModelStatus {
+            source,
+            ..ModelStatus::default()
+        }),
+        [one] => ModelStatus {
+            source,
+            revision: Some(one.clone()),
+            mixed_revisions: Vec::new(),
+        },
+        many => ModelStatus {
+            source,
+            revision: None,
+            mixed_revisions: many.to_vec(),
+        },
+    })
 }
 
 /// A condition, keeping its last transition time when the status did not change.
@@ -132,6 +159,7 @@ pub fn build_status(input: &StatusInput<'_>) -> ModelDeploymentStatus {
         last_decision,
         conditions,
         observed_generation: generation,
+        model: model_status(md, &previous, &input.view.revisions),
     }
 }
 
@@ -270,4 +298,44 @@ fn format_s(seconds: f64) -> String {
 
 fn round2(v: f64) -> f64 {
     (v * 100.0).round() / 100.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::children::test_support::md;
+
+    const SPEC: &str = "  model: {source: \"hf://Qwen/Qwen3-8B\"}\n  replicas: {min: 1, max: 2}\n  \
+                        slo: {ttftP95: 1s, tpotP95: 100ms}\n";
+
+    #[test]
+    fn the_model_status_reports_the_replicas_commit_and_keeps_it_while_none_reports() {
+        let m = md(SPEC);
+        let none = ModelDeploymentStatus::default();
+        let one = model_status(&m, &none, &["abc".into()]).expect("status");
+        assert_eq!(
+            (one.source.as_str(), one.revision.as_deref()),
+            ("hf://Qwen/Qwen3-8B", Some("abc"))
+        );
+        let previous = ModelDeploymentStatus {
+            model: Some(one.clone()),
+            ..Default::default()
+        };
+        assert_eq!(
+            model_status(&m, &previous, &[]),
+            Some(one),
+            "scaled to zero: kept"
+        );
+        let mixed = model_status(&m, &previous, &["abc".into(), "def".into()]).expect("status");
+        assert_eq!(
+            (mixed.revision, mixed.mixed_revisions),
+            (None, vec!["abc".into(), "def".into()])
+        );
+        let other = md(&SPEC.replace("Qwen3-8B", "Qwen3-4B"));
+        let fresh = model_status(&other, &previous, &[]).expect("status");
+        assert_eq!(
+            fresh.revision, None,
+            "a changed source forgets the old commit"
+        );
+    }
 }

@@ -11,13 +11,14 @@ pub mod validate;
 
 pub use duration::{Duration, DurationError};
 pub use resources::{EngineResources, Quantity, ResourceAmounts};
-pub use source::{ModelSource, ModelSourceError};
+pub use source::{HubSource, ModelSource, ModelSourceError};
+pub use spec::EngineKind;
 pub use spec::{
-    Backend, EngineSpec, ModelDeployment, ModelDeploymentSpec, ModelFormat, ModelSpec,
-    ReplicaBounds, ScalingSpec, SloSpec,
+    Backend, EngineSpec, ModelCache, ModelDeployment, ModelDeploymentSpec, ModelFormat, ModelSpec,
+    ReplicaBounds, ScalingSpec, SecretKeyRef, SloSpec,
 };
 pub use status::{
-    CONDITION_READY, CONDITION_SCALING, CONDITION_SLO_MET, CapacityEstimate, LastDecision,
-    ModelDeploymentStatus, ObservedLoad,
+    CONDITION_CONFLICT, CONDITION_READY, CONDITION_SCALING, CONDITION_SLO_MET, CapacityEstimate,
+    LastDecision, ModelDeploymentStatus, ModelStatus, ObservedLoad,
 };
 pub use validate::SpecError;

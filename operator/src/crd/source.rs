@@ -1,15 +1,19 @@
 //! `ModelSource`: where an engine replica gets its weights, parsed from `spec.model.source`.
+//! `hf://` sources are parsed by the engine's own parser (`tokenscale_common::hub_source`), so
+//! the operator accepts exactly what the engine fetches.
 
 use std::fmt;
 
-/// Schema pattern for `spec.model.source`: `file:///abs/path`, `hf://org/repo/file`,
+pub use tokenscale_common::hub_source::HubSource;
+
+/// Schema pattern for `spec.model.source`: `file:///abs/path`, `hf://org/repo[@rev][/file]`,
 /// `pvc://claim/path`, or an alias such as `smollm2-135m-instruct`.
-pub const MODEL_SOURCE_PATTERN: &str = r"^(file:///[^\s]+|hf://[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*(/[^\s]+)?|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?/[^\s]+|[a-z0-9][a-z0-9._-]*)$";
+pub const MODEL_SOURCE_PATTERN: &str = r"^(file:///[^\s]+|hf://[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*(@[A-Za-z0-9._-]+)?(/[^\s]+)?|pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?/[^\s]+|[a-z0-9][a-z0-9._-]*)$";
 
 /// Why a model source was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "invalid model source {text:?}: {why}; expected file:///path, hf://org/repo[/file], \
+    "invalid model source {text:?}: {why}; expected file:///path, hf://org/repo[@revision][/file], \
      pvc://claim/path or an alias like smollm2-135m-instruct"
 )]
 pub struct ModelSourceError {
@@ -27,13 +31,8 @@ pub enum ModelSource {
         /// Absolute path inside the container.
         path: String,
     },
-    /// A Hugging Face repository, optionally one file of it (a `.gguf`).
-    HuggingFace {
-        /// `org/repo`.
-        repo: String,
-        /// A file inside the repository, when one is named.
-        file: Option<String>,
-    },
+    /// A Hugging Face repository at a revision, optionally one file of it (a `.gguf`).
+    HuggingFace(HubSource),
     /// A file on a PersistentVolumeClaim in the same namespace.
     Pvc {
         /// The claim name.
@@ -63,23 +62,8 @@ impl ModelSource {
                 path: path.to_string(),
             });
         }
-        if let Some(rest) = text.strip_prefix("hf://") {
-            let mut parts = rest.splitn(3, '/');
-            let (org, repo) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-            if org.is_empty() || repo.is_empty() {
-                return Err(err("an hf:// source needs org/repo"));
-            }
-            let file = parts.next().filter(|f| !f.is_empty()).map(str::to_string);
-            if file
-                .as_deref()
-                .is_some_and(|f| f.split('/').any(|p| p == ".."))
-            {
-                return Err(err("'..' is not allowed in a file path"));
-            }
-            return Ok(Self::HuggingFace {
-                repo: format!("{org}/{repo}"),
-                file,
-            });
+        if let Some(hub) = HubSource::parse(text) {
+            return hub.map(Self::HuggingFace).map_err(|e| err(e.why));
         }
         if let Some(rest) = text.strip_prefix("pvc://") {
             let (claim, path) = rest.split_once('/').unwrap_or((rest, ""));
@@ -116,15 +100,17 @@ impl fmt::Display for ModelSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::File { path } => write!(f, "file://{path}"),
-            Self::HuggingFace {
-                repo,
-                file: Some(file),
-            } => write!(f, "hf://{repo}/{file}"),
-            Self::HuggingFace { repo, file: None } => write!(f, "hf://{repo}"),
+            Self::HuggingFace(hub) => write!(f, "{hub}"),
             Self::Pvc { claim, path } => write!(f, "pvc://{claim}/{path}"),
             Self::Alias(name) => f.write_str(name),
         }
     }
+}
+
+/// True for a DNS-1123 subdomain (the names of Secrets and claims): dot-separated labels, at
+/// most 253 characters.
+pub fn is_dns_subdomain(text: &str) -> bool {
+    text.len() <= 253 && text.split('.').all(is_dns_label)
 }
 
 /// True for a DNS-1123 label: lower-case alphanumerics and '-', at most 63 characters.
@@ -153,17 +139,27 @@ mod tests {
             ),
             (
                 "hf://HuggingFaceTB/SmolLM2-135M-Instruct-GGUF/smollm2.q4_1.gguf",
-                ModelSource::HuggingFace {
+                ModelSource::HuggingFace(HubSource {
                     repo: "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF".into(),
+                    revision: None,
                     file: Some("smollm2.q4_1.gguf".into()),
-                },
+                }),
             ),
             (
                 "hf://org/repo",
-                ModelSource::HuggingFace {
+                ModelSource::HuggingFace(HubSource {
                     repo: "org/repo".into(),
+                    revision: None,
                     file: None,
-                },
+                }),
+            ),
+            (
+                "hf://meta-llama/Llama-3.1-8B-Instruct@0e9e39f249a16976918f6564b8830bc894c89659",
+                ModelSource::HuggingFace(HubSource {
+                    repo: "meta-llama/Llama-3.1-8B-Instruct".into(),
+                    revision: Some("0e9e39f249a16976918f6564b8830bc894c89659".into()),
+                    file: None,
+                }),
             ),
             (
                 "pvc://models/llama/8b.gguf",
@@ -188,7 +184,9 @@ mod tests {
     fn rejects_with_the_reason() {
         let cases = [
             ("file://relative", "absolute path"),
-            ("hf://org", "org/repo"),
+            ("hf://org", "ORG/REPO"),
+            ("hf://org/repo@", "REVISION"),
+            ("hf://org/repo/../x", "FILE"),
             ("pvc://Bad_Claim/x", "DNS-1123"),
             ("pvc://claim", "path inside the volume"),
             ("pvc://claim/../etc", "without '..'"),

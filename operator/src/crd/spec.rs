@@ -6,6 +6,7 @@ use k8s_openapi::api::core::v1::{EnvVar, Toleration};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+pub use tokenscale_common::engines::EngineKind;
 
 use super::duration::Duration;
 use super::resources::EngineResources;
@@ -33,6 +34,7 @@ use super::status::ModelDeploymentStatus;
         label_selector_path = ".status.selector"
     ),
     printcolumn(name = "Model", type_ = "string", json_path = ".spec.model.source"),
+    printcolumn(name = "Engine", type_ = "string", json_path = ".spec.engine.kind"),
     printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyReplicas"),
     printcolumn(
         name = "Desired",
@@ -84,28 +86,62 @@ pub struct ModelDeploymentSpec {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ModelSpec {
-    /// `file:///path`, `hf://org/repo/file.gguf`, `pvc://claim/path` or an alias such as
-    /// `smollm2-135m-instruct`.
+    /// `hf://org/repo[@revision]` (a safetensors checkpoint on the Hugging Face Hub),
+    /// `hf://org/repo[@revision]/file.gguf`, `file:///path`, `pvc://claim/path` or an alias
+    /// such as `smollm2-135m-instruct`. Engines fetch `hf://` sources into their cache volume.
     #[schemars(pattern(MODEL_SOURCE_PATTERN), length(min = 1, max = 512))]
     pub source: String,
     /// The name clients use in the OpenAI `model` field; defaults to the resource's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"))]
     pub served_name: Option<String>,
-    /// Weights format.
-    #[serde(default)]
-    pub format: ModelFormat,
+    /// Weights format; when absent, the engine tells from the source (a `.gguf` file, or a
+    /// checkpoint directory). When given, it is checked against the source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<ModelFormat>,
+    /// A Secret holding a Hugging Face token, for gated or private `hf://` models: passed to
+    /// the engine as `HF_TOKEN`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hf_token_secret: Option<SecretKeyRef>,
+    /// Where engines keep fetched models: an emptyDir per pod by default, or a
+    /// PersistentVolumeClaim (ReadWriteMany) that replicas share, so a model is downloaded once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<ModelCache>,
 }
 
 /// Weights file format.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelFormat {
     /// GGUF (llama.cpp's format), quantised or not.
-    #[default]
     Gguf,
-    /// Hugging Face safetensors.
+    /// Hugging Face safetensors (config.json, safetensors shards, tokenizer files).
     Safetensors,
+}
+
+/// A key of a Secret in the ModelDeployment's namespace.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretKeyRef {
+    /// The Secret's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// The key holding the token (default `token`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+/// The engines' model cache volume.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelCache {
+    /// A PersistentVolumeClaim shared by the replicas instead of an emptyDir per pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_name: Option<String>,
+    /// Size limit of the per-pod emptyDir (default `50Gi`; a 70B bf16 model needs ~150Gi).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$"))]
+    pub size_limit: Option<String>,
 }
 
 /// Which compute backend an engine replica runs.
@@ -136,13 +172,23 @@ impl Backend {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[x_kube(validation = Rule::new("self.backend == 'cuda' || !has(self.gpusPerReplica) || self.gpusPerReplica == 0").message("gpusPerReplica must be 0 or unset unless backend is cuda"))]
+#[x_kube(validation = Rule::new("(has(self.kind) && self.kind != 'tokenscale') || !has(self.gpusPerReplica) || self.gpusPerReplica <= 1").message("tokenscale's engine uses one GPU per replica (no tensor parallelism yet): set gpusPerReplica to 1, or kind vllm or sglang to split the model over several GPUs"))]
 pub struct EngineSpec {
-    /// Container image holding `tokenscale-engine`; unset: the release's image for the
-    /// backend (`tokenscale/engine:VERSION-cuda12.9` for cuda, `tokenscale/engine:VERSION`
-    /// for cpu and sim).
+    /// Which engine the replicas run: `tokenscale` (this project's engine), `vllm`, `sglang`
+    /// or `llamacpp`. The operator renders the container the way that engine deploys; the
+    /// gateway and the autoscaler work the same in front of each.
+    #[serde(default)]
+    pub kind: EngineKind,
+    /// Container image; unset: a default per kind (this release's engine image for the
+    /// backend for `tokenscale`, a pinned upstream image for the others).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 512))]
     pub image: Option<String>,
+    /// The program to run instead of the kind's own (the container's command in a cluster; a
+    /// local binary such as `llama-server` under `tokenscale up`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 16))]
+    pub command: Option<Vec<String>>,
     /// Compute backend.
     #[serde(default)]
     pub backend: Backend,
@@ -166,7 +212,13 @@ pub struct EngineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.05, max = 0.99))]
     pub kv_cache_fraction: Option<f64>,
-    /// Extra engine arguments, appended after the ones the operator sets.
+    /// Longest sequence (prompt plus output) one request may have, in tokens; unset: the
+    /// model's own context length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 16, max = 10485760))]
+    pub max_model_len: Option<u32>,
+    /// Extra engine arguments (the engine's own flags), appended after the ones the operator
+    /// sets.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
     /// Extra environment variables for the engine container.
@@ -186,13 +238,16 @@ pub struct EngineSpec {
 impl Default for EngineSpec {
     fn default() -> Self {
         Self {
+            kind: EngineKind::default(),
             image: None,
+            command: None,
             backend: Backend::default(),
             gpus_per_replica: None,
             resources: None,
             max_num_seqs: None,
             max_batch_tokens: None,
             kv_cache_fraction: None,
+            max_model_len: None,
             args: Vec::new(),
             env: Vec::new(),
             node_selector: BTreeMap::new(),
@@ -208,14 +263,30 @@ pub const DEFAULT_IMAGE: &str = concat!("tokenscale/engine:", env!("CARGO_PKG_VE
 pub const DEFAULT_CUDA_IMAGE: &str =
     concat!("tokenscale/engine:", env!("CARGO_PKG_VERSION"), "-cuda12.9");
 
+/// vLLM's OpenAI server image, pinned to a release whose metric names the adapter reads.
+pub const DEFAULT_VLLM_IMAGE: &str = "vllm/vllm-openai:v0.11.0";
+/// SGLang's image, pinned.
+pub const DEFAULT_SGLANG_IMAGE: &str = "lmsysorg/sglang:v0.5.5";
+/// llama.cpp's server image built with CUDA, pinned to one build.
+pub const DEFAULT_LLAMACPP_CUDA_IMAGE: &str = "ghcr.io/ggml-org/llama.cpp:server-cuda-b7869";
+/// llama.cpp's CPU server image, the same build.
+pub const DEFAULT_LLAMACPP_IMAGE: &str = "ghcr.io/ggml-org/llama.cpp:server-b7869";
+
 impl EngineSpec {
-    /// The image to run: the explicit one, else the release's image for the backend (the
-    /// CUDA libraries are only in the `-cuda12.9` build).
+    /// The image to run: the explicit one, else the default of the kind for the backend (our
+    /// engine's CUDA libraries are only in the `-cuda12.9` build; llama.cpp has a CPU and a
+    /// CUDA image).
     pub fn image(&self) -> &str {
-        match (&self.image, self.backend) {
-            (Some(image), _) => image,
-            (None, Backend::Cuda) => DEFAULT_CUDA_IMAGE,
-            (None, Backend::Cpu | Backend::Sim) => DEFAULT_IMAGE,
+        if let Some(image) = &self.image {
+            return image;
+        }
+        match (self.kind, self.backend) {
+            (EngineKind::Tokenscale, Backend::Cuda) => DEFAULT_CUDA_IMAGE,
+            (EngineKind::Tokenscale, Backend::Cpu | Backend::Sim) => DEFAULT_IMAGE,
+            (EngineKind::Vllm, _) => DEFAULT_VLLM_IMAGE,
+            (EngineKind::Sglang, _) => DEFAULT_SGLANG_IMAGE,
+            (EngineKind::Llamacpp, Backend::Cuda) => DEFAULT_LLAMACPP_CUDA_IMAGE,
+            (EngineKind::Llamacpp, Backend::Cpu | Backend::Sim) => DEFAULT_LLAMACPP_IMAGE,
         }
     }
 

@@ -10,6 +10,9 @@ pub const CONDITION_READY: &str = "Ready";
 pub const CONDITION_SCALING: &str = "Scaling";
 /// Condition type: observed p95 TTFT and TPOT are within the SLO.
 pub const CONDITION_SLO_MET: &str = "SLOMet";
+/// Condition type: the served name is already served by an older ModelDeployment in another
+/// namespace; this one is refused (no children, no traffic).
+pub const CONDITION_CONFLICT: &str = "Conflict";
 
 /// What the operator last saw and did.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -42,6 +45,24 @@ pub struct ModelDeploymentStatus {
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The model the replicas serve: for `hf://` sources, the commit the revision resolved to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelStatus>,
+}
+
+/// What the replicas serve.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelStatus {
+    /// `spec.model.source` as served.
+    pub source: String,
+    /// The Hub commit every replica reported (an `hf://` source's resolved revision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// When replicas report different commits (a branch moved between their starts): all of
+    /// them. Pin `@COMMIT` in the source to rule this out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mixed_revisions: Vec<String>,
 }
 
 /// Demand and latency over the stable window.

@@ -3,7 +3,27 @@
 //! fails them with a clear condition instead of acting on it.
 
 use super::source::ModelSource;
-use super::spec::{Backend, ModelDeploymentSpec};
+use super::spec::{Backend, EngineKind, ModelDeploymentSpec, ModelFormat};
+use crate::children::engines;
+
+/// Why `format` cannot be what `source` holds, if it cannot: a `.gguf` file is GGUF, an
+/// `hf://org/repo` without a file is a safetensors checkpoint.
+fn format_mismatch(source: &ModelSource, format: Option<ModelFormat>) -> Option<String> {
+    let format = format?;
+    let is_gguf = source.to_string().ends_with(".gguf");
+    let whole_repo = matches!(source, ModelSource::HuggingFace(h) if h.file.is_none());
+    match format {
+        ModelFormat::Safetensors if is_gguf => {
+            Some("safetensors, but the source is a .gguf file".into())
+        }
+        ModelFormat::Gguf if whole_repo => Some(
+            "gguf, but the source is a whole Hub repository (a safetensors checkpoint); name the \
+             file: hf://org/repo/FILE.gguf"
+                .into(),
+        ),
+        _ => None,
+    }
+}
 
 /// One problem with a spec, named by its field path.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -37,10 +57,86 @@ impl ModelDeploymentSpec {
                 ),
             );
         }
-        if let Err(e) = ModelSource::parse(&self.model.source) {
-            push("model.source", e.to_string());
+        match ModelSource::parse(&self.model.source) {
+            Err(e) => push("model.source", e.to_string()),
+            Ok(source) => {
+                if let Some(message) = format_mismatch(&source, self.model.format) {
+                    push("model.format", message);
+                }
+                if let Err(e) = engines::model_location(self.engine.kind, &source) {
+                    push("model.source", e);
+                }
+            }
+        }
+        if let Some(secret) = &self.model.hf_token_secret
+            && !super::source::is_dns_subdomain(&secret.name)
+        {
+            push(
+                "model.hfTokenSecret.name",
+                format!("{:?} is not a Secret name", secret.name),
+            );
+        }
+        if let Some(claim) = self
+            .model
+            .cache
+            .as_ref()
+            .and_then(|c| c.claim_name.as_ref())
+            && !super::source::is_dns_subdomain(claim)
+        {
+            push(
+                "model.cache.claimName",
+                format!("{claim:?} is not a PersistentVolumeClaim name"),
+            );
         }
         let engine = &self.engine;
+        if engine.kind == EngineKind::Tokenscale && engine.gpus_per_replica.unwrap_or(0) > 1 {
+            // Mirrors the CRD's CEL rule: N GPUs one replica cannot use would sit idle.
+            push(
+                "engine.gpusPerReplica",
+                format!(
+                    "tokenscale's engine uses one GPU per replica (no tensor parallelism yet), \
+                     got {}: set 1, or engine.kind vllm or sglang to split the model over \
+                     several GPUs",
+                    engine.gpus_per_replica.unwrap_or(0)
+                ),
+            );
+        }
+        if engine
+            .command
+            .as_ref()
+            .is_some_and(|c| c.first().is_none_or(|p| p.trim().is_empty()))
+        {
+            push(
+                "engine.command",
+                "names no program: give the executable first, or leave command unset".into(),
+            );
+        }
+        if engine.kind != EngineKind::Tokenscale && engine.backend == Backend::Sim {
+            push(
+                "engine.backend",
+                format!(
+                    "sim is tokenscale's simulated engine; {} runs cuda{}",
+                    engine.kind.display_name(),
+                    if engine.kind == EngineKind::Llamacpp {
+                        " or cpu"
+                    } else {
+                        ""
+                    }
+                ),
+            );
+        }
+        if matches!(engine.kind, EngineKind::Vllm | EngineKind::Sglang)
+            && engine.backend == Backend::Cpu
+        {
+            push(
+                "engine.backend",
+                format!(
+                    "{} replicas run on cuda here; for CPU replicas use engine.kind llamacpp \
+                     or tokenscale",
+                    engine.kind.display_name()
+                ),
+            );
+        }
         if engine.backend != Backend::Cuda && engine.gpus_per_replica.unwrap_or(0) != 0 {
             // Mirrors the CRD's CEL rule on `engine`.
             push(

@@ -19,6 +19,8 @@ pub struct MetricsView {
     pub tpot_p95_s: Option<f64>,
     /// Per-replica loads, by pod name.
     pub replica_loads: Vec<ReplicaLoad>,
+    /// The Hub commits the replicas serve (`hf://` sources), sorted, each once.
+    pub revisions: Vec<String>,
 }
 
 /// What one scrape round of one model found: each reachable target's reading.
@@ -35,6 +37,7 @@ struct ReplicaMemory {
     last_tokens: Option<(f64, f64)>,
     tokens_per_s: f64,
     gauges: Gauges,
+    revision: Option<String>,
 }
 
 /// Metrics memory of one model.
@@ -95,6 +98,7 @@ impl ModelMetrics {
         }
         memory.last_tokens = Some((t_s, tokens));
         memory.gauges = reading.gauges;
+        memory.revision = reading.revision.clone();
     }
 
     /// The policy's view at `now_s`. Stale (nothing answered for `stale_after_s`) or too
@@ -111,12 +115,20 @@ impl ModelMetrics {
                 kv_cache_usage: m.gauges.kv_cache_usage,
             })
             .collect();
+        let mut revisions: Vec<String> = self
+            .replicas
+            .values()
+            .filter_map(|m| m.revision.clone())
+            .collect();
+        revisions.sort();
+        revisions.dedup();
         let fresh = self
             .last_success_s
             .is_some_and(|t| now_s - t <= stale_after_s);
         if !fresh || self.history.len() < 2 {
             return MetricsView {
                 replica_loads: loads,
+                revisions,
                 ..MetricsView::default()
             };
         }
@@ -158,6 +170,7 @@ impl ModelMetrics {
             ttft_p95_s: h.quantile(ttft, 0.95, stable_s),
             tpot_p95_s: h.quantile(tpot, 0.95, stable_s),
             replica_loads: loads,
+            revisions,
         }
     }
 }

@@ -159,6 +159,7 @@ pub async fn view(base_url: &str, q: &Queries) -> Result<MetricsView, QueryError
         ttft_p95_s: ttft,
         tpot_p95_s: tpot,
         replica_loads: Vec::new(),
+        revisions: Vec::new(),
     })
 }
 

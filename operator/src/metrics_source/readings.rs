@@ -55,6 +55,8 @@ pub struct Reading {
     pub counters: BTreeMap<SeriesKey, f64>,
     /// Gauges.
     pub gauges: Gauges,
+    /// The Hub commit the engine's model resolved to (its model info gauge), if any.
+    pub revision: Option<String>,
 }
 
 /// Extracts a reading. Gateway samples are kept only for `served_name`; an engine target
@@ -92,6 +94,12 @@ pub fn read(kind: TargetKind, samples: &[Sample], served_name: &str) -> Reading 
                 k if k == engine::NUM_REQUESTS_RUNNING => reading.gauges.running += value,
                 k if k == engine::KV_CACHE_USAGE_PERC => {
                     reading.gauges.kv_cache_usage = reading.gauges.kv_cache_usage.max(value)
+                }
+                k if k == engine::MODEL_INFO => {
+                    reading.revision = sample
+                        .label("revision")
+                        .filter(|r| !r.is_empty())
+                        .map(str::to_string);
                 }
                 _ => bucket(
                     sample,
@@ -180,6 +188,21 @@ mod tests {
                 running: 5.0,
                 kv_cache_usage: 0.4
             }
+        );
+    }
+
+    #[test]
+    fn the_engine_model_info_gives_the_served_revision() {
+        let text = format!(
+            "{i}{{model_name=\"x\",source=\"hf://org/m\",format=\"safetensors\",revision=\"abc\"}} 1\n",
+            i = engine::MODEL_INFO
+        );
+        let reading = read(TargetKind::Engine, &parse(&text).samples, "x");
+        assert_eq!(reading.revision.as_deref(), Some("abc"));
+        let local = text.replace("revision=\"abc\"", "revision=\"\"");
+        assert_eq!(
+            read(TargetKind::Engine, &parse(&local).samples, "x").revision,
+            None
         );
     }
 }

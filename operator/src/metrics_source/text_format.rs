@@ -194,4 +194,6 @@ fn parse_value(text: &str) -> Option<f64> {
 }
 
 #[cfg(test)]
+// The path is spelled out so that the fuzz target including this file finds it too.
+#[path = "text_format/tests.rs"]
 mod tests;

@@ -3,50 +3,24 @@
 //! gives a Deployment that is a valid typed object, passes kubernetes-validate --strict and
 //! carries the full pod security context with requests and limits.
 
-use serde_json::Value;
 use tokenscale_e2e::chart::declared_min_kube_version;
 use tokenscale_e2e::k8s_checks::security::check_pod_security;
 use tokenscale_e2e::k8s_checks::{Object, Typed};
-use tokenscale_e2e::tools::{python_with, run, workspace_root};
+use tokenscale_e2e::tools::{python_with, run};
 use tokenscale_operator::children::engine_deployment;
 use tokenscale_operator::crd::ModelDeployment;
 
 use crate::{NEWEST_KUBE_VERSION, scratch_dir};
 
-/// Every ModelDeployment in examples/*.yaml, as the API server would return it (namespace
-/// and uid filled in when the file has none): (file, object).
+/// Every ModelDeployment in examples/*.yaml, as the API server would return it: (file, object).
 fn examples() -> Vec<(String, ModelDeployment)> {
-    let dir = workspace_root().join("examples");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
+    tokenscale_e2e::examples::model_deployments()
         .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    files.retain(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"));
-    files.sort();
-    let mut out = Vec::new();
-    for file in files {
-        let text =
-            std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        let docs: Vec<Value> = serde_saphyr::from_multiple(&text)
-            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        for mut doc in docs.into_iter().filter(|d| d["kind"] == "ModelDeployment") {
-            let metadata = doc["metadata"]
-                .as_object_mut()
-                .unwrap_or_else(|| panic!("{}: no metadata", file.display()));
-            metadata
-                .entry("namespace")
-                .or_insert_with(|| "default".into());
-            metadata
-                .entry("uid")
-                .or_insert_with(|| "00000000-0000-0000-0000-000000000001".into());
-            let md: ModelDeployment =
-                serde_json::from_value(doc).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-            out.push((file.display().to_string(), md));
-        }
-    }
-    out
+        .map(|(file, doc)| {
+            let md = serde_json::from_value(doc).unwrap_or_else(|e| panic!("{file}: {e}"));
+            (file, md)
+        })
+        .collect()
 }
 
 #[test]

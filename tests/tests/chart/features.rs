@@ -55,63 +55,72 @@ fn monitors_render_only_when_enabled_and_the_monitoring_api_exists() {
     );
 }
 
-#[test]
-fn the_engine_network_policy_admits_only_the_gateway_and_the_operator() {
-    let r = ci_render("networkpolicy-values.yaml");
-    let policies: Vec<_> = r.of_kind("NetworkPolicy").collect();
-    let namespaces: Vec<_> = policies
+/// The peers the operator is told to admit to engine pods (`--engine-ingress-from`).
+fn engine_ingress_from(r: &crate::Rendered) -> Option<Vec<Value>> {
+    let container = &r.get("Deployment", "tokenscale-operator").value["spec"]["template"]["spec"]["containers"]
+        [0];
+    strings(&container["args"])
         .iter()
-        .filter_map(|p| p.namespace.as_deref())
-        .collect();
-    assert_eq!(namespaces, ["default", "models"]);
-    let spec = &policies[0].value["spec"];
-    // The label every engine pod carries (tokenscale_operator::children::selector_labels).
-    assert_eq!(
-        spec["podSelector"]["matchLabels"]["app.kubernetes.io/name"],
-        "tokenscale-engine"
-    );
-    assert_eq!(strings(&spec["policyTypes"]), ["Ingress"]);
-    let rules = spec["ingress"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    assert_eq!(rules.len(), 1);
-    assert_eq!(
-        rules[0]["ports"][0]["port"],
-        tokenscale_operator::children::ENGINE_PORT
-    );
-    let components: Vec<&str> = rules[0]["from"]
-        .as_array()
-        .into_iter()
-        .flatten()
+        .find_map(|a| a.strip_prefix("--engine-ingress-from="))
+        .map(|json| serde_json::from_str(json).expect("the peers are a JSON list"))
+}
+
+#[test]
+fn the_operator_gives_every_model_deployment_a_network_policy_admitting_only_the_gateway() {
+    // On by default, for every namespace the operator manages: the operator creates the
+    // policy beside each ModelDeployment (children/network_policy.rs), so the chart renders
+    // none of its own and passes the peers.
+    let peers = engine_ingress_from(default_render()).expect("on by default");
+    let components: Vec<&str> = peers
+        .iter()
         .filter_map(|peer| {
             peer["podSelector"]["matchLabels"]["app.kubernetes.io/component"].as_str()
         })
         .collect();
     assert_eq!(components, ["gateway", "operator"]);
-    let peers = rules[0]["from"]
-        .as_array()
-        .map(Vec::len)
-        .unwrap_or_default();
+    for peer in &peers {
+        assert_eq!(
+            peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            "tokenscale-system",
+            "only the release's own gateway and operator: {peer}"
+        );
+        // The operator parses each peer as a Kubernetes NetworkPolicyPeer.
+        let typed: Result<k8s_openapi::api::networking::v1::NetworkPolicyPeer, _> =
+            serde_json::from_value(peer.clone());
+        assert!(typed.is_ok(), "{peer}");
+    }
+    assert_eq!(default_render().of_kind("NetworkPolicy").count(), 0);
+    // The operator may create and patch NetworkPolicies, cluster-wide or in each namespace.
+    let may_apply = |r: &crate::Rendered, kind: &str| {
+        r.of_kind(kind).any(|role| {
+            role.value["rules"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|rule| {
+                    strings(&rule["resources"]) == ["networkpolicies"]
+                        && strings(&rule["verbs"]) == ["create", "patch"]
+                })
+        })
+    };
+    assert!(may_apply(default_render(), "ClusterRole"));
+    assert!(may_apply(ci_render("namespaced-values.yaml"), "Role"));
+    let with_scraper = engine_ingress_from(ci_render("networkpolicy-values.yaml")).expect("on");
     assert_eq!(
-        peers, 3,
-        "gateway, operator and the one extra scraper of the values file"
+        with_scraper.len(),
+        3,
+        "gateway, operator and the extra scraper"
     );
-    assert_eq!(
-        default_render().of_kind("NetworkPolicy").count(),
-        0,
-        "off by default"
+    // Turned off: no flag and no permission.
+    let off = render(
+        "networkpolicy-off",
+        &Render {
+            set: &["networkPolicy.enabled=false"],
+            ..Render::default()
+        },
     );
-    let namespaced = ci_render("namespaced-values.yaml");
-    let watched: Vec<_> = namespaced
-        .of_kind("NetworkPolicy")
-        .filter_map(|p| p.namespace.as_deref())
-        .collect();
-    assert_eq!(
-        watched,
-        ["models-a", "models-b"],
-        "namespaced mode: a policy per watched namespace"
-    );
+    assert_eq!(engine_ingress_from(&off), None);
+    assert!(!may_apply(&off, "ClusterRole"));
 }
 
 /// The tenants volume of the gateway Deployment: (secret name, key).
@@ -257,4 +266,68 @@ fn the_notes_give_the_next_commands() {
             "NOTES lack {expected:?}:\n{notes}"
         );
     }
+}
+
+#[test]
+fn shared_limits_use_the_charts_redis_or_yours_and_the_engine_key_reaches_the_gateway() {
+    let r = ci_render("redis-values.yaml");
+    let redis = r.get("Deployment", "tokenscale-redis");
+    assert_eq!(redis.value["spec"]["replicas"], 1);
+    assert_eq!(
+        r.get("Service", "tokenscale-redis").value["spec"]["ports"][0]["port"],
+        6379
+    );
+    let config: Value = serde_saphyr::from_str(
+        r.get("ConfigMap", "tokenscale-gateway").value["data"]["gateway.yaml"]
+            .as_str()
+            .unwrap_or_default(),
+    )
+    .expect("gateway.yaml");
+    assert_eq!(config["limits"]["store"], "redis");
+    assert_eq!(
+        config["limits"]["redis_url"],
+        "redis://tokenscale-redis.tokenscale-system.svc:6379/0"
+    );
+    assert_eq!(
+        config["upstream"]["engine_api_key_env"],
+        "TOKENSCALE_ENGINE_API_KEY"
+    );
+    let env = &r.get("Deployment", "tokenscale-gateway").value["spec"]["template"]["spec"]["containers"]
+        [0]["env"];
+    let names: Vec<&str> = env
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert!(names.contains(&"POD_NAME") && names.contains(&"TOKENSCALE_ENGINE_API_KEY"));
+    // Your own Redis instead: no Redis of the chart's, its URL in the config.
+    let yours = render(
+        "redis-url",
+        &Render {
+            set: &["redis.url=rediss://redis.example:6380/2"],
+            ..Render::default()
+        },
+    );
+    assert_eq!(
+        yours
+            .of_kind("Deployment")
+            .filter(|d| d.name.contains("redis"))
+            .count(),
+        0
+    );
+    assert!(
+        yours.get("ConfigMap", "tokenscale-gateway").value["data"]["gateway.yaml"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("rediss://redis.example:6380/2")
+    );
+    // Off by default: each pod limits alone.
+    assert_eq!(
+        default_render()
+            .of_kind("Deployment")
+            .filter(|d| d.name.contains("redis"))
+            .count(),
+        0
+    );
 }

@@ -32,6 +32,9 @@ const OPERATOR: &[(&str, &str, &[&str])] = &[
         "poddisruptionbudgets",
         &["list", "watch", "create", "patch"],
     ),
+    // children/network_policy.rs, applied by controller/apply.rs (networkPolicy.enabled, the
+    // default).
+    ("networking.k8s.io", "networkpolicies", &["create", "patch"]),
     // scale/kubernetes.rs: pod-deletion-cost on the pod chosen for removal.
     ("", "pods", &["patch"]),
     // metrics_source/discovery.rs: ready endpoints of engine and gateway Services.

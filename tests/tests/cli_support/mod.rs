@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each suite uses a different part
 
+pub mod soak;
+
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
@@ -11,7 +13,12 @@ use std::time::{Duration, Instant};
 
 /// `target/<profile>/NAME`. The suites do not build binaries themselves: run
 /// `cargo build --workspace --bins` (CI's `scripts/test` does) before `cargo test`.
+/// `TOKENSCALE_E2E_BIN_DIR` points them at other builds (to measure an older version under the
+/// same load: its `up` then gets no `--log-dir`, which older versions lack).
 pub fn binary(name: &str) -> PathBuf {
+    if let Some(dir) = other_binaries() {
+        return dir.join(name);
+    }
     let exe = std::env::current_exe().expect("test exe");
     let dir = exe
         .parent()
@@ -25,6 +32,11 @@ pub fn binary(name: &str) -> PathBuf {
         path.display()
     );
     path
+}
+
+/// The folder of `TOKENSCALE_E2E_BIN_DIR`, when set.
+fn other_binaries() -> Option<PathBuf> {
+    std::env::var_os("TOKENSCALE_E2E_BIN_DIR").map(PathBuf::from)
 }
 
 /// Child processes, killed when the test ends (pass or fail).
@@ -122,4 +134,138 @@ pub fn start_engine(procs: &mut Procs, args: &[&str], ready_timeout: Duration) -
         get(addr, "/health").is_ok_and(|(s, _)| s == 200)
     });
     addr
+}
+
+/// Pids whose parent is `parent` (from `/proc`).
+pub fn children_of(parent: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // Fields after the `(comm)`: state, ppid, ...
+            let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+            after
+                .split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<u32>().ok())
+                == Some(parent)
+        })
+        .collect()
+}
+
+/// Whether `pid` is still a running `tokenscale-engine` (not gone, not a zombie).
+pub fn engine_alive(pid: u32) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let zombie = stat
+        .rsplit_once(')')
+        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+    String::from_utf8_lossy(&cmdline).contains("tokenscale-engine") && !zombie
+}
+
+pub fn signal(pid: u32, sig: &str) {
+    let status = Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill {sig} {pid}");
+}
+
+/// `tokenscale up` started from a manifest.
+pub struct Up {
+    pub pid: u32,
+    /// The gateway.
+    pub addr: SocketAddr,
+    /// Where its stderr goes.
+    pub log: PathBuf,
+}
+
+/// Starts `tokenscale up -f manifest` (written to `dir/md.yaml`) on a free port, its stderr in
+/// `dir/up.log`, and waits until `ready` replicas of `model` are ready behind its gateway.
+pub fn start_up(
+    procs: &mut Procs,
+    dir: &std::path::Path,
+    manifest: &str,
+    model: &str,
+    ready: u32,
+) -> Up {
+    let manifest_path = dir.join("md.yaml");
+    std::fs::write(&manifest_path, manifest).expect("manifest written");
+    let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let log = dir.join("up.log");
+    let stderr = std::fs::File::create(&log).expect("log file");
+    let mut command = Command::new(binary("tokenscale"));
+    command.args(["up", "--listen", &addr.to_string()]);
+    if other_binaries().is_none() {
+        command.arg("--log-dir").arg(dir.join("replicas"));
+    }
+    let child = command
+        .arg("-f")
+        .arg(&manifest_path)
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("up starts");
+    let pid = child.id();
+    procs.0.push(child);
+    wait_for(
+        &format!("{ready} ready replicas behind the gateway"),
+        Duration::from_secs(120),
+        || ready_replicas(addr, model) >= Some(ready),
+    );
+    Up { pid, addr, log }
+}
+
+/// `tokenscale_gateway_replicas{state="ready"}` of `model`.
+pub fn ready_replicas(addr: SocketAddr, model: &str) -> Option<u32> {
+    let (_, text) = get(addr, "/metrics").ok()?;
+    let model = format!("\"{model}\"");
+    text.lines()
+        .filter(|l| {
+            l.starts_with("tokenscale_gateway_replicas{")
+                && l.contains("state=\"ready\"")
+                && l.contains(&model)
+        })
+        .find_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u32)
+}
+
+/// A simulated replica: 10 ms a step plus 1 ms a sequence, 16 sequences at most: ~600 output
+/// tokens/s at a full batch.
+pub const SIM_PROFILE: &str = "name: e2e-sim
+gpus_per_replica: 1
+step: {t0_s: 0.01, prefill_s_per_token: 0.00002, decode_s_per_seq: 0.001, kv_read_s_per_token: 0}
+kv: {block_tokens: 16, blocks: 4096}
+max_num_seqs: 16
+max_batch_tokens: 2048
+cold_start_s: 0
+";
+
+/// A `ModelDeployment` of simulated replicas following the profile file `profile`, scaled
+/// between `min` and `max` every second, with an SLO of 500 ms TTFT and 50 ms TPOT.
+pub fn sim_manifest(model: &str, profile: &std::path::Path, min: u32, max: u32) -> String {
+    format!(
+        "apiVersion: tokenscale.dev/v1alpha1
+kind: ModelDeployment
+metadata:
+  name: {model}
+spec:
+  model: {{source: {model}, servedName: {model}}}
+  engine:
+    backend: sim
+    args: [\"--sim-profile\", {profile:?}]
+    drainTimeout: 10s
+  replicas: {{min: {min}, max: {max}}}
+  slo: {{ttftP95: 500ms, tpotP95: 50ms}}
+  scaling:
+    targetUtilization: 0.8
+    stableWindow: 6s
+    panicWindow: 2s
+    period: 1s
+    initialTokensPerSecondPerGpu: 500
+"
+    )
 }

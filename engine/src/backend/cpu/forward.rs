@@ -7,7 +7,7 @@ use super::Precision;
 use super::attention::{Attend, Heads, TokenPlace, attention};
 use super::kv_store::KvStore;
 use super::linear::linear;
-use super::ops::{add_in_place, rms_norm, rope, rope_tables, swiglu};
+use super::ops::{add_in_place, rms_norm, rms_norm_heads, rope, rope_tables, swiglu};
 use crate::backend::{SeqStep, StepOutput};
 use crate::model::{Layer, Model};
 use crate::quant::{Acts, Q8Rows, QMatrix};
@@ -41,7 +41,7 @@ pub(super) fn forward<T: Attend>(
 ) -> StepOutput {
     let c = &model.config;
     let (hidden, ffn, head_dim) = (c.hidden_size, c.ffn_size, c.head_dim);
-    let (q_dim, kv_dim) = (c.num_heads * head_dim, c.kv_dim());
+    let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
     let qkv_dim = q_dim + 2 * kv_dim;
 
     // Flatten the batch: one entry per new token.
@@ -60,7 +60,8 @@ pub(super) fn forward<T: Attend>(
         .collect();
     let t = tokens.len();
     let positions: Vec<usize> = places.iter().map(|p| p.pos).collect();
-    let (cos, sin) = rope_tables(&positions, head_dim, c.rope_base); // [t, head_dim / 2] each
+    let scale = c.rope_scaling.attention_factor();
+    let (cos, sin) = rope_tables(&positions, &model.rope_inv_freqs, scale); // [t, head_dim / 2] each
     let heads = Heads {
         num_heads: c.num_heads,
         num_kv_heads: c.num_kv_heads,
@@ -82,16 +83,14 @@ pub(super) fn forward<T: Attend>(
     for (l, layer) in model.layers.iter().enumerate() {
         rms_norm(&x, &layer.attn_norm, c.rms_norm_eps, &mut xn);
         run.linear(&layer.wqkv, &xn, t, &mut xq, &mut qkv);
-        position_qkv(
-            layer,
-            &mut qkv,
-            qkv_dim,
+        let shape = QkvShape {
             q_dim,
+            kv_dim,
             head_dim,
-            &cos,
-            &sin,
-            c.rope_layout,
-        );
+            eps: c.rms_norm_eps,
+            layout: c.rope_layout,
+        };
+        position_qkv(layer, &mut qkv, shape, &cos, &sin);
         write_kv(kv, l, &qkv, &places, q_dim, kv_dim);
         attention(&qkv, kv, l, &places, heads, &mut attn);
         run.linear(&layer.wo, &attn, t, &mut xq, &mut proj);
@@ -131,31 +130,43 @@ pub(super) fn forward<T: Attend>(
     }
 }
 
-/// Adds the QKV bias (if any) and rotates Q and K of every token by its position.
-#[allow(clippy::too_many_arguments)]
-fn position_qkv(
-    layer: &Layer,
-    qkv: &mut [f32],
-    qkv_dim: usize,
+/// Widths of a fused `[q | k | v]` row and how its heads are positioned.
+#[derive(Debug, Clone, Copy)]
+struct QkvShape {
     q_dim: usize,
+    kv_dim: usize,
     head_dim: usize,
-    cos: &[f32],
-    sin: &[f32],
+    /// RMSNorm epsilon of the q/k norms.
+    eps: f32,
     layout: crate::model::RopeLayout,
-) {
-    let half = head_dim / 2;
-    qkv.par_chunks_mut(qkv_dim)
+}
+
+/// Adds the QKV bias (if any), normalises the heads of Q and K (if the model does), and
+/// rotates Q and K of every token by its position.
+fn position_qkv(layer: &Layer, qkv: &mut [f32], s: QkvShape, cos: &[f32], sin: &[f32]) {
+    let half = s.head_dim / 2;
+    qkv.par_chunks_mut(s.q_dim + 2 * s.kv_dim)
         .enumerate()
         .for_each(|(t, row)| {
             if let Some(bias) = &layer.bqkv {
                 add_in_place(row, bias);
             }
+            let (q, rest) = row.split_at_mut(s.q_dim);
+            if let (Some(qn), Some(kn)) = (&layer.q_norm, &layer.k_norm) {
+                rms_norm_heads(q, qn, s.eps);
+                rms_norm_heads(&mut rest[..s.kv_dim], kn, s.eps);
+            }
             let (cos_t, sin_t) = (
                 &cos[t * half..(t + 1) * half],
                 &sin[t * half..(t + 1) * half],
             );
-            let kv_dim = (qkv_dim - q_dim) / 2;
-            rope(&mut row[..q_dim + kv_dim], head_dim, cos_t, sin_t, layout);
+            rope(
+                &mut row[..s.q_dim + s.kv_dim],
+                s.head_dim,
+                cos_t,
+                sin_t,
+                s.layout,
+            );
         });
 }
 

@@ -32,21 +32,38 @@ pub(super) fn swiglu(gate_up: &[f32], ffn: usize, out: &mut [f32]) {
     }
 }
 
-/// Cos/sin tables for RoPE: `[tokens, head_dim / 2]` each, for the given positions.
-pub(super) fn rope_tables(positions: &[usize], head_dim: usize, base: f32) -> (Vec<f32>, Vec<f32>) {
-    let half = head_dim / 2;
+/// Cos/sin tables for RoPE: `[tokens, inv_freqs.len()]` each, for the given positions, both
+/// multiplied by `scale` (YaRN's attention factor; 1 otherwise).
+pub(super) fn rope_tables(
+    positions: &[usize],
+    inv_freqs: &[f64],
+    scale: f64,
+) -> (Vec<f32>, Vec<f32>) {
+    let half = inv_freqs.len();
     let (mut cos, mut sin) = (Vec::with_capacity(positions.len() * half), Vec::new());
     sin.reserve(positions.len() * half);
     for &pos in positions {
-        for i in 0..half {
-            // The angle in f64: pos · base^(−2i/d) loses digits in f32 at long positions.
-            let inv_freq = (base as f64).powf(-2.0 * i as f64 / head_dim as f64);
+        for &inv_freq in inv_freqs {
+            // The angle in f64: pos · inv_freq loses digits in f32 at long positions.
             let angle = pos as f64 * inv_freq;
-            cos.push(angle.cos() as f32);
-            sin.push(angle.sin() as f32);
+            cos.push((angle.cos() * scale) as f32);
+            sin.push((angle.sin() * scale) as f32);
         }
     }
     (cos, sin)
+}
+
+/// RMSNorm of each `[head_dim]` head of `x` in place, with one weight vector for all heads
+/// (Qwen3's q/k norm).
+pub(super) fn rms_norm_heads(x: &mut [f32], weight: &[f32], eps: f32) {
+    let d = weight.len();
+    for head in x.chunks_exact_mut(d) {
+        let mean_sq = head.iter().map(|v| v * v).sum::<f32>() / d as f32;
+        let scale = 1.0 / (mean_sq + eps).sqrt();
+        for (v, w) in head.iter_mut().zip(weight) {
+            *v = *v * scale * w;
+        }
+    }
 }
 
 /// Rotates each `[head_dim]` head of one token's `x` (`[heads, head_dim]`) by its position.

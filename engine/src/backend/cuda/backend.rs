@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use cudarc::driver::{CudaGraph, CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaGraph, CudaSlice};
 
 use super::buckets::{GraphKey, batch_buckets, context_buckets, graph_key};
 use super::device::Gpu;
@@ -15,10 +15,9 @@ use super::geometry::{check_attention_shape, decode_split, max_split_rows, prefi
 use super::options::{CudaOptions, DeviceSampling};
 use super::plan::{PlanLimits, StepPlan, pad_decode, plan_step};
 use super::weights::DeviceWeights;
-use super::{Error, Result, gemm, memory};
+use super::{Error, Result, gemm, launch, memory};
 use crate::backend::{Backend, SeqStep, StepOutput};
-use crate::gguf::GgufFile;
-use crate::model::ModelConfig;
+use crate::model::{Checkpoint, ModelConfig};
 
 /// Memory kept free beyond the utilisation budget for graphs and cuBLAS internals.
 const RESERVE_BYTES: usize = 256 << 20;
@@ -58,12 +57,16 @@ pub struct CudaBackend {
 }
 
 impl CudaBackend {
-    /// Opens the GPU, loads `gguf`'s weights (dequantised to bf16), and sizes the KV cache.
-    pub fn new(gguf: &GgufFile, cfg: ModelConfig, opts: CudaOptions) -> Result<Self> {
+    /// Opens the GPU, loads the checkpoint's weights (bf16 as stored, anything else rounded
+    /// to bf16), and sizes the KV cache.
+    pub fn new(checkpoint: &Checkpoint, opts: CudaOptions) -> Result<Self> {
+        let cfg = checkpoint
+            .config()
+            .map_err(|e| Error::Model(e.to_string()))?;
         check_attention_shape(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim)
             .map_err(Error::Model)?;
         let gpu = Gpu::open(opts.device)?;
-        let weights = DeviceWeights::load(&gpu, gguf, &cfg)?;
+        let weights = DeviceWeights::load(&gpu, checkpoint.tensors().as_ref(), &cfg)?;
         Self::assemble(gpu, weights, cfg, opts)
     }
 
@@ -176,11 +179,14 @@ impl CudaBackend {
     }
 
     /// Runs a step and samples the next token of every sequence that wants logits on the
-    /// device (`sampling[i]` for the `i`-th such sequence). Returns `(batch index, token)`.
+    /// device (`sampling[i]` for the `i`-th such sequence), among the tokens `masks` allows
+    /// (`[sampling.len(), ceil(vocab / 32)]` grammar bitmasks, the layout of
+    /// `grammar::TokenMask`; `None`: every token). Returns `(batch index, token)`.
     pub fn forward_sample(
         &mut self,
         batch: &[SeqStep<'_>],
         sampling: &[DeviceSampling],
+        masks: Option<&[u32]>,
     ) -> Result<Vec<(usize, u32)>> {
         let rows = self.run_step(batch)?;
         if sampling.len() != rows.rows.len() {
@@ -204,36 +210,61 @@ impl CudaBackend {
             uniforms[row] = s.uniform.clamp(0.0, 1.0 - f32::EPSILON);
         }
         let st = self.gpu.stream.clone();
+        if let Some(masks) = masks {
+            self.apply_masks(&rows, masks)?;
+        }
         let b = &mut self.bufs;
         st.memcpy_htod(&temperature, &mut b.temperature)?;
         st.memcpy_htod(&top_k, &mut b.top_k)?;
         st.memcpy_htod(&top_p, &mut b.top_p)?;
         st.memcpy_htod(&uniforms, &mut b.uniforms)?;
-        let vocab = self.cfg.vocab_size as i32;
-        let f = self.gpu.function("sample_top_k_top_p")?;
-        let cfg = LaunchConfig {
-            grid_dim: (n as u32, 1, 1),
-            block_dim: (1024, 1, 1),
-            shared_mem_bytes: 0,
+        let settings = launch::SamplingRows {
+            temperature: &b.temperature,
+            top_k: &b.top_k,
+            top_p: &b.top_p,
+            uniforms: &b.uniforms,
         };
-        // SAFETY: arguments match `sample_top_k_top_p`; every buffer holds `max_seqs >= n` rows.
-        unsafe {
-            st.launch_builder(f)
-                .arg(&b.logits)
-                .arg(&b.temperature)
-                .arg(&b.top_k)
-                .arg(&b.top_p)
-                .arg(&b.uniforms)
-                .arg(&mut b.sampled)
-                .arg(&vocab)
-                .launch(cfg)
-        }?;
+        launch::sample_top_k_top_p(
+            &self.gpu,
+            &b.logits,
+            &settings,
+            &mut b.sampled,
+            n,
+            self.cfg.vocab_size,
+        )?;
         let sampled = st.clone_dtoh(&b.sampled.slice(0..n))?;
         Ok(rows
             .rows
             .iter()
             .map(|&(row, seq)| (seq, sampled[row].max(0) as u32))
             .collect())
+    }
+
+    /// Sets the logits each row's mask disallows to −∞ (rows in `rows` order, one mask each).
+    fn apply_masks(&mut self, rows: &StepRows, masks: &[u32]) -> Result<()> {
+        let vocab = self.cfg.vocab_size;
+        let words = vocab.div_ceil(32);
+        if masks.len() != rows.rows.len() * words {
+            return Err(Error::Step(format!(
+                "{} mask words for {} rows of {words}",
+                masks.len(),
+                rows.rows.len()
+            )));
+        }
+        // Masks laid out per logits row (rows the step computed but nobody sampled: all allowed).
+        let mut by_row = vec![u32::MAX; rows.computed * words];
+        for (k, &(row, _)) in rows.rows.iter().enumerate() {
+            by_row[row * words..][..words].copy_from_slice(&masks[k * words..][..words]);
+        }
+        let d_masks = self.gpu.stream.clone_htod(&by_row)?;
+        launch::apply_token_mask(
+            &self.gpu,
+            &mut self.bufs.logits,
+            &d_masks,
+            rows.computed,
+            vocab,
+        )?;
+        Ok(())
     }
 
     /// Plans, uploads and runs one step; the logits stay on the device.

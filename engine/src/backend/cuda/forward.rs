@@ -3,16 +3,17 @@
 //! every argument it passes points at a buffer that outlives the graph.
 
 use cudarc::cublas::CudaBlas;
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::CudaSlice;
 use half::bf16;
 
 use super::Result;
 use super::device::Gpu;
 use super::gemm::linear;
 use super::geometry::{DecodeSplit, QueryTile, prefill_tile_tokens};
+use super::launch::{self, Attend, CacheShape, DecodeArgs, PrefillArgs, QkvPosition};
 use super::plan::StepPlan;
 use super::weights::DeviceWeights;
-use crate::model::{ModelConfig, RopeLayout};
+use crate::model::ModelConfig;
 
 /// Keys and values of one layer: `[num_blocks, kv_heads, block_size, head_dim]` each.
 pub struct LayerCache {
@@ -138,49 +139,63 @@ pub struct Model<'a> {
     pub cache: &'a [LayerCache],
 }
 
-fn grid(x: usize, y: usize, z: usize, threads: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (x as u32, y as u32, z as u32),
-        block_dim: (threads, 1, 1),
-        shared_mem_bytes: 0,
-    }
-}
-
-/// Enqueues one whole step: embeddings, every layer, final norm, output head.
+/// Enqueues one whole step: embeddings, every layer, final norm, output head. Kernels run
+/// through the typed launchers (`launch`), which check every buffer against the launch.
 pub fn encode(m: &Model<'_>, b: &mut Buffers, shape: &StepShape) -> Result<()> {
-    let (cfg, st) = (m.cfg, &m.gpu.stream);
-    let (t, h) = (shape.tokens, cfg.hidden_size);
-    let (hidden, vocab) = (h as i32, cfg.vocab_size as i32);
-    let f = m.gpu.function("embedding_gather")?;
-    // SAFETY (every launch in this file): the arguments match the kernel's parameter list in
-    // `kernels/*.cu` one for one, and every buffer holds at least the elements the grid
-    // touches (`Buffers` is sized for the largest step; `plan_step` enforces the limits).
-    unsafe {
-        st.launch_builder(f)
-            .arg(&mut b.residual)
-            .arg(&m.weights.embed)
-            .arg(&b.ids)
-            .arg(&hidden)
-            .arg(&vocab)
-            .launch(grid(t, 1, 1, 256))
-    }?;
-    for (l, layer) in m.weights.layers.iter().enumerate() {
-        rmsnorm(m, b, t, &layer.attn_norm, l > 0)?;
-        let qkv_dim = (cfg.num_heads + 2 * cfg.num_kv_heads) * cfg.head_dim;
-        linear(m.blas, st, &b.normed, &layer.qkv, &mut b.qkv, t, h, qkv_dim)?;
-        rope_and_cache(m, b, shape, l)?;
-        attention(m, b, shape, l)?;
-        linear(
-            m.blas,
-            st,
-            &b.attn,
-            &layer.o,
-            &mut b.proj,
+    let (cfg, gpu, st) = (m.cfg, m.gpu, &m.gpu.stream);
+    let (t, h, eps) = (shape.tokens, cfg.hidden_size, cfg.rms_norm_eps);
+    let (q_dim, ffn) = (cfg.q_dim(), cfg.ffn_size);
+    let qkv_dim = q_dim + 2 * cfg.kv_dim();
+    let w = m.weights;
+    launch::embedding_gather(gpu, &mut b.residual, &w.embed, &b.ids, t, h, cfg.vocab_size)?;
+    for (l, layer) in w.layers.iter().enumerate() {
+        let delta = (l > 0).then_some(&b.proj); // the previous layer's FFN output
+        launch::rmsnorm_residual(
+            gpu,
+            &mut b.residual,
+            delta,
+            &layer.attn_norm,
+            &mut b.normed,
             t,
-            cfg.num_heads * cfg.head_dim,
             h,
+            eps,
         )?;
-        rmsnorm(m, b, t, &layer.ffn_norm, true)?;
+        linear(m.blas, st, &b.normed, &layer.qkv, &mut b.qkv, t, h, qkv_dim)?;
+        let position = QkvPosition {
+            tokens: t,
+            num_heads: cfg.num_heads,
+            num_kv_heads: cfg.num_kv_heads,
+            head_dim: cfg.head_dim,
+            layout: cfg.rope_layout,
+            bias: layer.qkv_bias.as_ref(),
+            qk_norm: layer.q_norm.as_ref().zip(layer.k_norm.as_ref()),
+            eps,
+            inv_freq: &w.rope_inv_freqs,
+            rope_scale: cfg.rope_scaling.attention_factor() as f32,
+        };
+        launch::qkv_position(gpu, &mut b.qkv, &b.positions, &position)?;
+        let cache = &m.cache[l];
+        launch::kv_cache_write(
+            gpu,
+            &b.qkv,
+            &cache.k,
+            &cache.v,
+            &b.slots,
+            t,
+            cache_shape(m, shape),
+        )?;
+        attention(m, b, shape, l)?;
+        linear(m.blas, st, &b.attn, &layer.o, &mut b.proj, t, q_dim, h)?;
+        launch::rmsnorm_residual(
+            gpu,
+            &mut b.residual,
+            Some(&b.proj),
+            &layer.ffn_norm,
+            &mut b.normed,
+            t,
+            h,
+            eps,
+        )?;
         linear(
             m.blas,
             st,
@@ -189,48 +204,40 @@ pub fn encode(m: &Model<'_>, b: &mut Buffers, shape: &StepShape) -> Result<()> {
             &mut b.gate_up,
             t,
             h,
-            2 * cfg.ffn_size,
+            2 * ffn,
         )?;
-        let (tokens, ffn) = (t as i32, cfg.ffn_size as i32);
-        let f = m.gpu.function("silu_mul")?;
-        unsafe {
-            st.launch_builder(f)
-                .arg(&b.gate_up)
-                .arg(&mut b.act)
-                .arg(&tokens)
-                .arg(&ffn)
-                .launch(grid((t * cfg.ffn_size).div_ceil(256), 1, 1, 256))
-        }?;
-        linear(
-            m.blas,
-            st,
-            &b.act,
-            &layer.down,
-            &mut b.proj,
-            t,
-            cfg.ffn_size,
-            h,
-        )?;
+        launch::silu_mul(gpu, &b.gate_up, &mut b.act, t, ffn)?;
+        linear(m.blas, st, &b.act, &layer.down, &mut b.proj, t, ffn, h)?;
     }
-    rmsnorm(m, b, t, &m.weights.final_norm, !m.weights.layers.is_empty())?;
+    let delta = (!w.layers.is_empty()).then_some(&b.proj);
+    launch::rmsnorm_residual(
+        gpu,
+        &mut b.residual,
+        delta,
+        &w.final_norm,
+        &mut b.normed,
+        t,
+        h,
+        eps,
+    )?;
     if shape.logit_rows == 0 {
         return Ok(());
     }
     // Only the rows whose logits are wanted go through the (large) output head.
-    let f = m.gpu.function("gather_rows")?;
-    unsafe {
-        st.launch_builder(f)
-            .arg(&mut b.head_in)
-            .arg(&b.normed)
-            .arg(&b.logit_rows)
-            .arg(&hidden)
-            .launch(grid(shape.logit_rows, 1, 1, 256))
-    }?;
+    launch::gather_rows(
+        gpu,
+        &mut b.head_in,
+        &b.normed,
+        &b.logit_rows,
+        shape.logit_rows,
+        t,
+        h,
+    )?;
     linear(
         m.blas,
         st,
         &b.head_in,
-        m.weights.head(),
+        w.head(),
         &mut b.logits,
         shape.logit_rows,
         h,
@@ -239,143 +246,71 @@ pub fn encode(m: &Model<'_>, b: &mut Buffers, shape: &StepShape) -> Result<()> {
     Ok(())
 }
 
-/// `residual += proj` (when `add`), then `normed = rmsnorm(residual) * weight`.
-fn rmsnorm(
-    m: &Model<'_>,
-    b: &mut Buffers,
-    t: usize,
-    weight: &CudaSlice<f32>,
-    add: bool,
-) -> Result<()> {
-    let (hidden, eps) = (m.cfg.hidden_size as i32, m.cfg.rms_norm_eps);
-    let f = m.gpu.function("rmsnorm_residual")?;
-    let st = &m.gpu.stream;
-    let mut launch = st.launch_builder(f);
-    launch.arg(&mut b.residual);
-    let null: u64 = 0;
-    if add {
-        launch.arg(&b.proj)
-    } else {
-        launch.arg(&null)
-    };
-    launch.arg(weight).arg(&mut b.normed).arg(&hidden).arg(&eps);
-    unsafe { launch.launch(grid(t, 1, 1, 256)) }?;
-    Ok(())
-}
-
-/// RoPE on q and k in place, then k and v into layer `l`'s cache slots.
-fn rope_and_cache(m: &Model<'_>, b: &mut Buffers, shape: &StepShape, l: usize) -> Result<()> {
-    let cfg = m.cfg;
-    let (nh, nkv, hd) = (
-        cfg.num_heads as i32,
-        cfg.num_kv_heads as i32,
-        cfg.head_dim as i32,
-    );
-    let st = &m.gpu.stream;
-    let rope = match cfg.rope_layout {
-        RopeLayout::Adjacent => "rope_adjacent",
-        RopeLayout::HalfSplit => "rope_half_split",
-    };
-    let f = m.gpu.function(rope)?;
-    unsafe {
-        st.launch_builder(f)
-            .arg(&mut b.qkv)
-            .arg(&b.positions)
-            .arg(&nh)
-            .arg(&nkv)
-            .arg(&hd)
-            .arg(&cfg.rope_base)
-            .launch(grid(shape.tokens, 1, 1, 128))
-    }?;
-    let bs = shape.block_size as i32;
-    let cache = &m.cache[l];
-    let f = m.gpu.function("kv_cache_write")?;
-    // The cache is written through shared references: cudarc only needs the pointer, and no
-    // other work reads it concurrently on this single stream.
-    unsafe {
-        st.launch_builder(f)
-            .arg(&b.qkv)
-            .arg(&cache.k)
-            .arg(&cache.v)
-            .arg(&b.slots)
-            .arg(&nh)
-            .arg(&nkv)
-            .arg(&hd)
-            .arg(&bs)
-            .launch(grid(shape.tokens, 1, 1, 128))
-    }?;
-    Ok(())
+/// The geometry of the layer caches.
+fn cache_shape(m: &Model<'_>, shape: &StepShape) -> CacheShape {
+    let c = m.cfg;
+    let per_block = (c.num_kv_heads * shape.block_size * c.head_dim).max(1);
+    CacheShape {
+        num_blocks: m.cache.first().map_or(0, |l| l.k.len() / per_block),
+        num_heads: c.num_heads,
+        num_kv_heads: c.num_kv_heads,
+        head_dim: c.head_dim,
+        block_size: shape.block_size,
+    }
 }
 
 /// Attention of layer `l` into `b.attn`.
 fn attention(m: &Model<'_>, b: &mut Buffers, shape: &StepShape, l: usize) -> Result<()> {
-    let cfg = m.cfg;
-    let st = &m.gpu.stream;
-    let (nh, nkv, hd) = (
-        cfg.num_heads as i32,
-        cfg.num_kv_heads as i32,
-        cfg.head_dim as i32,
-    );
-    let row_stride = (cfg.num_heads + 2 * cfg.num_kv_heads) as i32 * hd;
-    let (bs, mb) = (shape.block_size as i32, shape.max_blocks_per_seq as i32);
-    let scale = 1.0 / (cfg.head_dim as f32).sqrt();
+    let (cfg, gpu) = (m.cfg, m.gpu);
     let cache = &m.cache[l];
+    let geometry = cache_shape(m, shape);
+    let attend = Attend {
+        qkv: &b.qkv,
+        k_cache: &cache.k,
+        v_cache: &cache.v,
+        block_tables: &b.block_tables,
+        num_heads: cfg.num_heads,
+        num_kv_heads: cfg.num_kv_heads,
+        head_dim: cfg.head_dim,
+        block_size: shape.block_size,
+        max_blocks_per_seq: shape.max_blocks_per_seq,
+        cache_blocks: geometry.num_blocks,
+    };
+    let scale = 1.0 / (cfg.head_dim as f32).sqrt();
     match shape.attention {
         AttentionKind::Decode(split) => {
-            let (splits, partition) = (split.splits as i32, split.partition_tokens as i32);
-            let f = m.gpu.function("attention_decode")?;
-            unsafe {
-                st.launch_builder(f)
-                    .arg(&mut b.part_out)
-                    .arg(&mut b.part_max)
-                    .arg(&mut b.part_sum)
-                    .arg(&b.qkv)
-                    .arg(&cache.k)
-                    .arg(&cache.v)
-                    .arg(&b.block_tables)
-                    .arg(&b.context_lens)
-                    .arg(&row_stride)
-                    .arg(&nh)
-                    .arg(&nkv)
-                    .arg(&hd)
-                    .arg(&bs)
-                    .arg(&mb)
-                    .arg(&partition)
-                    .arg(&scale)
-                    .launch(grid(shape.seqs, cfg.num_kv_heads, split.splits, 128))
-            }?;
-            let f = m.gpu.function("attention_merge")?;
-            unsafe {
-                st.launch_builder(f)
-                    .arg(&mut b.attn)
-                    .arg(&b.part_out)
-                    .arg(&b.part_max)
-                    .arg(&b.part_sum)
-                    .arg(&nh)
-                    .arg(&hd)
-                    .arg(&splits)
-                    .launch(grid(shape.seqs, cfg.num_heads, 1, 128))
-            }?;
+            let args = DecodeArgs {
+                part_out: &mut b.part_out,
+                part_max: &mut b.part_max,
+                part_sum: &mut b.part_sum,
+                context_lens: &b.context_lens,
+                seqs: shape.seqs,
+                split,
+                scale,
+            };
+            launch::attention_decode(gpu, &attend, args)?;
+            launch::attention_merge(
+                gpu,
+                &mut b.attn,
+                &b.part_out,
+                &b.part_max,
+                &b.part_sum,
+                shape.seqs,
+                cfg.num_heads,
+                cfg.head_dim,
+                split.splits,
+            )?;
         }
         AttentionKind::Prefill { tiles } => {
-            let f = m.gpu.function("attention_prefill")?;
-            unsafe {
-                st.launch_builder(f)
-                    .arg(&mut b.attn)
-                    .arg(&b.qkv)
-                    .arg(&cache.k)
-                    .arg(&cache.v)
-                    .arg(&b.block_tables)
-                    .arg(&b.tiles)
-                    .arg(&row_stride)
-                    .arg(&nh)
-                    .arg(&nkv)
-                    .arg(&hd)
-                    .arg(&bs)
-                    .arg(&mb)
-                    .arg(&scale)
-                    .launch(grid(tiles, cfg.num_kv_heads, 1, 128))
-            }?;
+            let args = PrefillArgs {
+                out: &mut b.attn,
+                tiles: &b.tiles,
+                num_tiles: tiles,
+                tokens: shape.tokens,
+                seqs: shape.seqs,
+                scale,
+            };
+            launch::attention_prefill(gpu, &attend, args)?;
         }
     }
     Ok(())

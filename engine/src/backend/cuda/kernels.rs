@@ -1,6 +1,7 @@
 //! The CUDA C kernel sources (compiled into the binary) and the kernels each one defines.
 
-/// Shared helpers prepended to every kernel file (bf16 conversions, warp and block reductions).
+/// Shared helpers prepended to every kernel file (bf16 conversions, warp and block reductions,
+/// the paged KV tile loader and the tile-softmax steps both attention kernels use).
 pub const PRELUDE: &str = include_str!("kernels/prelude.cuh");
 
 /// One `.cu` file and the `extern "C"` kernels it defines.
@@ -34,12 +35,12 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         file: "rmsnorm.cu",
         text: include_str!("kernels/rmsnorm.cu"),
-        kernels: &["rmsnorm_residual", "residual_add"],
+        kernels: &["rmsnorm_residual"],
     },
     KernelSource {
         file: "rope.cu",
         text: include_str!("kernels/rope.cu"),
-        kernels: &["rope_adjacent", "rope_half_split"],
+        kernels: &["qkv_position_adjacent", "qkv_position_half_split"],
     },
     KernelSource {
         file: "kv_write.cu",
@@ -64,7 +65,7 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         file: "sampling.cu",
         text: include_str!("kernels/sampling.cu"),
-        kernels: &["argmax_rows", "sample_top_k_top_p"],
+        kernels: &["apply_token_mask", "argmax_rows", "sample_top_k_top_p"],
     },
 ];
 

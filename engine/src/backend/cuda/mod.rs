@@ -5,16 +5,18 @@
 //! them, since cudarc panics on a missing library), and the kernels are CUDA C (`kernels/`)
 //! compiled by NVRTC at start-up for the device's architecture, cached on disk (`compile`).
 //! GEMMs run in cuBLAS (bf16 inputs, fp32 accumulation and outputs, tensor cores); weights are
-//! dequantised to bf16 at load; decode steps replay CUDA graphs captured per batch bucket.
+//! bf16 on the device (uploaded as stored from bf16 checkpoints, rounded from anything else); decode steps replay CUDA graphs captured per batch bucket.
 //!
 //! Layout: pure host-side decisions (`geometry`, `buckets`, `memory`, `plan`) are unit-tested
-//! without a GPU; `device`, `weights`, `forward` and `backend` are the thin device shells.
+//! without a GPU; `launch` is the typed boundary to the kernels (one checked wrapper per
+//! kernel); `device`, `weights`, `forward` and `backend` are the thin device shells.
 
 pub mod buckets;
 pub mod check;
 pub mod compile;
 pub mod geometry;
 pub mod kernels;
+pub mod launch;
 pub mod libs;
 pub mod memory;
 pub mod plan;

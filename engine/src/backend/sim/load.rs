@@ -1,38 +1,33 @@
-//! Starting a server on the sim backend: the profile (a file or the built-in default), the
+//! Starting a server on the sim backend: the profile (a bundled one by name, or a file), the
 //! byte-level tokenizer, and the batch limits the profile describes.
 
 use std::path::Path;
 
-use tokenscale_common::perf_model::PerfProfile;
+use tokenscale_common::perf_model::{PerfProfile, bundled_profile, bundled_profile_names};
 
 use super::{SimBackend, SimVocab};
 use crate::server::{LoadError, LoadedModel, ServeConfig, start_engine};
 use crate::tokenizer::Tokenizer;
 
-/// The default profile: a Llama-3-8B-class model on one H100 (the same figures as the CLI's
-/// bundled `llama3-8b-h100` profile, which documents their source).
-pub const DEFAULT_PROFILE_YAML: &str = "
-name: llama3-8b-h100
-description: Llama-3-8B bf16 on one H100 80GB SXM (vLLM-class engine)
-source: published model and H100 figures; see the CLI's bundled profile
-gpus_per_replica: 1
-step: {t0_s: 0.0065, prefill_s_per_token: 0.0000295, decode_s_per_seq: 0.00002, kv_read_s_per_token: 0.000000051}
-kv: {block_tokens: 16, blocks: 24750}
-max_num_seqs: 256
-max_batch_tokens: 8192
-cold_start_s: 60
-";
+/// The profile used when none is named: a Llama-3-8B-class model on one H100.
+pub const DEFAULT_PROFILE: &str = "llama3-8b-h100";
 
 /// Context length the sim model claims (prompt plus completion), in tokens.
 const SIM_CONTEXT_TOKENS: usize = 32_768;
 
-/// Reads a profile file, or the default when `path` is `None`.
-pub fn read_profile(path: Option<&Path>) -> Result<PerfProfile, LoadError> {
+/// Reads `name_or_path`: a bundled profile's name, else a profile file; the default when
+/// `None`. A name that is neither says which names exist.
+pub fn read_profile(name_or_path: Option<&str>) -> Result<PerfProfile, LoadError> {
     let config_error = |message: String| LoadError::Config(message);
-    let text = match path {
-        Some(path) => std::fs::read_to_string(path)
-            .map_err(|e| config_error(format!("sim profile {}: {e}", path.display())))?,
-        None => DEFAULT_PROFILE_YAML.to_string(),
+    let name_or_path = name_or_path.unwrap_or(DEFAULT_PROFILE);
+    let text = match bundled_profile(name_or_path) {
+        Some(text) => text.to_string(),
+        None => std::fs::read_to_string(Path::new(name_or_path)).map_err(|e| {
+            config_error(format!(
+                "sim profile {name_or_path:?} is neither a bundled profile ({}) nor a readable file: {e}",
+                bundled_profile_names()
+            ))
+        })?,
     };
     PerfProfile::from_yaml(&text).map_err(|e| config_error(format!("sim profile: {e}")))
 }

@@ -11,9 +11,9 @@ use tokenscale_common::perf_model::PerfProfile;
 
 use super::{Backend, SeqStep, StepOutput};
 use crate::Result;
-use crate::model::{ModelConfig, RopeLayout};
+use crate::model::{ModelConfig, RopeLayout, RopeScaling};
 
-pub use load::{DEFAULT_PROFILE_YAML, load_sim, read_profile};
+pub use load::{DEFAULT_PROFILE, load_sim, read_profile};
 pub use tokens::{SimVocab, token_at};
 
 /// A backend that models a replica instead of computing one.
@@ -65,10 +65,13 @@ impl SimBackend {
             head_dim: 1,
             rope_base: 10_000.0,
             rope_layout: RopeLayout::Adjacent,
+            rope_scaling: RopeScaling::None,
             rms_norm_eps: 1e-5,
             context_length,
             vocab_size: vocab.size(),
             tied_embeddings: true,
+            qkv_bias: false,
+            qk_norm: false,
         };
         Self {
             profile,

@@ -5,7 +5,9 @@
 use super::*;
 
 fn profile() -> PerfProfile {
-    let yaml = DEFAULT_PROFILE_YAML.replace("t0_s: 0.0065", "t0_s: 0.0001");
+    let yaml = tokenscale_common::perf_model::bundled_profile(DEFAULT_PROFILE)
+        .unwrap()
+        .replace("t0_s: 0.0065", "t0_s: 0.0001");
     PerfProfile::from_yaml(&yaml).unwrap()
 }
 
@@ -101,8 +103,18 @@ fn the_sim_tokenizer_round_trips_text_and_knows_its_eos() {
 }
 
 #[test]
-fn a_bad_profile_file_is_a_config_error() {
-    let missing = read_profile(Some(std::path::Path::new("/nonexistent/profile.yaml")));
-    assert!(missing.unwrap_err().to_string().contains("sim profile"));
+fn profiles_are_read_by_bundled_name_or_path_and_a_bad_one_names_the_choices() {
+    let missing = read_profile(Some("/nonexistent/profile.yaml")).unwrap_err();
+    assert!(missing.to_string().contains("sim profile"), "{missing}");
+    // The examples once passed a name that is neither: the message lists what would work.
+    let unknown = read_profile(Some("h100-llama-8b")).unwrap_err().to_string();
+    assert!(
+        unknown.contains("llama3-8b-h100") && unknown.contains("smollm2-cpu"),
+        "{unknown}"
+    );
     assert_eq!(read_profile(None).unwrap().name, "llama3-8b-h100");
+    assert_eq!(
+        read_profile(Some("smollm2-cpu")).unwrap().name,
+        "smollm2-cpu"
+    );
 }

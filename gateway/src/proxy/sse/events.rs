@@ -12,54 +12,42 @@ pub struct Events {
     pending: BytesMut,
 }
 
+/// A piece of the stream, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cut {
+    /// A complete event, its blank line included; its text (without the blank line) is the
+    /// first `text_len` bytes.
+    Event { whole: Bytes, text_len: usize },
+    /// Bytes of an event longer than the cap, passed on unread as a plain proxy would.
+    Unended(Bytes),
+}
+
 impl Events {
-    /// Takes a chunk; returns the complete events so far (maybe none), each with its own line
-    /// endings. Events containing `marker` are shown to `keep` (their text, without the blank
-    /// line) and left out when it says no; the rest pass without being looked at.
-    pub fn push(
-        &mut self,
-        chunk: Bytes,
-        marker: &[u8],
-        mut keep: impl FnMut(&[u8]) -> bool,
-    ) -> Bytes {
-        // Fast path: whole events, none marked, nothing pending: forwarded as they came.
-        if self.pending.is_empty()
-            && (chunk.ends_with(b"\n\n") || chunk.ends_with(b"\r\n\r\n"))
-            && !contains(&chunk, marker)
-        {
-            return chunk;
-        }
-        self.pending.extend_from_slice(&chunk);
-        // Each complete event's (text end, event end). Found once, on the whole buffer: cut
-        // out of it, a last event ended by `\r\r` would read as unfinished (fuzzing found
-        // those bytes dropped).
-        let mut events = Vec::new();
+    /// Takes a chunk; appends the complete events so far (maybe none) to `out`, each with its
+    /// own line endings. Events are slices of the chunk when nothing was pending (the usual
+    /// case: a chunk holds whole events), so no byte is copied.
+    pub fn cut(&mut self, chunk: Bytes, out: &mut Vec<Cut>) {
+        let buffer = if self.pending.is_empty() {
+            chunk
+        } else {
+            self.pending.extend_from_slice(&chunk);
+            self.pending.split().freeze()
+        };
+        // Found once, on the whole buffer: cut out of it, a last event ended by `\r\r` would
+        // read as unfinished (fuzzing found those bytes dropped).
         let mut end = 0;
-        while let Some((text, next)) = next_event(&self.pending[end..]) {
-            events.push((end + text, end + next));
+        while let Some((text, next)) = next_event(&buffer[end..]) {
+            out.push(Cut::Event {
+                whole: buffer.slice(end..end + next),
+                text_len: text,
+            });
             end += next;
         }
-        if end == 0 {
-            // Past the cap the bytes go on unread, as a plain proxy's would.
-            if self.pending.len() > MAX_EVENT_BYTES {
-                return self.pending.split().freeze();
-            }
-            return Bytes::new();
+        if end == 0 && buffer.len() > MAX_EVENT_BYTES {
+            out.push(Cut::Unended(buffer));
+            return;
         }
-        let complete = self.pending.split_to(end).freeze();
-        if !contains(&complete, marker) {
-            return complete;
-        }
-        let mut out = BytesMut::with_capacity(complete.len());
-        let mut start = 0;
-        for (text, next) in events {
-            let event = &complete[start..text];
-            if !contains(event, marker) || keep(event) {
-                out.extend_from_slice(&complete[start..next]);
-            }
-            start = next;
-        }
-        out.freeze()
+        self.pending.extend_from_slice(&buffer[end..]);
     }
 
     /// The stream ended: an unterminated last event is passed on as it is.
@@ -92,11 +80,6 @@ fn next_event(bytes: &[u8]) -> Option<(usize, usize)> {
         line_start = at;
     }
     None
-}
-
-/// Whether `needle` occurs in `haystack`.
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 #[cfg(test)]
@@ -145,45 +128,74 @@ mod tests {
         assert_eq!(next_event(b""), None);
     }
 
-    /// Feeds `stream` in chunks of `size` bytes; returns what comes out, and the events shown.
+    /// Feeds `stream` in chunks of `size` bytes; returns what comes out whole and each
+    /// event's text.
     fn relay(stream: &[u8], size: usize) -> (Vec<u8>, Vec<String>) {
         let mut buffer = Events::default();
-        let (mut out, mut shown) = (Vec::new(), Vec::new());
+        let (mut out, mut texts, mut cuts) = (Vec::new(), Vec::new(), Vec::new());
         for chunk in stream.chunks(size) {
-            let passed = buffer.push(Bytes::copy_from_slice(chunk), b"usage", |event| {
-                shown.push(String::from_utf8_lossy(event).into_owned());
-                !event.ends_with(b"drop usage")
-            });
-            out.extend_from_slice(&passed);
+            buffer.cut(Bytes::copy_from_slice(chunk), &mut cuts);
+        }
+        for cut in cuts {
+            match cut {
+                Cut::Event { whole, text_len } => {
+                    texts.push(String::from_utf8_lossy(&whole[..text_len]).into_owned());
+                    out.extend_from_slice(&whole);
+                }
+                Cut::Unended(bytes) => out.extend_from_slice(&bytes),
+            }
         }
         out.extend_from_slice(&buffer.finish());
-        (out, shown)
+        (out, texts)
     }
 
     #[test]
-    fn marked_events_are_shown_and_dropped_whole_in_any_chunking() {
+    fn events_come_out_whole_and_alike_in_any_chunking() {
         let stream =
-            b"data: 1\r\rdata: 2\r\n\r\ndata: keep usage\r\n\r\ndata: drop usage\r\n\r\ndata: [DONE]\r\n\r\n";
-        let expected = b"data: 1\r\rdata: 2\r\n\r\ndata: keep usage\r\n\r\ndata: [DONE]\r\n\r\n";
+            b"data: 1\r\rdata: 2\r\n\r\ndata: keep usage\r\n\r\nevent: x\ndata: y\n\ndata: [DONE]\r\n\r\ntail";
         for size in [1, 2, 3, 7, 13, stream.len()] {
-            let (out, shown) = relay(stream, size);
-            assert_eq!(out, expected, "chunks of {size}");
+            let (out, texts) = relay(stream, size);
+            assert_eq!(out, stream, "chunks of {size}");
             assert_eq!(
-                shown,
-                ["data: keep usage", "data: drop usage"],
+                texts,
+                [
+                    "data: 1",
+                    "data: 2",
+                    "data: keep usage",
+                    "event: x\ndata: y",
+                    "data: [DONE]"
+                ],
                 "chunks of {size}"
             );
         }
     }
 
     #[test]
+    fn a_chunk_of_whole_events_is_cut_without_copying() {
+        let chunk = Bytes::from_static(b"data: a\n\ndata: b\n\n");
+        let mut cuts = Vec::new();
+        Events::default().cut(chunk.clone(), &mut cuts);
+        let Some(Cut::Event { whole, .. }) = cuts.first() else {
+            panic!("{cuts:?}");
+        };
+        assert_eq!(whole.as_ptr(), chunk.as_ptr());
+    }
+
+    #[test]
     fn an_event_that_never_ends_is_passed_on_past_the_cap() {
         let mut buffer = Events::default();
         let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
-        let mut passed = 0;
+        let mut cuts = Vec::new();
         for _ in 0..(MAX_EVENT_BYTES / chunk.len() + 2) {
-            passed += buffer.push(chunk.clone(), b"usage", |_| true).len();
+            buffer.cut(chunk.clone(), &mut cuts);
         }
+        let passed: usize = cuts
+            .iter()
+            .map(|c| match c {
+                Cut::Unended(b) => b.len(),
+                Cut::Event { whole, .. } => whole.len(),
+            })
+            .sum();
         assert!(passed > MAX_EVENT_BYTES, "held back {passed}");
         assert!(buffer.pending.len() <= MAX_EVENT_BYTES);
     }

@@ -188,3 +188,71 @@ fn builder_is_pure_and_rejects_objects_without_uid() {
         Err(ChildError::MissingMetadata("uid"))
     );
 }
+
+#[test]
+fn hub_source_passes_through_with_the_cache_the_token_and_hf_home() {
+    let spec = "  model:\n    source: hf://meta-llama/Llama-3.1-8B-Instruct@main\n    \
+                hfTokenSecret: {name: hf-token}\n    cache: {sizeLimit: 80Gi}\n  \
+                engine: {backend: cuda}\n  replicas: {min: 1, max: 2}\n  \
+                slo: {ttftP95: 2s, tpotP95: 200ms}\n";
+    let d = engine_deployment(&md(spec), 1).expect("builds");
+    let c = container(&d);
+    let args = c.args.clone().unwrap_or_default();
+    assert_eq!(
+        args[1..3],
+        [
+            "--model".to_string(),
+            "hf://meta-llama/Llama-3.1-8B-Instruct@main".to_string()
+        ],
+        "the source reaches the engine unchanged"
+    );
+    let env = c.env.clone().unwrap_or_default();
+    let var = |name: &str| env.iter().find(|e| e.name == name).cloned();
+    assert_eq!(
+        var("HF_HOME").and_then(|e| e.value).as_deref(),
+        Some(HF_HOME_PATH)
+    );
+    assert!(
+        HF_HOME_PATH.starts_with(CACHE_MOUNT_PATH),
+        "the Hub cache is on the cache volume"
+    );
+    let token = var("HF_TOKEN")
+        .and_then(|e| e.value_from)
+        .and_then(|v| v.secret_key_ref);
+    let token = token.expect("HF_TOKEN comes from the Secret");
+    assert_eq!(
+        (token.name.as_str(), token.key.as_str()),
+        ("hf-token", DEFAULT_TOKEN_KEY)
+    );
+    let pod = d.spec.template.spec.expect("pod");
+    let cache = pod
+        .volumes
+        .unwrap_or_default()
+        .into_iter()
+        .find(|v| v.name == "model-cache");
+    let size = cache.and_then(|v| v.empty_dir).and_then(|e| e.size_limit);
+    assert_eq!(size.map(|q| q.0).as_deref(), Some("80Gi"));
+}
+
+#[test]
+fn a_shared_cache_claim_replaces_the_empty_dir_and_no_secret_means_no_token() {
+    let spec = "  model:\n    source: hf://Qwen/Qwen3-8B\n    cache: {claimName: model-cache}\n  \
+                engine: {backend: cuda}\n  replicas: {min: 1, max: 2}\n  \
+                slo: {ttftP95: 2s, tpotP95: 200ms}\n";
+    let d = engine_deployment(&md(spec), 1).expect("builds");
+    let env = container(&d).env.unwrap_or_default();
+    assert!(!env.iter().any(|e| e.name == "HF_TOKEN"));
+    let pod = d.spec.template.spec.expect("pod");
+    let cache = pod
+        .volumes
+        .unwrap_or_default()
+        .into_iter()
+        .find(|v| v.name == "model-cache");
+    let claim = cache
+        .and_then(|v| v.persistent_volume_claim)
+        .expect("a claim");
+    assert_eq!(
+        (claim.claim_name.as_str(), claim.read_only),
+        ("model-cache", Some(false))
+    );
+}

@@ -20,6 +20,7 @@ fn engine_reading(tokens: f64, requests: f64, fast: f64, slow: f64, running: f64
             running,
             kv_cache_usage: 0.5,
         },
+        revision: None,
     }
 }
 

@@ -2,13 +2,13 @@
 //! forced, some of them empty) and chunked causal prefill, each against the host reference
 //! over the same bf16 cache contents.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
 use half::bf16;
 
 use super::ops::{OpResult, SHAPE, TOLERANCE, tiles_for};
 use super::reference as r;
 use crate::backend::SeqStep;
 use crate::backend::cuda::geometry::DecodeSplit;
+use crate::backend::cuda::launch::{self, Attend, CacheShape, DecodeArgs, PrefillArgs};
 use crate::backend::cuda::plan::{PlanLimits, StepPlan, plan_step};
 use crate::backend::cuda::{Gpu, Result};
 
@@ -42,14 +42,6 @@ impl HostCache {
                 (row(&self.k), row(&self.v))
             })
             .unzip()
-    }
-}
-
-fn cfg(grid: (usize, usize, usize), threads: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (grid.0 as u32, grid.1 as u32, grid.2 as u32),
-        block_dim: (threads, 1, 1),
-        shared_mem_bytes: 0,
     }
 }
 
@@ -96,7 +88,7 @@ pub fn run(gpu: &Gpu, rand: &mut dyn FnMut() -> f32) -> Result<Vec<OpResult>> {
         k: (0..elems).map(|_| bf16::from_f32(rand())).collect(),
         v: (0..elems).map(|_| bf16::from_f32(rand())).collect(),
     };
-    let (mut d_k, mut d_v) = (
+    let (d_k, d_v) = (
         gpu.stream.clone_htod(&host.k)?,
         gpu.stream.clone_htod(&host.v)?,
     );
@@ -124,28 +116,15 @@ pub fn run(gpu: &Gpu, rand: &mut dyn FnMut() -> f32) -> Result<Vec<OpResult>> {
     let qkv: Vec<f32> = (0..plan.num_tokens() * row_width).map(|_| rand()).collect();
     let d_qkv = gpu.stream.clone_htod(&qkv)?;
     let d_slots = gpu.stream.clone_htod(&plan.slots)?;
-    let (i_nh, i_nkv, i_hd, i_bs, i_mb) = (
-        nh as i32,
-        nkv as i32,
-        hd as i32,
-        bs as i32,
-        MAX_BLOCKS as i32,
-    );
-    // SAFETY (all launches here): arguments match the kernel signatures; buffers are sized
-    // for the grids (cache of BLOCKS blocks, tables of MAX_BLOCKS entries).
-    unsafe {
-        gpu.stream
-            .launch_builder(gpu.function("kv_cache_write")?)
-            .arg(&d_qkv)
-            .arg(&mut d_k)
-            .arg(&mut d_v)
-            .arg(&d_slots)
-            .arg(&i_nh)
-            .arg(&i_nkv)
-            .arg(&i_hd)
-            .arg(&i_bs)
-            .launch(cfg((plan.num_tokens(), 1, 1), 128))
-    }?;
+    let cache_shape = CacheShape {
+        num_blocks: BLOCKS,
+        num_heads: nh,
+        num_kv_heads: nkv,
+        head_dim: hd,
+        block_size: bs,
+    };
+    let d_tokens = plan.num_tokens();
+    launch::kv_cache_write(gpu, &d_qkv, &d_k, &d_v, &d_slots, d_tokens, cache_shape)?;
     write_expected(&mut host, &qkv, &plan);
     let want_k: Vec<f64> = host.k.iter().map(|x| x.to_f64()).collect();
     let want_v: Vec<f64> = host.v.iter().map(|x| x.to_f64()).collect();
@@ -174,25 +153,28 @@ pub fn run(gpu: &Gpu, rand: &mut dyn FnMut() -> f32) -> Result<Vec<OpResult>> {
     let mut d_attn = gpu
         .stream
         .alloc_zeros::<bf16>(plan.num_tokens() * nh * hd)?;
-    let (stride, scale) = (row_width as i32, 1.0 / (hd as f32).sqrt());
-    unsafe {
-        gpu.stream
-            .launch_builder(gpu.function("attention_prefill")?)
-            .arg(&mut d_attn)
-            .arg(&d_qkv)
-            .arg(&d_k)
-            .arg(&d_v)
-            .arg(&d_tables)
-            .arg(&d_tiles)
-            .arg(&stride)
-            .arg(&i_nh)
-            .arg(&i_nkv)
-            .arg(&i_hd)
-            .arg(&i_bs)
-            .arg(&i_mb)
-            .arg(&scale)
-            .launch(cfg((tiles.len(), nkv, 1), 128))
-    }?;
+    let scale = 1.0 / (hd as f32).sqrt();
+    let prefill_inputs = Attend {
+        qkv: &d_qkv,
+        k_cache: &d_k,
+        v_cache: &d_v,
+        block_tables: &d_tables,
+        num_heads: nh,
+        num_kv_heads: nkv,
+        head_dim: hd,
+        block_size: bs,
+        max_blocks_per_seq: MAX_BLOCKS,
+        cache_blocks: BLOCKS,
+    };
+    let prefill = PrefillArgs {
+        out: &mut d_attn,
+        tiles: &d_tiles,
+        num_tiles: tiles.len(),
+        tokens: plan.num_tokens(),
+        seqs: plan.num_seqs(),
+        scale,
+    };
+    launch::attention_prefill(gpu, &prefill_inputs, prefill)?;
     let queries: Vec<(usize, &[u32], usize)> = (0..plan.num_tokens())
         .map(|row| {
             let table: &[u32] = if row < 20 { &table_a } else { &table_b };
@@ -262,40 +244,32 @@ pub fn run(gpu: &Gpu, rand: &mut dyn FnMut() -> f32) -> Result<Vec<OpResult>> {
             gpu.stream.alloc_zeros::<f32>(rows)?,
         );
         let mut d_out = gpu.stream.alloc_zeros::<bf16>(seqs * nh * hd)?;
-        let (splits, partition) = (split.splits as i32, split.partition_tokens as i32);
-        unsafe {
-            gpu.stream
-                .launch_builder(gpu.function("attention_decode")?)
-                .arg(&mut part_out)
-                .arg(&mut part_max)
-                .arg(&mut part_sum)
-                .arg(&d_q)
-                .arg(&d_k)
-                .arg(&d_v)
-                .arg(&d_flat)
-                .arg(&d_lens)
-                .arg(&stride)
-                .arg(&i_nh)
-                .arg(&i_nkv)
-                .arg(&i_hd)
-                .arg(&i_bs)
-                .arg(&i_mb)
-                .arg(&partition)
-                .arg(&scale)
-                .launch(cfg((seqs, nkv, split.splits), 128))
-        }?;
-        unsafe {
-            gpu.stream
-                .launch_builder(gpu.function("attention_merge")?)
-                .arg(&mut d_out)
-                .arg(&part_out)
-                .arg(&part_max)
-                .arg(&part_sum)
-                .arg(&i_nh)
-                .arg(&i_hd)
-                .arg(&splits)
-                .launch(cfg((seqs, nh, 1), 128))
-        }?;
+        let decode = DecodeArgs {
+            part_out: &mut part_out,
+            part_max: &mut part_max,
+            part_sum: &mut part_sum,
+            context_lens: &d_lens,
+            seqs,
+            split,
+            scale,
+        };
+        let decode_inputs = Attend {
+            qkv: &d_q,
+            block_tables: &d_flat,
+            ..prefill_inputs
+        };
+        launch::attention_decode(gpu, &decode_inputs, decode)?;
+        launch::attention_merge(
+            gpu,
+            &mut d_out,
+            &part_out,
+            &part_max,
+            &part_sum,
+            seqs,
+            nh,
+            hd,
+            split.splits,
+        )?;
         let got: Vec<f32> = gpu
             .stream
             .clone_dtoh(&d_out)?

@@ -9,8 +9,7 @@ use anyhow::{Context, bail};
 use crate::backend::cpu::{CpuBackend, CpuOptions, Precision};
 use crate::backend::cuda::{CudaBackend, CudaOptions};
 use crate::backend::{Backend, SeqStep};
-use crate::gguf::GgufFile;
-use crate::model::ModelConfig;
+use crate::model::Checkpoint;
 
 /// Tokens of the 24 that must match per case.
 pub const MIN_MATCHED: usize = 20;
@@ -112,8 +111,8 @@ pub fn run(model: &Path, golden: &Path) -> anyhow::Result<Vec<GoldenCase>> {
             golden.display()
         );
     }
-    let gguf = GgufFile::open(model)?;
-    let cfg = ModelConfig::from_gguf(&gguf)?;
+    let checkpoint = Checkpoint::open(model)?;
+    let cfg = checkpoint.config()?;
     let opts = CudaOptions {
         max_model_len: Some(512),
         max_num_seqs: 8,
@@ -121,7 +120,7 @@ pub fn run(model: &Path, golden: &Path) -> anyhow::Result<Vec<GoldenCase>> {
         max_kv_blocks: Some(cases.len() * BLOCKS_PER_CASE as usize),
         ..CudaOptions::default()
     };
-    let mut gpu = CudaBackend::new(&gguf, cfg.clone(), opts)?;
+    let mut gpu = CudaBackend::new(&checkpoint, opts)?;
     let vocab = cfg.vocab_size;
     let tables: Vec<Vec<u32>> = (0..cases.len()).map(table_of).collect();
     let mut logits_per_case: Vec<Vec<Vec<f32>>> = vec![Vec::new(); cases.len()];

@@ -1,10 +1,11 @@
 //! The GPU checks behind `tokenscale-engine cuda-check`: each kernel against a host reference
 //! (`ops`, `attention`), the whole model against golden tokens and the CPU backend (`golden`),
-//! and decode speed against the roofline (`speed`). Only `reference` and the pure parts of
-//! `speed` run without a GPU.
+//! any checkpoint against the CPU reference backend (`parity`), and decode speed against the
+//! roofline (`speed`). Only `reference` and the pure parts of `speed` run without a GPU.
 
 mod attention;
 pub mod golden;
 pub mod ops;
+pub mod parity;
 pub mod reference;
 pub mod speed;

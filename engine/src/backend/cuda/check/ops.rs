@@ -2,12 +2,14 @@
 //! host reference (`reference`), as ‖Δ‖/‖ref‖ with a bf16 tolerance of 1e-2.
 
 use cudarc::cublas::CudaBlas;
-use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, DeviceRepr};
 use half::bf16;
 
 use super::reference as r;
 use crate::backend::cuda::geometry::{DecodeSplit, decode_split, prefill_tiles};
+use crate::backend::cuda::launch::{self, QkvPosition};
 use crate::backend::cuda::{Gpu, Result, gemm};
+use crate::model::{RopeLayout, RopeScaling};
 
 /// Relative-error bound for bf16 storage with fp32 accumulation.
 pub const TOLERANCE: f64 = 1e-2;
@@ -52,14 +54,6 @@ impl Rng {
     }
 }
 
-fn cfg1(n: usize, threads: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (n as u32, 1, 1),
-        block_dim: (threads, 1, 1),
-        shared_mem_bytes: 0,
-    }
-}
-
 fn bf(v: &[f32]) -> Vec<bf16> {
     v.iter().map(|&x| bf16::from_f32(x)).collect()
 }
@@ -82,8 +76,7 @@ pub fn run_all() -> Result<Vec<OpResult>> {
     let mut rng = Rng(0x5eed);
     let mut out = vec![embedding(&gpu, &mut rng)?];
     out.extend(rmsnorm(&gpu, &mut rng)?);
-    out.push(rope(&gpu, &mut rng, true)?);
-    out.push(rope(&gpu, &mut rng, false)?);
+    out.extend(positions(&gpu, &mut rng)?);
     out.push(silu(&gpu, &mut rng)?);
     out.push(linear(&gpu, &mut rng)?);
     out.extend(super::attention::run(&gpu, &mut || rng.next())?);
@@ -99,19 +92,7 @@ fn embedding(gpu: &Gpu, rng: &mut Rng) -> Result<OpResult> {
         .collect();
     let (d_table, d_ids) = (up(gpu, &table)?, up(gpu, &ids)?);
     let mut d_out = gpu.stream.alloc_zeros::<f32>(t * H)?;
-    let (hidden, v) = (H as i32, vocab as i32);
-    // SAFETY (all launches here): arguments match the kernel signatures; buffers are sized
-    // for the grids used.
-    unsafe {
-        gpu.stream
-            .launch_builder(gpu.function("embedding_gather")?)
-            .arg(&mut d_out)
-            .arg(&d_table)
-            .arg(&d_ids)
-            .arg(&hidden)
-            .arg(&v)
-            .launch(cfg1(t, 256))
-    }?;
+    launch::embedding_gather(gpu, &mut d_out, &d_table, &d_ids, t, H, vocab)?;
     let want: Vec<f64> = ids
         .iter()
         .flat_map(|&i| table[i as usize * H..][..H].iter().map(|x| x.to_f64()))
@@ -128,18 +109,16 @@ fn rmsnorm(gpu: &Gpu, rng: &mut Rng) -> Result<Vec<OpResult>> {
     let mut d_res = up(gpu, &res)?;
     let (d_delta, d_w) = (up(gpu, &delta)?, up(gpu, &weight)?);
     let mut d_out = gpu.stream.alloc_zeros::<bf16>(t * H)?;
-    let (hidden, eps) = (H as i32, 1e-5f32);
-    unsafe {
-        gpu.stream
-            .launch_builder(gpu.function("rmsnorm_residual")?)
-            .arg(&mut d_res)
-            .arg(&d_delta)
-            .arg(&d_w)
-            .arg(&mut d_out)
-            .arg(&hidden)
-            .arg(&eps)
-            .launch(cfg1(t, 256))
-    }?;
+    launch::rmsnorm_residual(
+        gpu,
+        &mut d_res,
+        Some(&d_delta),
+        &d_w,
+        &mut d_out,
+        t,
+        H,
+        1e-5,
+    )?;
     let (want_res, want_out) = r::rmsnorm(&res, &delta, &weight, 1e-5);
     Ok(vec![
         result(
@@ -153,40 +132,126 @@ fn rmsnorm(gpu: &Gpu, rng: &mut Rng) -> Result<Vec<OpResult>> {
     ])
 }
 
-fn rope(gpu: &Gpu, rng: &mut Rng, adjacent: bool) -> Result<OpResult> {
-    let positions: Vec<i32> = vec![0, 1, 17, 511, 4095, 8191];
-    let t = positions.len();
-    let qkv = rng.vec(t * QKV, 1.0);
-    let mut d_qkv = up(gpu, &qkv)?;
-    let d_pos = up(gpu, &positions)?;
-    let (nh, nkv, hd, base) = (NH as i32, NKV as i32, HD as i32, 100_000f32);
-    let name = if adjacent {
-        "rope_adjacent"
-    } else {
-        "rope_half_split"
+/// `qkv_position` in each configuration the architectures use: plain RoPE in both pairings
+/// (Llama GGUF, SmolLM2), Llama 3.1's `llama3` scaling at positions far past its original
+/// context, Qwen2's biases, and Qwen3's q/k norms with a head of 128 and YaRN's scale.
+fn positions(gpu: &Gpu, rng: &mut Rng) -> Result<Vec<OpResult>> {
+    let llama3 = RopeScaling::Llama3 {
+        factor: 8.0,
+        low_freq_factor: 1.0,
+        high_freq_factor: 4.0,
+        original_context: 8192,
     };
-    unsafe {
-        gpu.stream
-            .launch_builder(gpu.function(name)?)
-            .arg(&mut d_qkv)
-            .arg(&d_pos)
-            .arg(&nh)
-            .arg(&nkv)
-            .arg(&hd)
-            .arg(&base)
-            .launch(cfg1(t, 128))
-    }?;
-    let mut want = Vec::with_capacity(qkv.len());
-    for (row, &pos) in qkv.chunks(QKV).zip(&positions) {
-        for (h, head) in row.chunks(HD).enumerate() {
-            if h < NH + NKV {
-                want.extend(r::rope_head(head, pos as usize, 100_000.0, adjacent));
-            } else {
-                want.extend(head.iter().map(|&v| v as f64)); // values are not rotated
+    let yarn = RopeScaling::Yarn {
+        factor: 4.0,
+        original_context: 32_768,
+        beta_fast: 32.0,
+        beta_slow: 1.0,
+        attention_factor: RopeScaling::yarn_attention_factor(4.0),
+    };
+    let cases = [
+        (
+            "qkv_position (adjacent, plain)",
+            RopeLayout::Adjacent,
+            RopeScaling::None,
+            HD,
+            false,
+            false,
+        ),
+        (
+            "qkv_position (half-split, plain)",
+            RopeLayout::HalfSplit,
+            RopeScaling::None,
+            HD,
+            false,
+            false,
+        ),
+        (
+            "qkv_position (llama3 scaling)",
+            RopeLayout::HalfSplit,
+            llama3,
+            HD,
+            false,
+            false,
+        ),
+        (
+            "qkv_position (qwen2 bias)",
+            RopeLayout::HalfSplit,
+            RopeScaling::None,
+            HD,
+            true,
+            false,
+        ),
+        (
+            "qkv_position (qwen3 q/k norm, yarn)",
+            RopeLayout::HalfSplit,
+            yarn,
+            128,
+            false,
+            true,
+        ),
+    ];
+    let positions: Vec<i32> = vec![0, 1, 17, 511, 8191, 40_000];
+    let d_pos = up(gpu, &positions)?;
+    let mut out = Vec::new();
+    for (name, layout, scaling, hd, with_bias, with_norm) in cases {
+        let t = positions.len();
+        let width = (NH + 2 * NKV) * hd;
+        let qkv = rng.vec(t * width, 1.0);
+        let bias = rng.vec(width, 0.5);
+        let (q_norm, k_norm) = (rng.vec(hd, 1.0), rng.vec(hd, 1.0));
+        let inv_freq = scaling.inv_freqs(hd, 100_000.0);
+        let scale = scaling.attention_factor();
+        let mut d_qkv = up(gpu, &qkv)?;
+        let (d_bias, d_qn, d_kn, d_freq) = (
+            up(gpu, &bias)?,
+            up(gpu, &q_norm)?,
+            up(gpu, &k_norm)?,
+            up(gpu, &inv_freq)?,
+        );
+        let p = QkvPosition {
+            tokens: t,
+            num_heads: NH,
+            num_kv_heads: NKV,
+            head_dim: hd,
+            layout,
+            bias: with_bias.then_some(&d_bias),
+            qk_norm: with_norm.then_some((&d_qn, &d_kn)),
+            eps: 1e-6,
+            inv_freq: &d_freq,
+            rope_scale: scale as f32,
+        };
+        launch::qkv_position(gpu, &mut d_qkv, &d_pos, &p)?;
+        let mut want = Vec::with_capacity(qkv.len());
+        for (row, &pos) in qkv.chunks(width).zip(&positions) {
+            for (h, head) in row.chunks(hd).enumerate() {
+                let b = with_bias.then(|| &bias[h * hd..(h + 1) * hd]);
+                if h >= NH + NKV {
+                    // Values get the bias only.
+                    want.extend(
+                        head.iter()
+                            .enumerate()
+                            .map(|(i, &v)| v as f64 + b.map_or(0.0, |b| b[i] as f64)),
+                    );
+                    continue;
+                }
+                let w = if h < NH { &q_norm } else { &k_norm };
+                let norm = with_norm.then_some((w.as_slice(), 1e-6));
+                let adjacent = layout == RopeLayout::Adjacent;
+                want.extend(r::position_head(
+                    head,
+                    b,
+                    norm,
+                    pos as usize,
+                    &inv_freq,
+                    scale,
+                    adjacent,
+                ));
             }
         }
+        out.push(result(name, r::rel_err(&down(gpu, &d_qkv)?, &want)));
     }
-    Ok(result(name, r::rel_err(&down(gpu, &d_qkv)?, &want)))
+    Ok(out)
 }
 
 fn silu(gpu: &Gpu, rng: &mut Rng) -> Result<OpResult> {
@@ -194,16 +259,7 @@ fn silu(gpu: &Gpu, rng: &mut Rng) -> Result<OpResult> {
     let gate_up = rng.vec(t * 2 * FFN, 4.0);
     let d_in = up(gpu, &gate_up)?;
     let mut d_out = gpu.stream.alloc_zeros::<bf16>(t * FFN)?;
-    let (tokens, ffn) = (t as i32, FFN as i32);
-    unsafe {
-        gpu.stream
-            .launch_builder(gpu.function("silu_mul")?)
-            .arg(&d_in)
-            .arg(&mut d_out)
-            .arg(&tokens)
-            .arg(&ffn)
-            .launch(cfg1((t * FFN).div_ceil(256), 256))
-    }?;
+    launch::silu_mul(gpu, &d_in, &mut d_out, t, FFN)?;
     Ok(result(
         "silu_mul",
         r::rel_err(&widen(&down(gpu, &d_out)?), &r::silu_mul(&gate_up, FFN)),
@@ -230,15 +286,7 @@ fn sampling(gpu: &Gpu, rng: &mut Rng) -> Result<Vec<OpResult>> {
     let logits = rng.vec(rows * vocab, 8.0);
     let d_logits = up(gpu, &logits)?;
     let mut d_out = gpu.stream.alloc_zeros::<i32>(rows)?;
-    let v = vocab as i32;
-    unsafe {
-        gpu.stream
-            .launch_builder(gpu.function("argmax_rows")?)
-            .arg(&d_logits)
-            .arg(&mut d_out)
-            .arg(&v)
-            .launch(cfg1(rows, 1024))
-    }?;
+    launch::argmax_rows(gpu, &d_logits, &mut d_out, rows, vocab)?;
     let argmax: Vec<usize> = logits
         .chunks(vocab)
         .map(|row| {
@@ -262,18 +310,13 @@ fn sampling(gpu: &Gpu, rng: &mut Rng) -> Result<Vec<OpResult>> {
         up(gpu, &top_p)?,
         up(gpu, &uniforms)?,
     );
-    unsafe {
-        gpu.stream
-            .launch_builder(gpu.function("sample_top_k_top_p")?)
-            .arg(&d_logits)
-            .arg(&d_t)
-            .arg(&d_k)
-            .arg(&d_p)
-            .arg(&d_u)
-            .arg(&mut d_out)
-            .arg(&v)
-            .launch(cfg1(rows, 1024))
-    }?;
+    let settings = launch::SamplingRows {
+        temperature: &d_t,
+        top_k: &d_k,
+        top_p: &d_p,
+        uniforms: &d_u,
+    };
+    launch::sample_top_k_top_p(gpu, &d_logits, &settings, &mut d_out, rows, vocab)?;
     let sampled = down(gpu, &d_out)?;
     let in_top = |row: usize, k: usize| {
         let r = &logits[row * vocab..][..vocab];
@@ -289,13 +332,71 @@ fn sampling(gpu: &Gpu, rng: &mut Rng) -> Result<Vec<OpResult>> {
         (0..vocab as i32).contains(&sampled[5]),
     ];
     let sampler_misses = ok.iter().filter(|&&b| !b).count();
+    let masked_misses =
+        masked_sampling(gpu, &logits[..rows * vocab], vocab, &d_t, &d_k, &d_p, &d_u)?;
     Ok(vec![
         result("argmax_rows (mismatched rows)", greedy_misses as f64),
         result(
             "sample_top_k_top_p (rows outside their set)",
             sampler_misses as f64,
         ),
+        result(
+            "apply_token_mask + sampler (rows outside mask or set)",
+            masked_misses as f64,
+        ),
     ])
+}
+
+/// A grammar mask allowing 7 tokens per row (never the row's argmax): every row, greedy or
+/// sampled, must pick an allowed token, and greedy rows the best allowed one (the host
+/// reference: `TokenMask::apply`, then argmax).
+fn masked_sampling(
+    gpu: &Gpu,
+    logits: &[f32],
+    vocab: usize,
+    d_t: &CudaSlice<f32>,
+    d_k: &CudaSlice<i32>,
+    d_p: &CudaSlice<f32>,
+    d_u: &CudaSlice<f32>,
+) -> Result<usize> {
+    let rows = logits.len() / vocab;
+    let words = vocab.div_ceil(32);
+    let allowed: Vec<Vec<u32>> = (0..rows)
+        .map(|r| {
+            (0..7)
+                .map(|j| ((r * 7919 + j * 6007) % vocab) as u32)
+                .collect()
+        })
+        .collect();
+    let mut masks = Vec::with_capacity(rows * words);
+    let mut reference = logits.to_vec();
+    for (r, ids) in allowed.iter().enumerate() {
+        let mask = crate::grammar::TokenMask::allowing(vocab, ids);
+        masks.extend_from_slice(mask.words());
+        mask.apply(&mut reference[r * vocab..][..vocab]);
+    }
+    let mut d_logits = up(gpu, logits)?;
+    let d_masks = up(gpu, &masks)?;
+    let mut d_out = gpu.stream.alloc_zeros::<i32>(rows)?;
+    launch::apply_token_mask(gpu, &mut d_logits, &d_masks, rows, vocab)?;
+    let settings = launch::SamplingRows {
+        temperature: d_t,
+        top_k: d_k,
+        top_p: d_p,
+        uniforms: d_u,
+    };
+    launch::sample_top_k_top_p(gpu, &d_logits, &settings, &mut d_out, rows, vocab)?;
+    let sampled = down(gpu, &d_out)?;
+    let misses = (0..rows)
+        .filter(|&r| {
+            let row = &reference[r * vocab..][..vocab];
+            let best = (0..vocab).fold(0, |b, i| if row[i] > row[b] { i } else { b });
+            let got = sampled[r].max(0) as u32;
+            // Row 0 is greedy (temperature 0): exactly the best allowed token.
+            !allowed[r].contains(&got) || (r == 0 && got as usize != best)
+        })
+        .count();
+    Ok(misses)
 }
 
 /// The decode split the attention check forces (several splits over short contexts).

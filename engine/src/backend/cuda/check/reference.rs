@@ -35,21 +35,41 @@ pub fn rmsnorm(residual: &[f32], delta: &[f32], weight: &[f32], eps: f64) -> (Ve
     (res, out)
 }
 
-/// RoPE of one head vector at `pos`: adjacent pairs `(2i, 2i+1)` or half-split `(i, i+d/2)`.
-pub fn rope_head(x: &[f32], pos: usize, base: f64, adjacent: bool) -> Vec<f64> {
+/// One q or k head put in position, as `qkv_position` does: `bias` added, RMS-normalised with
+/// `norm` (when given), then rotated at `pos` by the frequencies `inv_freq` with cos and sin
+/// scaled by `scale`: adjacent pairs `(2i, 2i+1)` or half-split `(i, i+d/2)`.
+pub fn position_head(
+    x: &[f32],
+    bias: Option<&[f32]>,
+    norm: Option<(&[f32], f64)>,
+    pos: usize,
+    inv_freq: &[f64],
+    scale: f64,
+    adjacent: bool,
+) -> Vec<f64> {
     let d = x.len();
-    let mut out: Vec<f64> = x.iter().map(|&v| v as f64).collect();
-    for i in 0..d / 2 {
-        let angle = pos as f64 * base.powf(-2.0 * i as f64 / d as f64);
-        let (s, c) = angle.sin_cos();
+    let mut v: Vec<f64> = x
+        .iter()
+        .enumerate()
+        .map(|(i, &a)| a as f64 + bias.map_or(0.0, |b| b[i] as f64))
+        .collect();
+    if let Some((w, eps)) = norm {
+        let inv = 1.0 / (v.iter().map(|a| a * a).sum::<f64>() / d as f64 + eps).sqrt();
+        for (a, &wi) in v.iter_mut().zip(w) {
+            *a *= inv * wi as f64;
+        }
+    }
+    let mut out = v.clone();
+    for (i, &f) in inv_freq.iter().enumerate().take(d / 2) {
+        let (s, c) = (pos as f64 * f).sin_cos();
+        let (s, c) = (s * scale, c * scale);
         let (a, b) = if adjacent {
             (2 * i, 2 * i + 1)
         } else {
             (i, i + d / 2)
         };
-        let (xa, xb) = (x[a] as f64, x[b] as f64);
-        out[a] = xa * c - xb * s;
-        out[b] = xa * s + xb * c;
+        out[a] = v[a] * c - v[b] * s;
+        out[b] = v[a] * s + v[b] * c;
     }
     out
 }
@@ -121,25 +141,53 @@ mod tests {
         assert!((rms - 1.0).abs() < 1e-12);
     }
 
+    /// Plain RoPE's frequencies for a head of 8.
+    fn plain(base: f64) -> Vec<f64> {
+        (0..4).map(|i| base.powf(-2.0 * i as f64 / 8.0)).collect()
+    }
+
     #[test]
     fn rope_preserves_norm_and_position_zero_is_identity() {
         let x = [0.3f32, -1.2, 0.7, 2.0, -0.1, 0.5, 1.5, -0.9];
+        let f = plain(10000.0);
+        let rope = |pos, adjacent| position_head(&x, None, None, pos, &f, 1.0, adjacent);
         for adjacent in [true, false] {
-            let at0 = rope_head(&x, 0, 10000.0, adjacent);
+            let at0 = rope(0, adjacent);
             assert!(
                 at0.iter()
                     .zip(&x)
                     .all(|(a, &b)| (a - b as f64).abs() < 1e-12)
             );
-            let rotated = rope_head(&x, 1234, 10000.0, adjacent);
+            let rotated = rope(1234, adjacent);
             let n = |v: &[f64]| v.iter().map(|a| a * a).sum::<f64>();
             assert!((n(&rotated) - n(&at0)).abs() < 1e-9);
         }
         // Adjacent rotates (x0, x1) together; half-split rotates (x0, x4).
-        let adj = rope_head(&x, 1, 10000.0, true);
+        let adj = rope(1, true);
         assert!((adj[0] - (0.3 * 1f64.cos() + 1.2 * 1f64.sin())).abs() < 1e-6);
-        let half = rope_head(&x, 1, 10000.0, false);
+        let half = rope(1, false);
         assert!((half[0] - (0.3 * 1f64.cos() + 0.1 * 1f64.sin())).abs() < 1e-6);
+    }
+
+    #[test]
+    fn position_adds_the_bias_normalises_then_rotates_with_the_scale() {
+        let x = [1.0f32, 2.0, 3.0, 4.0, 0.0, 0.0, 0.0, 0.0];
+        let bias = [1.0f32, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+        let w = [1.0f32; 8];
+        let out = position_head(
+            &x,
+            Some(&bias),
+            Some((&w, 0.0)),
+            0,
+            &plain(10.0),
+            2.0,
+            false,
+        );
+        // (2, 2, 3, 4, 0…) has RMS sqrt(33 / 8); position 0 leaves it, the scale doubles it.
+        let rms = (33.0f64 / 8.0).sqrt();
+        assert!(
+            (out[0] - 2.0 * 2.0 / rms).abs() < 1e-12 && (out[3] - 2.0 * 4.0 / rms).abs() < 1e-12
+        );
     }
 
     #[test]

@@ -9,8 +9,7 @@ use anyhow::Context;
 
 use crate::backend::SeqStep;
 use crate::backend::cuda::{CudaBackend, CudaOptions, DeviceSampling, Gpu};
-use crate::gguf::GgufFile;
-use crate::model::{ModelConfig, RopeLayout};
+use crate::model::{Checkpoint, ModelConfig, RopeLayout, RopeScaling};
 
 const WARMUP_STEPS: usize = 3;
 const TIMED_STEPS: usize = 20;
@@ -52,10 +51,18 @@ pub fn llama_1b() -> ModelConfig {
         head_dim: 64,
         rope_base: 500_000.0,
         rope_layout: RopeLayout::HalfSplit,
+        rope_scaling: RopeScaling::Llama3 {
+            factor: 32.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_context: 8192,
+        },
         rms_norm_eps: 1e-5,
         context_length: 131_072,
         vocab_size: 128_256,
         tied_embeddings: true,
+        qkv_bias: false,
+        qk_norm: false,
     }
 }
 
@@ -72,19 +79,18 @@ fn options(batches: &[usize], context: usize) -> CudaOptions {
     }
 }
 
-/// Measures the model in the GGUF file at `path`.
+/// Measures the model at `path` (a GGUF file or a checkpoint directory).
 pub fn bench_file(
     path: &Path,
     batches: &[usize],
     context: usize,
 ) -> anyhow::Result<Vec<SpeedPoint>> {
-    let gguf = GgufFile::open(path)?;
-    let cfg = ModelConfig::from_gguf(&gguf)?;
+    let checkpoint = Checkpoint::open(path)?;
     let name = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut backend = CudaBackend::new(&gguf, cfg, options(batches, context))?;
+    let mut backend = CudaBackend::new(&checkpoint, options(batches, context))?;
     bench(&mut backend, &name, batches, context)
 }
 
@@ -137,7 +143,7 @@ fn bench(
                 })
                 .collect();
             backend
-                .forward_sample(&steps, &sampling)
+                .forward_sample(&steps, &sampling, None)
                 .with_context(|| format!("decode step at batch {batch}"))?;
             Ok(())
         };

@@ -6,7 +6,7 @@
 // combines the splits' partial results with their running max and sum.
 
 #define DEC_THREADS 128
-#define DEC_TILE 32           // tokens per shared-memory tile (= warp size: one lane per token)
+#define DEC_TILE WARP_SIZE    // tokens per shared-memory tile: one lane per token
 #define DEC_MAX_HD 256
 #define DEC_MAX_GHD 1024      // group size * head_dim held per block
 #define DEC_MAX_GROUP 16
@@ -37,7 +37,6 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS) attention_decode(
     const int start = split * partition_tokens;
     const int end = min(ctx, start + partition_tokens);
     const int* table = block_tables + (size_t)seq * max_blocks_per_seq;
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int ghd = group * head_dim;
 
     const float* q = qkv + (size_t)seq * row_stride + (size_t)h * group * head_dim;
@@ -55,49 +54,13 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS) attention_decode(
         // Scores: one (head, token) pair per thread at a time.
         for (int idx = threadIdx.x; idx < group * DEC_TILE; idx += blockDim.x) {
             const int g = idx / DEC_TILE, j = idx % DEC_TILE;
-            float dot = -INFINITY;
-            if (t0 + j < end) {
-                const __nv_bfloat162* k2 =
-                    reinterpret_cast<const __nv_bfloat162*>(k_s + j * (head_dim + 2));
-                const float* qg = q_s + g * head_dim;
-                dot = 0.0f;
-                for (int p = 0; p < head_dim / 2; ++p) {
-                    const float2 kf = __bfloat1622float2(k2[p]);
-                    dot += qg[2 * p] * kf.x + qg[2 * p + 1] * kf.y;
-                }
-            }
-            s_s[idx] = dot;
+            s_s[idx] = (t0 + j < end)
+                ? dot_q_k(q_s + g * head_dim, k_s + j * (head_dim + 2), head_dim) : -INFINITY;
         }
         __syncthreads();
-        // Online softmax: one warp per head, one lane per token of the tile.
-        for (int g = warp; g < group; g += DEC_THREADS / WARP_SIZE) {
-            const float s = s_s[g * DEC_TILE + lane];
-            const float m_old = m_s[g];
-            const float m_new = fmaxf(m_old, warp_max(s));
-            const float p = (s == -INFINITY) ? 0.0f : __expf(s - m_new);
-            s_s[g * DEC_TILE + lane] = p;
-            const float sum = warp_sum(p);
-            if (lane == 0) {
-                const float alpha = (m_old == -INFINITY) ? 0.0f : __expf(m_old - m_new);
-                alpha_s[g] = alpha;
-                l_s[g] = l_s[g] * alpha + sum;
-                m_s[g] = m_new;
-            }
-        }
+        tile_softmax<DEC_THREADS>(s_s, m_s, l_s, alpha_s, group);
         __syncthreads();
-        // Accumulate p · V into this thread's fixed (head, dim) elements.
-#pragma unroll
-        for (int a = 0; a < DEC_ACC; ++a) {
-            const int idx = threadIdx.x + a * DEC_THREADS;
-            if (idx < ghd) {
-                const int g = idx / head_dim, d = idx % head_dim;
-                float v_acc = acc[a] * alpha_s[g];
-                for (int j = 0; j < DEC_TILE; ++j) {
-                    v_acc += s_s[g * DEC_TILE + j] * bf2f(v_s[j * head_dim + d]);
-                }
-                acc[a] = v_acc;
-            }
-        }
+        tile_accumulate<DEC_ACC, DEC_THREADS>(acc, s_s, v_s, alpha_s, group, head_dim);
         __syncthreads();
     }
 

@@ -7,7 +7,7 @@
 // each KV tile is loaded once for all of those query rows.
 
 #define PRE_THREADS 128
-#define PRE_TILE 32            // keys per shared-memory tile (= warp size)
+#define PRE_TILE WARP_SIZE     // keys per shared-memory tile: one lane per key
 #define PRE_MAX_HD 256
 #define PRE_MAX_ROWS 16        // query rows (tokens * group) per block
 #define PRE_ACC (PRE_MAX_ROWS * 128 / PRE_THREADS)
@@ -41,7 +41,6 @@ extern "C" __global__ void __launch_bounds__(PRE_THREADS) attention_prefill(
     const int group = num_heads / num_kv_heads;
     const int rows = tile.count * group;  // row r = (token r / group, head h*group + r % group)
     const int* table = block_tables + (size_t)tile.seq * max_blocks_per_seq;
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int end = tile.first_pos + tile.count;  // keys [0, end) are needed by the last row
 
     for (int i = threadIdx.x; i < rows * head_dim; i += blockDim.x) {
@@ -62,47 +61,14 @@ extern "C" __global__ void __launch_bounds__(PRE_THREADS) attention_prefill(
         for (int idx = threadIdx.x; idx < rows * PRE_TILE; idx += blockDim.x) {
             const int r = idx / PRE_TILE, j = idx % PRE_TILE;
             const int query_pos = tile.first_pos + r / group;
-            float dot = -INFINITY;
-            if (t0 + j <= query_pos) {  // causal mask (also excludes pos >= end)
-                const __nv_bfloat162* k2 =
-                    reinterpret_cast<const __nv_bfloat162*>(k_s + j * (head_dim + 2));
-                const float* qr = q_s + r * head_dim;
-                dot = 0.0f;
-                for (int p = 0; p < head_dim / 2; ++p) {
-                    const float2 kf = __bfloat1622float2(k2[p]);
-                    dot += qr[2 * p] * kf.x + qr[2 * p + 1] * kf.y;
-                }
-            }
-            s_s[idx] = dot;
+            // Causal mask (also excludes positions >= end).
+            s_s[idx] = (t0 + j <= query_pos)
+                ? dot_q_k(q_s + r * head_dim, k_s + j * (head_dim + 2), head_dim) : -INFINITY;
         }
         __syncthreads();
-        for (int r = warp; r < rows; r += PRE_THREADS / WARP_SIZE) {
-            const float s = s_s[r * PRE_TILE + lane];
-            const float m_old = m_s[r];
-            const float m_new = fmaxf(m_old, warp_max(s));
-            const float p = (s == -INFINITY) ? 0.0f : __expf(s - m_new);
-            s_s[r * PRE_TILE + lane] = p;
-            const float sum = warp_sum(p);
-            if (lane == 0) {
-                const float alpha = (m_old == -INFINITY) ? 0.0f : __expf(m_old - m_new);
-                alpha_s[r] = alpha;
-                l_s[r] = l_s[r] * alpha + sum;
-                m_s[r] = m_new;
-            }
-        }
+        tile_softmax<PRE_THREADS>(s_s, m_s, l_s, alpha_s, rows);
         __syncthreads();
-#pragma unroll
-        for (int a = 0; a < PRE_ACC; ++a) {
-            const int idx = threadIdx.x + a * PRE_THREADS;
-            if (idx < rows * head_dim) {
-                const int r = idx / head_dim, d = idx % head_dim;
-                float v_acc = acc[a] * alpha_s[r];
-                for (int j = 0; j < PRE_TILE; ++j) {
-                    v_acc += s_s[r * PRE_TILE + j] * bf2f(v_s[j * head_dim + d]);
-                }
-                acc[a] = v_acc;
-            }
-        }
+        tile_accumulate<PRE_ACC, PRE_THREADS>(acc, s_s, v_s, alpha_s, rows, head_dim);
         __syncthreads();
     }
 

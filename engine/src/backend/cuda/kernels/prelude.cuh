@@ -77,3 +77,59 @@ __device__ void load_kv_tile(bf16* k_s, bf16* v_s, const bf16* k_cache, const bf
         reinterpret_cast<uint4*>(v_s + j * head_dim)[c] = v8;
     }
 }
+
+// --- Tile attention helpers (attention_decode.cu and attention_prefill.cu) -------------------
+// Both kernels walk the keys in tiles of WARP_SIZE positions held in shared memory and keep an
+// online softmax per query row: running max m, running sum l, and an unnormalised output.
+
+// q · k for one query row (fp32, pre-scaled) and one cached key row (bf16, read in pairs).
+__device__ __forceinline__ float dot_q_k(const float* q, const bf16* k_row, int head_dim) {
+    const __nv_bfloat162* k2 = reinterpret_cast<const __nv_bfloat162*>(k_row);
+    float dot = 0.0f;
+    for (int p = 0; p < head_dim / 2; ++p) {
+        const float2 kf = __bfloat1622float2(k2[p]);
+        dot += q[2 * p] * kf.x + q[2 * p + 1] * kf.y;
+    }
+    return dot;
+}
+
+// One warp per row, one lane per key of the tile: turns the scores s_s[r * WARP_SIZE + lane]
+// (-inf where masked) into e^(s - m_new) in place, updates m_s and l_s, and leaves in alpha_s
+// the factor the row's earlier accumulators must be scaled by.
+template <int THREADS>
+__device__ void tile_softmax(float* s_s, float* m_s, float* l_s, float* alpha_s, int rows) {
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    for (int r = warp; r < rows; r += THREADS / WARP_SIZE) {
+        const float s = s_s[r * WARP_SIZE + lane];
+        const float m_old = m_s[r];
+        const float m_new = fmaxf(m_old, warp_max(s));
+        const float p = (s == -INFINITY) ? 0.0f : __expf(s - m_new);
+        s_s[r * WARP_SIZE + lane] = p;
+        const float sum = warp_sum(p);
+        if (lane == 0) {
+            const float alpha = (m_old == -INFINITY) ? 0.0f : __expf(m_old - m_new);
+            alpha_s[r] = alpha;
+            l_s[r] = l_s[r] * alpha + sum;
+            m_s[r] = m_new;
+        }
+    }
+}
+
+// acc = acc * alpha + p · V for this thread's fixed (row, dim) elements: element
+// idx = threadIdx.x + a * THREADS of the [rows, head_dim] output, for a < ACC.
+template <int ACC, int THREADS>
+__device__ void tile_accumulate(float* acc, const float* s_s, const bf16* v_s,
+                                const float* alpha_s, int rows, int head_dim) {
+#pragma unroll
+    for (int a = 0; a < ACC; ++a) {
+        const int idx = threadIdx.x + a * THREADS;
+        if (idx < rows * head_dim) {
+            const int r = idx / head_dim, d = idx % head_dim;
+            float v_acc = acc[a] * alpha_s[r];
+            for (int j = 0; j < WARP_SIZE; ++j) {
+                v_acc += s_s[r * WARP_SIZE + j] * bf2f(v_s[j * head_dim + d]);
+            }
+            acc[a] = v_acc;
+        }
+    }
+}

@@ -26,12 +26,3 @@ extern "C" __global__ void rmsnorm_residual(
         out[row + i] = f2bf(residual[row + i] * inv_rms * weight[i]);
     }
 }
-
-// The final norm before the output head writes fp32-free bf16 too; same kernel. This variant
-// only adds (no norm) and is used after the last layer's FFN when the head is skipped.
-extern "C" __global__ void residual_add(
-    float* __restrict__ residual, const float* __restrict__ delta, int n)
-{
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) residual[i] += delta[i];
-}

@@ -1,5 +1,7 @@
 // sampling.cu: next-token choice on the device: greedy argmax, and a temperature / top-k /
-// top-p sampler driven by one host-drawn uniform number per row (so a seed reproduces).
+// top-p sampler driven by one host-drawn uniform number per row (so a seed reproduces); a
+// grammar's token mask sets the logits it disallows to -inf first, and both samplers leave
+// -inf logits out (they are never kept, counted or drawn).
 
 #define SAMPLE_THREADS 1024
 
@@ -43,12 +45,28 @@ extern "C" __global__ void argmax_rows(const float* __restrict__ logits,  // [ro
     if (threadIdx.x == 0) out[blockIdx.x] = i;
 }
 
-// Σ e^((x−max)/T) over tokens with logit ≥ threshold, and their count.
+// grid: (rows, ceil(vocab / 256)), block: 256. Bit (id % 32) of word (id / 32) of a row's
+// mask allows token id; every other logit of the row becomes -inf.
+extern "C" __global__ void apply_token_mask(float* __restrict__ logits,             // [rows, vocab]
+                                            const unsigned int* __restrict__ mask,  // [rows, words]
+                                            int vocab, int words)
+{
+    const int i = blockIdx.y * blockDim.x + threadIdx.x;
+    if (i >= vocab) return;
+    const unsigned int w = i / 32 < words ? mask[(size_t)blockIdx.x * words + i / 32] : 0u;
+    if (((w >> (i % 32)) & 1u) == 0u) logits[(size_t)blockIdx.x * vocab + i] = -INFINITY;
+}
+
+// Σ e^((x−max)/T) over tokens with logit ≥ threshold, and their count (masked tokens, at -inf,
+// never count).
 __device__ float kept_mass(const float* row, int vocab, float threshold, float max_logit,
                            float inv_t, float* count, float* scratch) {
     float mass = 0.0f, n = 0.0f;
     for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-        if (row[i] >= threshold) { mass += __expf((row[i] - max_logit) * inv_t); n += 1.0f; }
+        if (row[i] >= threshold && row[i] > -INFINITY) {
+            mass += __expf((row[i] - max_logit) * inv_t);
+            n += 1.0f;
+        }
     }
     *count = block_sum(n, scratch);
     return block_sum(mass, scratch);
@@ -75,7 +93,9 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_top_k_top_p(
     if (t <= 0.0f) { if (threadIdx.x == 0) out[blockIdx.x] = best; return; }
     const float inv_t = 1.0f / t;
     float min_local = INFINITY;
-    for (int i = threadIdx.x; i < vocab; i += blockDim.x) min_local = fminf(min_local, row[i]);
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+        if (row[i] > -INFINITY) min_local = fminf(min_local, row[i]);
+    }
     const float min_logit = -block_max(-min_local, scratch);
 
     float count;
@@ -111,7 +131,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_top_k_top_p(
     const int lo_i = threadIdx.x * seg, hi_i = min(vocab, lo_i + seg);
     float local = 0.0f;
     for (int i = lo_i; i < hi_i; ++i) {
-        if (row[i] >= threshold) local += __expf((row[i] - max_logit) * inv_t);
+        if (row[i] >= threshold && row[i] > -INFINITY) local += __expf((row[i] - max_logit) * inv_t);
     }
     seg_s[threadIdx.x] = local;
     __syncthreads();
@@ -124,7 +144,7 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_top_k_top_p(
     float run = seg_s[threadIdx.x];
     if (run <= target && target < run + local) {
         for (int i = lo_i; i < hi_i; ++i) {
-            if (row[i] < threshold) continue;
+            if (row[i] < threshold || row[i] == -INFINITY) continue;
             run += __expf((row[i] - max_logit) * inv_t);
             if (run > target) { out[blockIdx.x] = i; break; }
         }

@@ -1,0 +1,477 @@
+//! A local stand-in for the Hugging Face Hub that the fetch tests point `HF_ENDPOINT` at: it
+//! serves a directory in the Hub's layout (`repo`) over the Hub's protocol: the revision
+//! listing (`/api/models/ORG/REPO/revision/REV`), the resolve route (`/ORG/REPO/resolve/REV/
+//! PATH`, with `X-Repo-Commit`, `ETag`, `X-Linked-Etag` and `X-Linked-Size` headers, and a 302
+//! to a CDN on another port for LFS files, as the Hub does), byte ranges, gated access, and
+//! the faults the tests need: a download cut after N bytes, a corrupted file.
+#![allow(dead_code)]
+
+pub mod repo;
+
+use std::collections::{HashMap, HashSet};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+
+use self::repo::{HashCache, revision};
+
+/// Who may read the repositories.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Access {
+    Public,
+    /// Gated: no token is a 401, another token a 403, this token reads.
+    Gated(String),
+}
+
+/// One request the Hub (or its CDN) received.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub path: String,
+    /// The first byte asked for with `Range: bytes=N-`.
+    pub range_from: Option<u64>,
+    pub authorization: bool,
+    /// Body bytes sent (file contents only).
+    pub body_bytes: u64,
+    pub cdn: bool,
+}
+
+#[derive(Default)]
+struct Faults {
+    /// Path → bytes after which the next download of it is cut (once).
+    cut_once: HashMap<String, u64>,
+    /// Paths served with one byte changed.
+    corrupt: HashSet<String>,
+}
+
+struct State {
+    root: PathBuf,
+    access: Mutex<Access>,
+    hashes: HashCache,
+    faults: Mutex<Faults>,
+    seen: Mutex<Vec<Seen>>,
+    cdn: Mutex<Option<SocketAddr>>,
+}
+
+/// A running test Hub (its own thread and runtime, so sync and async tests can use it);
+/// stops when dropped.
+pub struct TestHub {
+    pub addr: SocketAddr,
+    pub cdn: SocketAddr,
+    state: Arc<State>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for TestHub {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+type Body = BoxBody<Bytes, std::io::Error>;
+
+fn full(status: StatusCode, text: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(
+        Full::new(text.into())
+            .map_err(|never: Infallible| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    r
+}
+
+fn with_error(status: StatusCode, code: &str, message: &str) -> Response<Body> {
+    let mut r = full(status, format!("{{\"error\": \"{message}\"}}"));
+    r.headers_mut()
+        .insert("x-error-code", HeaderValue::from_str(code).expect("header"));
+    r.headers_mut().insert(
+        "x-error-message",
+        HeaderValue::from_str(message).expect("header"),
+    );
+    r
+}
+
+impl TestHub {
+    /// Serves `root` (see `repo`) on 127.0.0.1, with its CDN on a second port.
+    pub fn start(root: impl Into<PathBuf>) -> Self {
+        let state = Arc::new(State {
+            root: root.into(),
+            access: Mutex::new(Access::Public),
+            hashes: HashCache::default(),
+            faults: Mutex::new(Faults::default()),
+            seen: Mutex::new(Vec::new()),
+            cdn: Mutex::new(None),
+        });
+        let (addrs_tx, addrs_rx) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let shared = state.clone();
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("test hub runtime");
+            runtime.block_on(serve(shared, addrs_tx, stopped));
+        });
+        let (addr, cdn) = addrs_rx.recv().expect("the test hub starts");
+        Self {
+            addr,
+            cdn,
+            state,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// The `HF_ENDPOINT` value for this Hub.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn set_access(&self, access: Access) {
+        *self.state.access.lock().expect("access") = access;
+    }
+
+    /// The next download of `path` stops after `bytes` bytes (the connection is dropped).
+    pub fn cut_once(&self, path: &str, bytes: u64) {
+        self.state
+            .faults
+            .lock()
+            .expect("faults")
+            .cut_once
+            .insert(path.to_string(), bytes);
+    }
+
+    /// `path` is served with one byte changed (its listing stays right).
+    pub fn corrupt(&self, path: &str) {
+        self.state
+            .faults
+            .lock()
+            .expect("faults")
+            .corrupt
+            .insert(path.to_string());
+    }
+
+    /// Every request so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.state.seen.lock().expect("seen").clone()
+    }
+
+    pub fn clear_seen(&self) {
+        self.state.seen.lock().expect("seen").clear();
+    }
+
+    /// File bytes sent so far (Hub and CDN).
+    pub fn body_bytes(&self) -> u64 {
+        self.seen().iter().map(|s| s.body_bytes).sum()
+    }
+
+    /// Downloads of file contents so far (GETs of the resolve route or the CDN that sent data).
+    pub fn downloads(&self) -> usize {
+        self.seen()
+            .iter()
+            .filter(|s| s.method == "GET" && s.body_bytes > 0)
+            .count()
+    }
+}
+
+/// Binds the Hub and its CDN, reports their addresses, and serves until `stopped`.
+async fn serve(
+    state: Arc<State>,
+    addrs: std::sync::mpsc::Sender<(SocketAddr, SocketAddr)>,
+    stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    let hub = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let cdn = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let pair = (
+        hub.local_addr().expect("addr"),
+        cdn.local_addr().expect("addr"),
+    );
+    *state.cdn.lock().expect("cdn") = Some(pair.1);
+    for (listener, is_cdn) in [(hub, false), (cdn, true)] {
+        let state = state.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let state = state.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| {
+                        let state = state.clone();
+                        async move { Ok::<_, Infallible>(handle(&state, req, is_cdn).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+    }
+    let _ = addrs.send(pair);
+    let _ = stopped.await;
+}
+
+fn log(state: &State, req: &Request<Incoming>, cdn: bool, body_bytes: u64) {
+    let range_from = req
+        .headers()
+        .get(http::header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("bytes="))
+        .and_then(|v| v.split('-').next())
+        .and_then(|v| v.parse().ok());
+    state.seen.lock().expect("seen").push(Seen {
+        method: req.method().to_string(),
+        path: req.uri().path().to_string(),
+        range_from,
+        authorization: req.headers().contains_key(http::header::AUTHORIZATION),
+        body_bytes,
+        cdn,
+    });
+}
+
+/// 401 / 403 for a gated Hub, by the request's token.
+fn denied(state: &State, req: &Request<Incoming>) -> Option<Response<Body>> {
+    let Access::Gated(token) = state.access.lock().expect("access").clone() else {
+        return None;
+    };
+    let given = req
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    match given {
+        None => Some(with_error(
+            StatusCode::UNAUTHORIZED,
+            "GatedRepo",
+            "Access to this model is restricted",
+        )),
+        Some(v) if v == format!("Bearer {token}") => None,
+        Some(_) => Some(with_error(
+            StatusCode::FORBIDDEN,
+            "GatedRepo",
+            "Access to this model is restricted",
+        )),
+    }
+}
+
+async fn handle(state: &State, req: Request<Incoming>, cdn: bool) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    if cdn {
+        return serve_cdn(state, req, &path).await;
+    }
+    if let Some(r) = denied(state, &req) {
+        log(state, &req, false, 0);
+        return r;
+    }
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    // /api/models/ORG/REPO/revision/REV
+    if let ["api", "models", org, repo, "revision", rev] = parts.as_slice() {
+        log(state, &req, false, 0);
+        let name = format!("{org}/{repo}");
+        return match revision(&state.root, &state.hashes, &name, rev) {
+            None => with_error(
+                StatusCode::NOT_FOUND,
+                "RepoNotFound",
+                "Repository not found",
+            ),
+            Some(Err(())) => {
+                with_error(StatusCode::NOT_FOUND, "RevisionNotFound", "Invalid rev id")
+            }
+            Some(Ok(r)) => full(StatusCode::OK, r.listing_json(&name)),
+        };
+    }
+    // /ORG/REPO/resolve/REV/PATH...
+    if let [org, repo, "resolve", rev, rest @ ..] = parts.as_slice() {
+        let name = format!("{org}/{repo}");
+        let file_path = rest.join("/");
+        let r = match revision(&state.root, &state.hashes, &name, rev) {
+            None => {
+                log(state, &req, false, 0);
+                return with_error(
+                    StatusCode::NOT_FOUND,
+                    "RepoNotFound",
+                    "Repository not found",
+                );
+            }
+            Some(Err(())) => {
+                log(state, &req, false, 0);
+                return with_error(StatusCode::NOT_FOUND, "RevisionNotFound", "Invalid rev id");
+            }
+            Some(Ok(r)) => r,
+        };
+        let Some(file) = r.file(&file_path).cloned() else {
+            log(state, &req, false, 0);
+            return with_error(StatusCode::NOT_FOUND, "EntryNotFound", "Entry not found");
+        };
+        let commit = HeaderValue::from_str(&r.commit).expect("header");
+        if file.lfs {
+            log(state, &req, false, 0);
+            let cdn = state.cdn.lock().expect("cdn").expect("cdn address");
+            let mut resp = full(StatusCode::FOUND, "");
+            let h = resp.headers_mut();
+            h.insert(
+                "location",
+                HeaderValue::from_str(&format!("http://{cdn}/lfs/{}", file.sha256))
+                    .expect("header"),
+            );
+            h.insert("x-repo-commit", commit);
+            h.insert(
+                "x-linked-etag",
+                HeaderValue::from_str(&format!("\"{}\"", file.sha256)).expect("header"),
+            );
+            h.insert("x-linked-size", HeaderValue::from(file.size));
+            h.insert(
+                "etag",
+                HeaderValue::from_str(&format!("\"{}\"", file.git_sha1)).expect("header"),
+            );
+            return resp;
+        }
+        let mut resp = send_file(state, &req, &file, false).await;
+        resp.headers_mut().insert("x-repo-commit", commit);
+        resp.headers_mut().insert(
+            "etag",
+            HeaderValue::from_str(&format!("\"{}\"", file.git_sha1)).expect("header"),
+        );
+        return resp;
+    }
+    log(state, &req, false, 0);
+    full(StatusCode::NOT_FOUND, "not found")
+}
+
+/// The CDN: `/lfs/SHA256` of any file of any repository.
+async fn serve_cdn(state: &State, req: Request<Incoming>, path: &str) -> Response<Body> {
+    let sha = path.trim_start_matches("/lfs/");
+    let mut found = None;
+    if let Ok(orgs) = std::fs::read_dir(&state.root) {
+        'outer: for org in orgs.flatten() {
+            for repo in std::fs::read_dir(org.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let name = format!(
+                    "{}/{}",
+                    org.file_name().to_string_lossy(),
+                    repo.file_name().to_string_lossy()
+                );
+                let (repo_name, rev) = name.split_once('@').unwrap_or((&name, "main"));
+                if let Some(Ok(r)) = revision(&state.root, &state.hashes, repo_name, rev)
+                    && let Some(f) = r.files.iter().find(|f| f.sha256 == sha)
+                {
+                    found = Some(f.clone());
+                    break 'outer;
+                }
+            }
+        }
+    }
+    match found {
+        Some(file) => send_file(state, &req, &file, true).await,
+        None => {
+            log(state, &req, true, 0);
+            full(StatusCode::NOT_FOUND, "no such object")
+        }
+    }
+}
+
+/// A file's bytes, from `Range: bytes=N-` when asked, with the faults applied.
+async fn send_file(
+    state: &State,
+    req: &Request<Incoming>,
+    file: &repo::FileInfo,
+    cdn: bool,
+) -> Response<Body> {
+    let from = req
+        .headers()
+        .get(http::header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("bytes="))
+        .and_then(|v| v.split('-').next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    let is_head = req.method() == http::Method::HEAD;
+    if from > 0 && from >= file.size {
+        log(state, req, cdn, 0);
+        return full(StatusCode::RANGE_NOT_SATISFIABLE, "");
+    }
+    let mut data = std::fs::read(&file.disk).expect("read a served file");
+    let (cut, corrupt) = {
+        let mut faults = state.faults.lock().expect("faults");
+        let cut = if is_head {
+            None
+        } else {
+            faults.cut_once.remove(&file.path)
+        };
+        (cut, faults.corrupt.contains(&file.path))
+    };
+    if corrupt && !data.is_empty() {
+        let mid = data.len() / 2;
+        data[mid] ^= 0x5a;
+    }
+    let body: Vec<u8> = data[from as usize..].to_vec();
+    let length = body.len() as u64;
+    let sent = if is_head {
+        0
+    } else {
+        cut.map_or(length, |c| c.saturating_sub(from).min(length))
+    };
+    log(state, req, cdn, sent);
+    let status = if from > 0 {
+        StatusCode::PARTIAL_CONTENT
+    } else {
+        StatusCode::OK
+    };
+    let stream_body: Body = if is_head {
+        Full::new(Bytes::new())
+            .map_err(|never: Infallible| match never {})
+            .boxed()
+    } else if let Some(cut) = cut {
+        // The first part, then (once it is on the wire) an error: hyper drops the
+        // connection mid-body.
+        let first = Bytes::from(body[..sent as usize].to_vec());
+        debug_assert!(cut >= from);
+        let cut_off = futures::stream::once(async {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            Err(std::io::Error::other("cut by the test hub"))
+        });
+        let chunks =
+            futures::StreamExt::chain(futures::stream::iter(vec![Ok(Frame::data(first))]), cut_off);
+        StreamBody::new(chunks).boxed()
+    } else {
+        let chunks = body
+            .chunks(1 << 20)
+            .map(|c| Ok(Frame::data(Bytes::from(c.to_vec()))))
+            .collect::<Vec<_>>();
+        StreamBody::new(futures::stream::iter(chunks)).boxed()
+    };
+    let mut resp = Response::new(stream_body);
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert("content-length", HeaderValue::from(length));
+    h.insert("accept-ranges", HeaderValue::from_static("bytes"));
+    if from > 0 {
+        h.insert(
+            "content-range",
+            HeaderValue::from_str(&format!("bytes {from}-{}/{}", file.size - 1, file.size))
+                .expect("header"),
+        );
+    }
+    resp
+}

@@ -1,0 +1,152 @@
+//! The in-memory store: every bucket in this process. Right for one gateway pod; with Redis,
+//! it is also a pod's fallback while Redis cannot be reached.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use super::bucket::TokenBucket;
+use super::plan::{BucketState, LimitKind, Scope, Take};
+
+/// One tenant's buckets: across models, and per model. Indexed by [`LimitKind`].
+#[derive(Debug, Default)]
+struct TenantBuckets {
+    total: [Option<TokenBucket>; 3],
+    models: HashMap<String, [Option<TokenBucket>; 3]>,
+}
+
+/// All buckets of all tenants, behind one lock held for a few bucket updates. Looked up by
+/// `&str`: a request allocates no key.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    tenants: Mutex<HashMap<String, TenantBuckets>>,
+}
+
+fn slot(kind: LimitKind) -> usize {
+    match kind {
+        LimitKind::Requests => 0,
+        LimitKind::InputTokens => 1,
+        LimitKind::OutputTokens => 2,
+    }
+}
+
+impl MemoryStore {
+    /// Takes every amount of `takes` from `tenant`'s buckets (on `model` for the model
+    /// scope), or none of them if one cannot give its amount now; `force` takes regardless
+    /// (settlements). Returns whether they were taken and each bucket's state.
+    pub fn take(
+        &self,
+        tenant: &str,
+        model: &str,
+        takes: &[Take],
+        force: bool,
+        now: Instant,
+    ) -> (bool, Vec<BucketState>) {
+        let mut all = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
+        if !all.contains_key(tenant) {
+            all.insert(tenant.to_string(), TenantBuckets::default());
+        }
+        let Some(buckets) = all.get_mut(tenant) else {
+            return (false, Vec::new());
+        };
+        if takes.iter().any(|t| t.scope == Scope::Model) && !buckets.models.contains_key(model) {
+            buckets.models.insert(model.to_string(), Default::default());
+        }
+        let mut states = Vec::with_capacity(takes.len());
+        let mut fits = true;
+        for take in takes {
+            let bucket = bucket(buckets, model, take, now);
+            bucket.refill(now);
+            let wait = bucket.wait_for(take.amount);
+            if take.amount > 0.0 && (!wait.is_zero() || !bucket.can_ever_hold(take.amount)) {
+                fits = false;
+            }
+            states.push(BucketState {
+                remaining: bucket.remaining(),
+                reset: bucket.time_to_full(),
+                wait,
+            });
+        }
+        if !(fits || force) {
+            return (false, states);
+        }
+        for (take, state) in takes.iter().zip(&mut states) {
+            let bucket = bucket(buckets, model, take, now);
+            bucket.take(take.amount);
+            *state = BucketState {
+                remaining: bucket.remaining(),
+                reset: bucket.time_to_full(),
+                wait: std::time::Duration::ZERO,
+            };
+        }
+        (true, states)
+    }
+}
+
+/// The bucket `take` names, created full on first use and following a changed quota.
+fn bucket<'a>(
+    buckets: &'a mut TenantBuckets,
+    model: &str,
+    take: &Take,
+    now: Instant,
+) -> &'a mut TokenBucket {
+    let row = match take.scope {
+        Scope::Tenant => &mut buckets.total,
+        // Inserted by the caller before any lookup.
+        Scope::Model => buckets.models.entry(model.to_string()).or_default(),
+    };
+    let bucket =
+        row[slot(take.kind)].get_or_insert_with(|| TokenBucket::per_minute(take.per_minute, now));
+    if bucket.limit() != take.per_minute {
+        bucket.set_limit(take.per_minute);
+    }
+    bucket
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn all_or_nothing_across_model_and_tenant_buckets() {
+        let (store, t0) = (MemoryStore::default(), Instant::now());
+        let takes = [
+            Take::new(Scope::Model, LimitKind::Requests, 60, 1.0),
+            Take::new(Scope::Tenant, LimitKind::Requests, 2, 1.0),
+        ];
+        assert!(store.take("a", "m", &takes, false, t0).0);
+        assert!(store.take("a", "other", &takes, false, t0).0);
+        // The tenant-wide bucket (2/min) is empty: nothing is taken from the model's.
+        let (taken, states) = store.take("a", "m", &takes, false, t0);
+        assert!(!taken);
+        assert_eq!(states[0].remaining, 59);
+        assert_eq!(states[1].wait, Duration::from_secs(30));
+        // Settlements take regardless (and give back with negative amounts).
+        let refund = [Take::new(Scope::Tenant, LimitKind::Requests, 2, -1.0)];
+        assert!(store.take("a", "m", &refund, true, t0).0);
+        let (taken, states) = store.take("a", "m", &takes, false, t0);
+        assert!(taken);
+        assert_eq!((states[0].remaining, states[1].remaining), (58, 0));
+        // Another tenant has buckets of its own.
+        assert!(store.take("b", "m", &takes, false, t0).0);
+    }
+
+    #[test]
+    fn a_changed_quota_keeps_the_level() {
+        let (store, t0) = (MemoryStore::default(), Instant::now());
+        let at = |per_minute, amount| {
+            [Take::new(
+                Scope::Model,
+                LimitKind::OutputTokens,
+                per_minute,
+                amount,
+            )]
+        };
+        assert!(store.take("a", "m", &at(100, 90.0), false, t0).0);
+        let (taken, states) = store.take("a", "m", &at(50, 0.0), false, t0);
+        assert!(taken);
+        assert_eq!(states[0].remaining, 10);
+        assert!(!store.take("a", "m", &at(50, 11.0), false, t0).0);
+    }
+}

@@ -1,0 +1,78 @@
+//! The pod's bounds and its limits store on `/metrics`: open connections, requests in flight,
+//! how many gateway pods share the limits, and whether Redis answers.
+
+use std::fmt::Write;
+use std::sync::atomic::Ordering;
+
+use tokenscale_common::metrics::gateway as names;
+
+use super::render::family;
+use crate::admission::GatewayShare;
+use crate::limits::Limiter;
+
+/// Appends the bounds' and the limits store's families.
+pub fn render_bounds(
+    out: &mut String,
+    limiter: &Limiter,
+    share: &GatewayShare,
+    connections: usize,
+    connections_refused: u64,
+    in_flight: usize,
+) {
+    let health = &limiter.health;
+    let (pods, _) = share.get();
+    let gauges: [(&str, &str, &str, u64); 8] = [
+        (
+            names::CONNECTIONS,
+            "gauge",
+            "Client connections open on this pod.",
+            connections as u64,
+        ),
+        (
+            names::CONNECTIONS_REFUSED_TOTAL,
+            "counter",
+            "Client connections refused because the pod was at bounds.max_connections.",
+            connections_refused,
+        ),
+        (
+            names::POD_IN_FLIGHT_REQUESTS,
+            "gauge",
+            "Requests on this pod from headers read to response end (capped by bounds.max_in_flight).",
+            in_flight as u64,
+        ),
+        (
+            names::GATEWAY_PODS,
+            "gauge",
+            "Gateway pods sharing limits and capacity, as this pod last saw them (1 in memory mode).",
+            u64::from(pods),
+        ),
+        (
+            names::LIMITS_STORE_UP,
+            "gauge",
+            "1 when the last call to the limits store succeeded (always 1 in memory mode).",
+            u64::from(health.up.load(Ordering::Relaxed)),
+        ),
+        (
+            names::LIMITS_STORE_FAILURES_TOTAL,
+            "counter",
+            "Calls to the limits store that failed or timed out.",
+            health.failures.load(Ordering::Relaxed),
+        ),
+        (
+            names::LIMITS_LOCAL_FALLBACK_TOTAL,
+            "counter",
+            "Requests limited by this pod alone, at its share of each quota, while the limits store was down.",
+            health.local_fallbacks.load(Ordering::Relaxed),
+        ),
+        (
+            names::LIMITS_LOST_SETTLEMENTS_TOTAL,
+            "counter",
+            "Settlements the limits store could not take (the reservation stayed charged).",
+            health.lost_settlements.load(Ordering::Relaxed),
+        ),
+    ];
+    for (name, kind, help, value) in gauges {
+        family(out, name, kind, help);
+        let _ = writeln!(out, "{name} {value}");
+    }
+}

@@ -1,0 +1,253 @@
+//! One upstream stream chunk as the splice reads and rewrites it (pure: no I/O). Only what
+//! splicing needs is parsed; the chunk is forwarded as it came, less the engine's token-id
+//! member, with another stream's `id` and `created` replaced by the client's after a
+//! resumption, and a textual continuation's `usage` corrected.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use tokenscale_common::openai::TOKEN_IDS_MEMBER;
+
+use super::super::json_members::{Member, top_level_members, without_member};
+use super::super::usage::WireUsage;
+use crate::request::Usage;
+
+/// What the splice needs from one `data:` payload.
+#[derive(Debug, Default, PartialEq)]
+pub struct ChunkView<'a> {
+    /// The chunk's choices (none in the usage chunk).
+    pub choices: Vec<ChoiceView<'a>>,
+    /// Its `usage`, when not null.
+    pub usage: Option<Usage>,
+    /// Whether it is an error event (`{"error": ...}`).
+    pub error: bool,
+    /// The engine's generated token ids for this chunk, when it reports them.
+    pub token_ids: Option<Vec<u32>>,
+}
+
+/// One choice of a chunk.
+#[derive(Debug, Default, PartialEq)]
+pub struct ChoiceView<'a> {
+    pub index: u64,
+    /// Completions `text`, or chat `delta.content`.
+    pub text: Option<Cow<'a, str>>,
+    /// A chat delta that names the role (the first chunk of a chat stream).
+    pub role: bool,
+    /// A chat delta with tool calls.
+    pub tool_calls: bool,
+    /// `finish_reason` is set: the choice is complete.
+    pub finish: bool,
+}
+
+impl ChoiceView<'_> {
+    /// Whether the choice adds text.
+    pub fn has_text(&self) -> bool {
+        self.text.as_deref().is_some_and(|t| !t.is_empty())
+    }
+}
+
+#[derive(Deserialize)]
+struct Wire<'a> {
+    #[serde(borrow, default)]
+    choices: Option<Vec<WireChoice<'a>>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+    #[serde(default)]
+    tokenscale_token_ids: Option<Vec<u32>>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice<'a> {
+    #[serde(default)]
+    index: u64,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    delta: Option<WireDelta<'a>>,
+    #[serde(default)]
+    finish_reason: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct WireDelta<'a> {
+    #[serde(borrow, default)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default)]
+    role: Option<IgnoredAny>,
+    #[serde(default)]
+    tool_calls: Option<IgnoredAny>,
+}
+
+/// Reads a chunk's JSON; `None` when it is not a JSON object of the expected shape.
+pub fn parse(json: &[u8]) -> Option<ChunkView<'_>> {
+    let wire: Wire = serde_json::from_slice(json).ok()?;
+    let choices = wire
+        .choices
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| {
+            let (content, role, tool_calls) = match c.delta {
+                Some(d) => (d.content, d.role.is_some(), d.tool_calls.is_some()),
+                None => (None, false, false),
+            };
+            ChoiceView {
+                index: c.index,
+                text: c.text.or(content),
+                role,
+                tool_calls,
+                finish: c.finish_reason.is_some(),
+            }
+        })
+        .collect();
+    Some(ChunkView {
+        choices,
+        usage: wire.usage.map(Usage::from),
+        error: wire.error.is_some(),
+        token_ids: wire.tokenscale_token_ids,
+    })
+}
+
+/// The `id` and `created` values (raw JSON) of the stream the client sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    pub id: Vec<u8>,
+    pub created: Vec<u8>,
+}
+
+/// Reads the head of a chunk (`None` when it has neither member).
+pub fn head(json: &[u8]) -> Option<Head> {
+    let [id, created] = top_level_members(json, [b"id", b"created"])?;
+    let raw = |m: Option<Member>| m.map(|m| json[m.value..m.end].to_vec()).unwrap_or_default();
+    (id.is_some() || created.is_some()).then(|| Head {
+        id: raw(id),
+        created: raw(created),
+    })
+}
+
+/// How to rewrite a chunk for the client.
+#[derive(Debug, Default)]
+pub struct Edit<'a> {
+    /// Cut the engine's token-id member.
+    pub strip_token_ids: bool,
+    /// Give the chunk this head (after a resumption).
+    pub head: Option<&'a Head>,
+    /// Replace the chunk's `usage` (a textual continuation's, corrected).
+    pub usage: Option<Usage>,
+}
+
+impl Edit<'_> {
+    /// Whether the edit changes nothing.
+    pub fn is_empty(&self) -> bool {
+        !self.strip_token_ids && self.head.is_none() && self.usage.is_none()
+    }
+}
+
+/// `json` rewritten by `edit`; `None` when it is not an object (then it goes on unchanged).
+pub fn rewrite(json: &[u8], edit: &Edit) -> Option<Vec<u8>> {
+    let members = top_level_members(
+        json,
+        [TOKEN_IDS_MEMBER.as_bytes(), b"id", b"created", b"usage"],
+    )?;
+    let [ids, id, created, usage] = members;
+    let usage_json = edit.usage.map(usage_json);
+    // (member, replacement value; `None` cuts the member), applied from the last one back so
+    // that the earlier members' offsets stay valid.
+    let mut edits: Vec<(Member, Option<&[u8]>)> = Vec::new();
+    if let (true, Some(m)) = (edit.strip_token_ids, ids) {
+        edits.push((m, None));
+    }
+    if let Some(head) = edit.head {
+        edits.extend(
+            id.filter(|_| !head.id.is_empty())
+                .map(|m| (m, Some(&head.id[..]))),
+        );
+        let created_value = Some(&head.created[..]).filter(|c| !c.is_empty());
+        edits.extend(created.zip(created_value).map(|(m, v)| (m, Some(v))));
+    }
+    if let (Some(m), Some(value)) = (usage, &usage_json) {
+        edits.push((m, Some(value.as_bytes())));
+    }
+    edits.sort_by_key(|(m, _)| std::cmp::Reverse(m.key));
+    let mut out = json.to_vec();
+    for (member, value) in edits {
+        match value {
+            None => out = without_member(&out, member),
+            Some(value) => {
+                out.splice(member.value..member.end, value.iter().copied());
+            }
+        }
+    }
+    Some(out)
+}
+
+/// The OpenAI `usage` object for `usage`.
+fn usage_json(usage: Usage) -> String {
+    format!(
+        r#"{{"prompt_tokens":{},"completion_tokens":{},"total_tokens":{},"prompt_tokens_details":{{"cached_tokens":{}}}}}"#,
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.prompt_tokens + usage.completion_tokens,
+        usage.cached_tokens
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_both_shapes_and_the_token_ids() {
+        let completion = br#"{"id":"cmpl-1","choices":[{"index":0,"text":"Hi","logprobs":null,"finish_reason":null}],"usage":null,"tokenscale_token_ids":[5,6]}"#;
+        let view = parse(completion).expect("parses");
+        assert_eq!(view.token_ids, Some(vec![5, 6]));
+        assert_eq!(view.choices[0].text.as_deref(), Some("Hi"));
+        assert!(!view.choices[0].finish && view.usage.is_none() && !view.error);
+        let chat =
+            br#"{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#;
+        let view = parse(chat).expect("parses");
+        assert!(view.choices[0].role && !view.choices[0].has_text());
+        let last =
+            br#"{"choices":[{"index":1,"delta":{"content":"\u00e9"},"finish_reason":"stop"}]}"#;
+        let view = parse(last).expect("parses");
+        assert_eq!(view.choices[0].text.as_deref(), Some("é"));
+        assert!(view.choices[0].finish && view.choices[0].index == 1);
+        let usage = br#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#;
+        assert_eq!(
+            parse(usage)
+                .and_then(|v| v.usage)
+                .map(|u| u.completion_tokens),
+            Some(4)
+        );
+        assert!(parse(br#"{"error":{"message":"x"}}"#).is_some_and(|v| v.error));
+        assert_eq!(parse(b"[1]"), None);
+    }
+
+    #[test]
+    fn rewrites_strip_ids_set_the_head_and_correct_usage() {
+        let json = br#"{"id":"b","object":"x","created":2,"choices":[],"usage":{"prompt_tokens":9},"tokenscale_token_ids":[1]}"#;
+        let head = Head {
+            id: br#""a""#.to_vec(),
+            created: b"1".to_vec(),
+        };
+        let edit = Edit {
+            strip_token_ids: true,
+            head: Some(&head),
+            usage: Some(Usage {
+                prompt_tokens: 5,
+                completion_tokens: 6,
+                cached_tokens: 0,
+            }),
+        };
+        let out = rewrite(json, &edit).expect("object");
+        assert_eq!(
+            std::str::from_utf8(&out).expect("utf-8"),
+            r#"{"id":"a","object":"x","created":1,"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":6,"total_tokens":11,"prompt_tokens_details":{"cached_tokens":0}}}"#
+        );
+        let plain = rewrite(br#"{"id":"b","choices":[]}"#, &Edit::default()).expect("object");
+        assert_eq!(plain, br#"{"id":"b","choices":[]}"#);
+        assert_eq!(super::head(json).map(|h| h.id), Some(br#""b""#.to_vec()));
+    }
+}

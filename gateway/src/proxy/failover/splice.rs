@@ -1,0 +1,274 @@
+//! The splice (pure: no I/O, no clock): the client's stream, made of one upstream stream or,
+//! after breaks, of its continuations on other replicas. It reads every event once: records
+//! what the client has been sent (token ids, text, whether the answer finished, its usage),
+//! strips the engine's token ids, gives continuation chunks the client's `id` and `created`,
+//! drops what a continuation repeats (a chat role chunk, anything after a finished answer's
+//! last chunk) and, when a stream breaks, says whether and how the answer can go on.
+
+use bytes::Bytes;
+
+use super::chunk::{self, Edit, Head};
+use crate::request::Usage;
+
+/// How an answer is continued on another replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Continuation {
+    /// Nothing of the answer reached the client yet: the request runs again as it was.
+    Restart,
+    /// tokenscale's engine: the prompt plus the generated token ids, exactly.
+    Exact,
+    /// Other engines: the prompt plus the text sent, where their API allows it.
+    Textual,
+}
+
+impl Continuation {
+    /// Label value on the interruption metric.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Restart => "restart",
+            Self::Exact => "exact",
+            Self::Textual => "textual",
+        }
+    }
+}
+
+/// What to do with one upstream event.
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    /// Send these bytes to the client.
+    Forward(Bytes),
+    /// Send nothing.
+    Skip,
+    /// The upstream reported a failure in-band: continue elsewhere if possible, else send
+    /// the event as it came.
+    Broken,
+}
+
+/// What to do when the upstream stream broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plan {
+    /// The answer is complete: end the client's stream (`[DONE]`).
+    End,
+    /// Continue on another replica.
+    Resume(Continuation),
+    /// The answer cannot go on: tell the client in-band, and why.
+    Fail(&'static str),
+}
+
+/// The state of one client stream.
+#[derive(Debug)]
+pub struct Splice {
+    /// The client did not ask for the usage chunk (the gateway did, for itself).
+    strip_usage: bool,
+    /// `id` and `created` of the first chunk the client got.
+    head: Option<Head>,
+    /// How the current upstream stream continues the answer (`None`: it is the first).
+    current: Option<Continuation>,
+    /// Token ids of the answer sent so far, when the engine reports them.
+    token_ids: Vec<u32>,
+    /// Every choice chunk so far carried token ids.
+    all_ids: bool,
+    /// Text of the answer sent so far.
+    text: String,
+    /// Chunks with text sent so far (the token count of a textual continuation: engines
+    /// stream a token a chunk, or more when they hold text back).
+    text_chunks: u64,
+    /// `text_chunks` when the current (textual) continuation started: its `usage` counts those
+    /// tokens as prompt, the client's as completion.
+    moved_tokens: u64,
+    /// A choice chunk reached the client.
+    started: bool,
+    /// The answer's last chunk (with `finish_reason`) reached the client.
+    finished: bool,
+    usage: Option<Usage>,
+    /// `[DONE]` reached the client.
+    done: bool,
+    /// Why the answer could not be continued, once that is known.
+    unresumable: Option<&'static str>,
+}
+
+impl Splice {
+    /// A stream whose client did (`client_wants_usage`) or did not ask for the usage chunk.
+    pub fn new(client_wants_usage: bool) -> Self {
+        Self {
+            strip_usage: !client_wants_usage,
+            head: None,
+            current: None,
+            token_ids: Vec::new(),
+            all_ids: true,
+            text: String::new(),
+            text_chunks: 0,
+            moved_tokens: 0,
+            started: false,
+            finished: false,
+            usage: None,
+            done: false,
+            unresumable: None,
+        }
+    }
+
+    /// Reads one upstream event (`whole`, its blank line included; `text_len` bytes of text
+    /// before it). Returns what to send and the usage it reported (for the limiter and the
+    /// metrics: the whole answer's, corrected after a textual continuation).
+    pub fn event(&mut self, whole: &Bytes, text_len: usize) -> (Step, Option<Usage>) {
+        let text = &whole[..text_len.min(whole.len())];
+        let Some(payload) = data_payload(text) else {
+            return (Step::Forward(whole.clone()), None);
+        };
+        if payload == b"[DONE]" {
+            self.done = true;
+            return (Step::Forward(whole.clone()), None);
+        }
+        let Some(view) = chunk::parse(payload) else {
+            return (Step::Forward(whole.clone()), None);
+        };
+        if view.error {
+            return (Step::Broken, None);
+        }
+        if !view.choices.is_empty() {
+            if self.finished {
+                // A continuation of an answer already complete, sent again for its usage.
+                return (Step::Skip, None);
+            }
+            // A chat stream's first chunk names the role and carries no token.
+            let role_only = view
+                .choices
+                .iter()
+                .all(|c| c.role && !c.has_text() && !c.finish);
+            if !role_only {
+                self.read_choices(&view);
+            } else if self.current.is_some() {
+                return (Step::Skip, None);
+            }
+        }
+        let usage = view.usage.map(|u| self.whole_answer_usage(u));
+        if usage.is_some() {
+            self.usage = usage;
+        }
+        if view.choices.is_empty() && usage.is_some() && self.strip_usage {
+            return (Step::Skip, usage);
+        }
+        if self.head.is_none() {
+            self.head = chunk::head(payload);
+        }
+        let edit = Edit {
+            strip_token_ids: view.token_ids.is_some(),
+            head: self.head.as_ref().filter(|_| self.current.is_some()),
+            usage: usage.filter(|_| self.moved_tokens > 0),
+        };
+        if edit.is_empty() {
+            return (Step::Forward(whole.clone()), usage);
+        }
+        let Some(json) = chunk::rewrite(payload, &edit) else {
+            return (Step::Forward(whole.clone()), usage);
+        };
+        let mut out = Vec::with_capacity(json.len() + 8 + whole.len() - text_len);
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(&json);
+        out.extend_from_slice(&whole[text_len..]);
+        (Step::Forward(Bytes::from(out)), usage)
+    }
+
+    fn read_choices(&mut self, view: &chunk::ChunkView<'_>) {
+        self.started = true;
+        self.all_ids &= view.token_ids.is_some();
+        if let Some(ids) = &view.token_ids {
+            self.token_ids.extend_from_slice(ids);
+        }
+        for choice in &view.choices {
+            if choice.index != 0 {
+                self.unresumable = Some("the stream has several choices");
+            }
+            if choice.tool_calls {
+                self.unresumable = Some("the answer has tool calls");
+            }
+            if let Some(text) = choice.text.as_deref().filter(|t| !t.is_empty()) {
+                self.text.push_str(text);
+                self.text_chunks += 1;
+            }
+            self.finished |= choice.finish;
+        }
+    }
+
+    /// A textual continuation's engine counts the text it was given as prompt: the client's
+    /// answer counts it as completion.
+    fn whole_answer_usage(&self, usage: Usage) -> Usage {
+        let moved = self.moved_tokens;
+        Usage {
+            prompt_tokens: usage.prompt_tokens.saturating_sub(moved),
+            completion_tokens: usage.completion_tokens + moved,
+            cached_tokens: usage
+                .cached_tokens
+                .min(usage.prompt_tokens.saturating_sub(moved)),
+        }
+    }
+
+    /// After the upstream stream broke: end, continue (and how), or fail. `textual_ok`:
+    /// whether the request's shape allows a textual continuation.
+    pub fn plan(&self, textual_ok: bool) -> Plan {
+        if self.done || (self.finished && (self.usage.is_some() || self.strip_usage)) {
+            return Plan::End;
+        }
+        if let Some(why) = self.unresumable {
+            return Plan::Fail(why);
+        }
+        if !self.started {
+            return Plan::Resume(Continuation::Restart);
+        }
+        if self.all_ids {
+            return Plan::Resume(Continuation::Exact);
+        }
+        if self.finished {
+            // Complete but for its usage, which no other engine can be asked for.
+            return Plan::End;
+        }
+        if textual_ok {
+            Plan::Resume(Continuation::Textual)
+        } else {
+            Plan::Fail(
+                "the engine reports no token ids and the request cannot be continued as text",
+            )
+        }
+    }
+
+    /// A continuation of kind `how` now feeds the stream.
+    pub fn resumed(&mut self, how: Continuation) {
+        self.current = Some(how);
+        if how == Continuation::Textual {
+            self.moved_tokens = self.text_chunks;
+        }
+    }
+
+    /// Token ids of the answer sent so far.
+    pub fn token_ids(&self) -> &[u32] {
+        &self.token_ids
+    }
+
+    /// Text of the answer sent so far.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Text chunks sent so far (tokens, as a textual continuation counts them).
+    pub fn text_chunks(&self) -> u64 {
+        self.text_chunks
+    }
+
+    /// Whether `[DONE]` was sent.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+/// The payload of an event made of one `data:` line (the shape every OpenAI-style server
+/// sends); `None` for anything else (comments, named events), which passes unread.
+fn data_payload(text: &[u8]) -> Option<&[u8]> {
+    let rest = text.strip_prefix(b"data:")?;
+    let rest = rest.strip_prefix(b" ").unwrap_or(rest);
+    (!rest.contains(&b'\n') && !rest.contains(&b'\r')).then_some(rest)
+}
+
+#[cfg(test)]
+// The path is spelled out so that the fuzz target including this file finds it too.
+#[path = "splice/tests.rs"]
+mod tests;

@@ -425,7 +425,9 @@ impl Default for UpstreamConfig {
             max_attempts: 3,
             response_timeout_ms: 600_000,
             stream_idle_timeout_ms: 15_000,
-            max_resumptions: 1,
+            // Three: a stream outlives a rolling loss of every replica of a three-replica
+            // deployment (each continuation re-reads the prompt and the answer so far once).
+            max_resumptions: 3,
             connect_timeout_ms: 2_000,
             engine_api_key_env: None,
         }

@@ -1,5 +1,6 @@
 //! Two real SmolLM2 engines behind the real gateway (three processes on loopback): chat and
-//! completions, streaming and not, give the same content through the gateway as direct.
+//! completions, streaming and not, give the same content through the gateway as direct; the
+//! gateway's chat TTFT is timed at the first token, not at the role chunk.
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
@@ -117,14 +118,27 @@ fn content(body: &str, stream: bool) -> String {
         .collect()
 }
 
-#[test]
-fn gateway_gives_the_same_content_as_the_engines_directly() {
+/// `count` real engines behind the real gateway, each ready; killed when dropped.
+struct Fleet {
+    engines: Vec<SocketAddr>,
+    gateway: SocketAddr,
+    dir: PathBuf,
+    _procs: Procs,
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn fleet(count: usize, name: &str) -> Fleet {
     tokenscale_engine::fetch::ensure_model(MODEL)
         .expect("the test model (scripts/setup fetches it)");
     let engine = binary("tokenscale-engine", "tokenscale-engine");
     let gateway = binary("tokenscale-gateway", "tokenscale-gateway");
     let mut procs = Procs(Vec::new());
-    let engines: Vec<SocketAddr> = (0..2)
+    let engines: Vec<SocketAddr> = (0..count)
         .map(|_| ([127, 0, 0, 1], free_port()).into())
         .collect();
     for addr in &engines {
@@ -143,16 +157,17 @@ fn gateway_gives_the_same_content_as_the_engines_directly() {
             .expect("engine starts");
         procs.0.push(child);
     }
-    let dir = std::env::temp_dir().join(format!("tokenscale-e2e-gateway-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("tokenscale-e2e-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let config = dir.join("gateway.yaml");
     let hash = tokenscale_gateway::auth::hash_key(KEY);
+    let upstreams: Vec<String> = engines.iter().map(|a| format!("\"http://{a}\"")).collect();
     std::fs::write(
         &config,
         format!(
-            "models:\n  - name: {MODEL}\n    upstreams: [\"http://{}\", \"http://{}\"]\ntenants:\n  - name: e2e\n    keys: [\"{hash}\"]\n    \
+            "models:\n  - name: {MODEL}\n    upstreams: [{}]\ntenants:\n  - name: e2e\n    keys: [\"{hash}\"]\n    \
              limits: {{requests_per_minute: 600, input_tokens_per_minute: 100000, output_tokens_per_minute: 100000}}\n",
-            engines[0], engines[1]
+            upstreams.join(", ")
         ),
     )
     .expect("write config");
@@ -170,11 +185,32 @@ fn gateway_gives_the_same_content_as_the_engines_directly() {
             http(*addr, "GET", "/health", "").is_ok_and(|(s, _)| s == 200)
         });
     }
-    let ready = format!("tokenscale_gateway_replicas{{model_name=\"{MODEL}\",state=\"ready\"}} 2");
+    let ready =
+        format!("tokenscale_gateway_replicas{{model_name=\"{MODEL}\",state=\"ready\"}} {count}");
     wait_for("gateway", Duration::from_secs(30), || {
         http(gw, "GET", "/metrics", "").is_ok_and(|(_, b)| b.contains(&ready))
     });
+    Fleet {
+        engines,
+        gateway: gw,
+        dir,
+        _procs: procs,
+    }
+}
 
+/// The value of the sample `name` (labels included) in Prometheus text; 0 when absent.
+fn sample(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn gateway_gives_the_same_content_as_the_engines_directly() {
+    let fleet = fleet(2, "gateway");
+    let (engines, gw) = (&fleet.engines, fleet.gateway);
     let prompt = "The capital of France is";
     let chat = serde_json::json!([{"role": "user", "content": "Name three colours."}]);
     let cases = [
@@ -210,18 +246,61 @@ fn gateway_gives_the_same_content_as_the_engines_directly() {
         }
     }
     let metrics = http(gw, "GET", "/metrics", "").expect("metrics").1;
-    let generated = metrics
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(&format!(
-                "tokenscale_gateway_generation_tokens_total{{model_name=\"{MODEL}\"}} "
-            ))
-        })
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(0.0);
+    let generated = sample(
+        &metrics,
+        &format!("tokenscale_gateway_generation_tokens_total{{model_name=\"{MODEL}\"}}"),
+    );
     assert!(
         generated >= 8.0,
         "the gateway read the engines' usage: {generated}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A chat stream's first chunk names the role and leaves before prefill; the gateway's TTFT is
+/// what the user waits for, the first generated token, so it can never be shorter than the
+/// engine's own TTFT for the same request.
+#[test]
+fn gateway_ttft_of_a_long_chat_prompt_is_at_least_the_engines() {
+    let fleet = fleet(1, "ttft");
+    let (engine, gw) = (fleet.engines[0], fleet.gateway);
+    // ~500 prompt tokens: a prefill of a second or more on a CPU, against a role chunk sent
+    // in about a millisecond.
+    let prompt = "The river runs past the old stone mill and the quiet garden. ".repeat(40);
+    let body = serde_json::json!({
+        "model": MODEL, "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": 4, "temperature": 0, "stream": true,
+    })
+    .to_string();
+    let (status, reply) = http(gw, "POST", "/v1/chat/completions", &body).expect("stream");
+    assert_eq!(status, 200, "{reply}");
+    assert!(
+        reply.contains("\"role\":\"assistant\""),
+        "role chunk: {reply}"
+    );
+    let label = format!("{{model_name=\"{MODEL}\"}}");
+    let engine_metrics = http(engine, "GET", "/metrics", "")
+        .expect("engine metrics")
+        .1;
+    let gateway_metrics = http(gw, "GET", "/metrics", "").expect("gateway metrics").1;
+    let engine_ttft = sample(
+        &engine_metrics,
+        &format!("vllm:time_to_first_token_seconds_sum{label}"),
+    );
+    let gateway_ttft = sample(
+        &gateway_metrics,
+        &format!("tokenscale_gateway_time_to_first_token_seconds_sum{label}"),
+    );
+    let count = sample(
+        &gateway_metrics,
+        &format!("tokenscale_gateway_time_to_first_token_seconds_count{label}"),
+    );
+    println!(
+        "chat TTFT, one ~500-token prompt: engine {engine_ttft:.3} s, gateway {gateway_ttft:.3} s"
+    );
+    assert_eq!(count, 1.0, "one TTFT observed:\n{gateway_metrics}");
+    assert!(engine_ttft > 0.0, "engine TTFT recorded:\n{engine_metrics}");
+    assert!(
+        gateway_ttft >= engine_ttft,
+        "gateway TTFT {gateway_ttft} s below the engine's {engine_ttft} s: timed from the role chunk"
+    );
 }

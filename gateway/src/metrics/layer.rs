@@ -41,8 +41,8 @@ impl<S> Layer<S> for MetricsLayer {
     }
 }
 
-/// Counts every request by status; for successful ones, times the first byte and the last
-/// byte the client gets (queueing included) and adds the engine's usage to the counters.
+/// Counts every request by status; for successful ones, times the first generated content
+/// and the last byte the client gets (queueing included) and adds the engine's usage to the counters.
 #[derive(Clone)]
 pub struct Observe<S> {
     inner: S,
@@ -78,7 +78,6 @@ where
                             info,
                             model,
                             status,
-                            first_at: None,
                             done: false,
                         }
                         .boxed_unsync()
@@ -100,7 +99,6 @@ struct Observed {
     info: Info,
     model: Arc<ModelMetrics>,
     status: u16,
-    first_at: Option<Instant>,
     done: bool,
 }
 
@@ -127,7 +125,9 @@ impl Observed {
         if !self.info.stream {
             return;
         }
-        if let Some(first) = self.first_at {
+        // Timed from the first generated content the proxy sent (see `Outcome`), not from the
+        // first bytes: a chat stream's role chunk leaves before prefill.
+        if let Some(first) = self.info.outcome.first_content() {
             m.ttft
                 .observe(first.duration_since(self.info.arrival).as_secs_f64());
             let tokens = usage.map_or(0, |u| u.completion_tokens);
@@ -150,10 +150,7 @@ impl HttpBody for Observed {
         let this = &mut *self;
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
-            Poll::Ready(Some(Ok(frame))) => {
-                if this.first_at.is_none() && frame.data_ref().is_some_and(|d| !d.is_empty()) {
-                    this.first_at = Some(Instant::now());
-                }
+            Poll::Ready(Some(Ok(_))) => {
                 if this.inner.is_end_stream() {
                     this.finish(this.status);
                 }

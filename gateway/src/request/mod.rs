@@ -9,7 +9,7 @@ pub use parse::{PartialBody, PromptSummary, parse_body};
 pub use rewrite::request_usage_in_stream;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub use tokenscale_common::priority::Priority;
@@ -58,6 +58,10 @@ pub struct Outcome {
     /// The usage is the gateway's own count: the engine reported none.
     estimated: AtomicBool,
     queue_wait_us: AtomicU64,
+    /// When the first generated content (text or a tool call) reached the client's stream:
+    /// the time to first token as the user sees it. A chat stream's role-only first chunk is
+    /// sent before prefill and does not count.
+    first_content: OnceLock<Instant>,
 }
 
 impl Outcome {
@@ -89,6 +93,16 @@ impl Outcome {
     /// Time spent in the admission queue.
     pub fn queue_wait(&self) -> Duration {
         Duration::from_micros(self.queue_wait_us.load(Ordering::Relaxed))
+    }
+
+    /// Records that the first generated content is being sent now (later calls keep the first).
+    pub fn mark_first_content(&self) {
+        let _ = self.first_content.set(Instant::now());
+    }
+
+    /// When the first generated content was sent, if any was.
+    pub fn first_content(&self) -> Option<Instant> {
+        self.first_content.get().copied()
     }
 
     /// The engine's usage, if it reported one.

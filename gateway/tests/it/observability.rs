@@ -79,3 +79,47 @@ async fn metrics_pass_promtool_and_show_client_latencies() {
     assert_eq!(client.send("GET", "/health", &[], "").await.status, 200);
     running.shutdown().await.expect("clean shutdown");
 }
+
+/// The value of the sample `name` (labels included) in Prometheus text.
+fn sample(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no sample {name}:\n{text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_to_first_token_counts_from_the_first_content_not_the_chat_role_chunk() {
+    // Like a real engine: the role chunk at once, the first token after a 400 ms prefill.
+    let replica = MockReplica::start().await;
+    replica.state.prefill_delay_ms.store(400, Ordering::SeqCst);
+    let (running, client) = gateway(&config(&[&replica], "{}", "")).await;
+    wait_ready(&running, "m", 1).await;
+    let chat = serde_json::json!({
+        "model": "m", "messages": [{"role": "user", "content": "hi"}],
+        "stream": true, "max_tokens": 4,
+    });
+    let reply = client
+        .post("/v1/chat/completions", Some("key-a"), &chat)
+        .await;
+    assert_eq!(reply.status, 200);
+    assert!(
+        reply.body.contains("\"role\":\"assistant\""),
+        "{}",
+        reply.body
+    );
+    let text = client.send("GET", "/metrics", &[], "").await.body;
+    let ttft = sample(
+        &text,
+        "tokenscale_gateway_time_to_first_token_seconds_sum{model_name=\"m\"}",
+    );
+    let tpot = sample(
+        &text,
+        "tokenscale_gateway_time_per_output_token_seconds_sum{model_name=\"m\"}",
+    );
+    // Timed from the role chunk, TTFT would be ~0 and the prefill would land in TPOT
+    // (at least 400 ms / 3 per token).
+    assert!(ttft >= 0.4, "TTFT {ttft} s misses the 0.4 s prefill");
+    assert!(tpot < 0.4 / 3.0, "TPOT {tpot} s holds the prefill");
+    running.shutdown().await.expect("clean shutdown");
+}

@@ -25,6 +25,9 @@ pub struct MockState {
     pub delay_ms: AtomicU64,
     /// Delay between streamed tokens, in milliseconds.
     pub token_delay_ms: AtomicU64,
+    /// Delay before a stream's first token, after a chat stream's role chunk (which real
+    /// engines send before prefill), in milliseconds.
+    pub prefill_delay_ms: AtomicU64,
     /// Completion tokens per response (default 4 when 0).
     pub tokens: AtomicU64,
     /// Prompt tokens reported as served from the prefix cache.
@@ -299,6 +302,9 @@ fn completion(
             None,
         ));
     }
+    // Real engines send the role chunk at once and the first token after prefill.
+    let first_token = events.len();
+    let prefill = Duration::from_millis(state.prefill_delay_ms.load(Ordering::SeqCst));
     events.extend(words.iter().map(|(i, w)| {
         let choice = if chat {
             serde_json::json!({"index": 0, "delta": {"content": w}})
@@ -326,6 +332,9 @@ fn completion(
         futures::stream::iter(events.into_iter().enumerate()).then(move |(n, event)| async move {
             if hang_after > 0 && n >= hang_after {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
+            if n == first_token {
+                tokio::time::sleep(prefill).await;
             }
             tokio::time::sleep(delay).await;
             Ok::<_, Infallible>(Frame::data(Bytes::from(event)))

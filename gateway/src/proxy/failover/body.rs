@@ -116,7 +116,14 @@ impl Resuming {
                 self.info.outcome.set_usage(usage);
             }
             match step {
-                Step::Forward(bytes) => self.out.extend_from_slice(&bytes),
+                Step::Forward(bytes) => {
+                    self.out.extend_from_slice(&bytes);
+                    // Time to first token as the user sees it: the first text or tool call,
+                    // not the role-only chunk a chat stream opens with before prefill.
+                    if self.splice.has_content() && self.info.outcome.first_content().is_none() {
+                        self.info.outcome.mark_first_content();
+                    }
+                }
                 Step::Skip => {}
                 Step::Broken => {
                     self.broken_event = Some(whole);

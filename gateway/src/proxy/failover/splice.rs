@@ -78,6 +78,8 @@ pub struct Splice {
     moved_tokens: u64,
     /// A choice chunk reached the client.
     started: bool,
+    /// Generated content (text or a tool call) reached the client.
+    content: bool,
     /// The answer's last chunk (with `finish_reason`) reached the client.
     finished: bool,
     usage: Option<Usage>,
@@ -100,6 +102,7 @@ impl Splice {
             text_chunks: 0,
             moved_tokens: 0,
             started: false,
+            content: false,
             finished: false,
             usage: None,
             done: false,
@@ -180,11 +183,13 @@ impl Splice {
                 self.unresumable = Some("the stream has several choices");
             }
             if choice.tool_calls {
+                self.content = true;
                 self.unresumable = Some("the answer has tool calls");
             }
             if let Some(text) = choice.text.as_deref().filter(|t| !t.is_empty()) {
                 self.text.push_str(text);
                 self.text_chunks += 1;
+                self.content = true;
             }
             self.finished |= choice.finish;
         }
@@ -252,6 +257,11 @@ impl Splice {
     /// Text chunks sent so far (tokens, as a textual continuation counts them).
     pub fn text_chunks(&self) -> u64 {
         self.text_chunks
+    }
+
+    /// Whether generated content (text or a tool call, not a role-only chunk) was sent.
+    pub fn has_content(&self) -> bool {
+        self.content
     }
 
     /// Whether `[DONE]` was sent.

@@ -84,7 +84,10 @@ pub fn smollm2_hf(dtype: &str) -> PathBuf {
     if dir.join("config.json").is_file() {
         return dir;
     }
-    let tmp = scratch(&format!("smollm2-hf-{dtype}-making-{}", std::process::id()));
+    // Unique per call, not only per process: two tests of one binary may both make it.
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = scratch(&format!("smollm2-hf-{dtype}-making-{call}"));
     let shards = if dtype == "bf16" { "2" } else { "1" };
     let gguf = smollm2_gguf();
     run_script(

@@ -9,4 +9,5 @@ pub mod metrics;
 pub mod openai;
 pub mod perf_model;
 pub mod priority;
+pub mod prom_text;
 pub mod served_name;

@@ -195,5 +195,5 @@ fn parse_value(text: &str) -> Option<f64> {
 
 #[cfg(test)]
 // The path is spelled out so that the fuzz target including this file finds it too.
-#[path = "text_format/tests.rs"]
+#[path = "prom_text/tests.rs"]
 mod tests;

@@ -1,6 +1,7 @@
-//! Fuzz target: the operator's Prometheus text parser must turn any text into samples and
-//! typed line errors, never panic, and keep its bounds (names well-formed, at most 100
-//! errors, line numbers in order and within the input).
+//! Fuzz target: the one Prometheus text parser (common's; the operator, the gateway and the
+//! CLI read every `/metrics` with it) must turn any text into samples and typed line errors,
+//! never panic, and keep its bounds (names well-formed, at most 100 errors, line numbers in
+//! order and within the input).
 #![cfg_attr(fuzzing, no_main)]
 
 #[macro_use]
@@ -8,9 +9,9 @@
 mod replay;
 
 // The parser is self-contained (it depends on thiserror only), so it is compiled here from
-// the operator's sources instead of building kube and k8s-openapi with sanitizers.
+// its source file alone.
 #[allow(dead_code)]
-#[path = "../../operator/src/metrics_source/text_format.rs"]
+#[path = "../../common/src/prom_text.rs"]
 mod text_format;
 
 /// The property, for any input.

@@ -129,7 +129,7 @@ pub fn status_line(
         .demand
         .as_ref()
         .map_or(0.0, |d| d.output_tokens_per_s.stable);
-    format!(
+    let line = format!(
         "{model}  replicas {ready}/{desired}  {tokens_per_s:.0} tok/s  ttft p95 {}/{}  tpot p95 {}/{}  {}: {}",
         ms(view.ttft_p95_s),
         ms(Some(spec.slo.ttft_p95_s)),
@@ -137,5 +137,10 @@ pub fn status_line(
         ms(Some(spec.slo.tpot_p95_s)),
         decision.reason,
         decision.message
-    )
+    );
+    if view.missing.is_empty() {
+        line
+    } else {
+        format!("{line}; decided without {}", view.missing.join("; "))
+    }
 }

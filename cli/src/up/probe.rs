@@ -7,8 +7,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use tokenscale_common::engines::{self, EngineKind, SampleRef};
-use tokenscale_operator::metrics_source::text_format;
+use tokenscale_common::engines;
 
 /// A pooled client for probes, each bounded by a short timeout.
 #[derive(Clone)]
@@ -47,16 +46,9 @@ impl Probe {
         let Some((_, text)) = self.get(&format!("{base}/metrics")).await else {
             return 0.0;
         };
-        let samples = text_format::parse(&text).samples;
-        let refs = || {
-            samples.iter().map(|s| SampleRef {
-                name: &s.name,
-                labels: &s.labels,
-                value: s.value,
-            })
+        let Some(reading) = engines::read_text(&text) else {
+            return 0.0;
         };
-        let kind = EngineKind::detect(refs()).unwrap_or_default();
-        let reading = engines::read(kind, refs());
         reading.running_requests.unwrap_or(0.0) + reading.waiting_requests.unwrap_or(0.0)
     }
 }

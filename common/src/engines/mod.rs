@@ -14,6 +14,22 @@ pub use dialect::{Dialect, SampleRef};
 pub use kind::{EngineKind, EngineKindError};
 pub use reading::{Absent, EngineReading, Signal};
 
+/// The reading of one replica's `/metrics` text through the adapter of the engine that text
+/// comes from (told by its metric names); `None` when it is no engine's (metrics turned off,
+/// a wrong port). The scaler, the gateway's picker and `up` all read engines this way.
+pub fn read_text(text: &str) -> Option<EngineReading> {
+    let samples = crate::prom_text::parse(text).samples;
+    let refs = || {
+        samples.iter().map(|s| SampleRef {
+            name: &s.name,
+            labels: &s.labels,
+            value: s.value,
+        })
+    };
+    let kind = EngineKind::detect(refs())?;
+    Some(read(kind, refs()))
+}
+
 /// The reading of one replica's samples, through the adapter of `kind`.
 pub fn read<'a>(
     kind: EngineKind,

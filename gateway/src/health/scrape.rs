@@ -1,34 +1,17 @@
-//! Reads an engine's own load from its Prometheus text: waiting requests and KV-cache usage.
+//! Reads an engine's own load from its Prometheus text, whichever engine it is (tokenscale,
+//! vLLM, SGLang, llama.cpp): waiting requests and KV-cache use, through the engine's metric
+//! adapter (`tokenscale_common::engines`), the same reading the autoscaler makes.
 
-use tokenscale_common::metrics::engine;
+use tokenscale_common::engines;
 
-/// `(num_requests_waiting summed over series, kv_cache_usage_perc max over series)`, or
-/// `None` when the text has neither (then the replica's load stays stale).
+/// `(waiting requests, KV-cache use 0–1)`, or `None` when the text is no engine's or has
+/// neither (then the replica's load stays stale and the picker goes by in-flight counts).
+/// A signal the engine does not export counts as 0 when the other is there (llama.cpp has
+/// dropped its KV-cache gauge).
 pub fn parse_engine_load(text: &[u8]) -> Option<(f64, f64)> {
     let text = std::str::from_utf8(text).ok()?;
-    let (mut waiting, mut kv) = (None::<f64>, None::<f64>);
-    for line in text.lines() {
-        if line.starts_with('#') {
-            continue;
-        }
-        let name_end = line.find(['{', ' ']).unwrap_or(line.len());
-        let name = &line[..name_end];
-        let value = || {
-            line.rsplit(' ')
-                .next()
-                .and_then(|v| v.parse::<f64>().ok())
-                .filter(|v| v.is_finite())
-        };
-        if name == engine::NUM_REQUESTS_WAITING {
-            if let Some(v) = value() {
-                waiting = Some(waiting.unwrap_or(0.0) + v);
-            }
-        } else if name == engine::KV_CACHE_USAGE_PERC
-            && let Some(v) = value()
-        {
-            kv = Some(kv.unwrap_or(0.0).max(v));
-        }
-    }
+    let reading = engines::read_text(text)?;
+    let (waiting, kv) = (reading.waiting_requests.ok(), reading.kv_cache_usage.ok());
     if waiting.is_none() && kv.is_none() {
         return None;
     }
@@ -46,5 +29,24 @@ vllm:num_requests_waiting{model_name=\"a\"} 2\nvllm:num_requests_waiting{model_n
 vllm:kv_cache_usage_perc{model_name=\"a\"} 0.25\nvllm:num_requests_running{model_name=\"a\"} 9\n";
         assert_eq!(parse_engine_load(text), Some((5.0, 0.25)));
         assert_eq!(parse_engine_load(b"other_metric 1\n"), None);
+    }
+
+    /// Real `/metrics` texts of SGLang and llama.cpp (the adapters' fixtures; their sources are
+    /// in their headers): each engine's own names, not vLLM's.
+    #[test]
+    fn reads_sglang_and_llama_cpp_names() {
+        let fixture = |path: &str| {
+            let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../common/fixtures/engines/");
+            std::fs::read(format!("{root}{path}")).unwrap_or_else(|e| panic!("{path}: {e}"))
+        };
+        assert_eq!(
+            parse_engine_load(&fixture("sglang/docs-production-metrics.prom")),
+            Some((2826.0, 0.28))
+        );
+        // llama-server exports no KV-cache gauge any more: waiting requests alone.
+        assert_eq!(
+            parse_engine_load(&fixture("llamacpp/llama-server-busy.prom")),
+            Some((1.0, 0.0))
+        );
     }
 }

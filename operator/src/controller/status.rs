@@ -231,12 +231,20 @@ fn scaling_condition(
     }
     let moving = counts.desired != input.desired || counts.ready != input.desired;
     let reason = input.decision.reason.as_str();
+    let mut message = input.decision.message.clone();
+    if !input.view.missing.is_empty() {
+        // Never a silent zero: say what the engines did not report.
+        message = format!(
+            "{message}; decided without {}",
+            input.view.missing.join("; ")
+        );
+    }
     condition(
         previous,
         CONDITION_SCALING,
         moving,
         reason,
-        input.decision.message.clone(),
+        message,
         generation,
         input.now,
     )

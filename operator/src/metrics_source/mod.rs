@@ -9,8 +9,10 @@ pub mod prometheus;
 pub mod readings;
 pub mod scrape;
 pub mod source;
-pub mod text_format;
 pub mod window;
+
+/// The one Prometheus text parser (shared with the gateway and the CLI).
+pub use tokenscale_common::prom_text as text_format;
 
 pub use model::{MetricsView, ModelMetrics, ScrapeRound};
 pub use readings::TargetKind;

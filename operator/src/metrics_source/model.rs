@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use tokenscale_common::engines::{Absent, Signal};
+
 use super::readings::{Gauges, Reading, TargetKind, keys};
 use super::window::{Accumulator, History};
 use crate::autoscaler::{Demand, ReplicaLoad, WindowedRate};
@@ -21,6 +23,9 @@ pub struct MetricsView {
     pub replica_loads: Vec<ReplicaLoad>,
     /// The Hub commits the replicas serve (`hf://` sources), sorted, each once.
     pub revisions: Vec<String>,
+    /// Signals the policy would use that the replicas' engines do not export, in words
+    /// (sorted, each once): the policy decided without them.
+    pub missing: Vec<String>,
 }
 
 /// What one scrape round of one model found: each reachable target's reading.
@@ -38,6 +43,7 @@ struct ReplicaMemory {
     tokens_per_s: f64,
     gauges: Gauges,
     revision: Option<String>,
+    absent: Vec<Absent>,
 }
 
 /// Metrics memory of one model.
@@ -99,6 +105,31 @@ impl ModelMetrics {
         memory.last_tokens = Some((t_s, tokens));
         memory.gauges = reading.gauges;
         memory.revision = reading.revision.clone();
+        memory.absent = reading.absent.clone();
+    }
+
+    /// What the replicas' engines lack that the policy would read: their load gauges always;
+    /// tokens, finished requests and latency only when no gateway measures them instead.
+    /// Prompt tokens are never read.
+    fn missing(&self) -> Vec<String> {
+        let needed = |signal: Signal| match signal {
+            Signal::RunningRequests | Signal::WaitingRequests | Signal::KvCacheUsage => true,
+            Signal::PromptTokens => false,
+            Signal::GeneratedTokens
+            | Signal::FinishedRequests
+            | Signal::TimeToFirstToken
+            | Signal::InterTokenLatency => !self.gateway_seen,
+        };
+        let mut missing: Vec<String> = self
+            .replicas
+            .values()
+            .flat_map(|m| &m.absent)
+            .filter(|a| needed(a.signal))
+            .map(ToString::to_string)
+            .collect();
+        missing.sort();
+        missing.dedup();
+        missing
     }
 
     /// The policy's view at `now_s`. Stale (nothing answered for `stale_after_s`) or too
@@ -122,6 +153,7 @@ impl ModelMetrics {
             .collect();
         revisions.sort();
         revisions.dedup();
+        let missing = self.missing();
         let fresh = self
             .last_success_s
             .is_some_and(|t| now_s - t <= stale_after_s);
@@ -129,6 +161,7 @@ impl ModelMetrics {
             return MetricsView {
                 replica_loads: loads,
                 revisions,
+                missing,
                 ..MetricsView::default()
             };
         }
@@ -171,6 +204,7 @@ impl ModelMetrics {
             tpot_p95_s: h.quantile(tpot, 0.95, stable_s),
             replica_loads: loads,
             revisions,
+            missing,
         }
     }
 }

@@ -160,6 +160,7 @@ pub async fn view(base_url: &str, q: &Queries) -> Result<MetricsView, QueryError
         tpot_p95_s: tpot,
         replica_loads: Vec::new(),
         revisions: Vec::new(),
+        missing: Vec::new(),
     })
 }
 

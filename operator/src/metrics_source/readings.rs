@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use tokenscale_common::engines::{self, Absent, EngineKind, SampleRef};
 use tokenscale_common::metrics::{LABEL_MODEL_NAME, engine, gateway};
 
 use super::text_format::Sample;
@@ -57,61 +58,91 @@ pub struct Reading {
     pub gauges: Gauges,
     /// The Hub commit the engine's model resolved to (its model info gauge), if any.
     pub revision: Option<String>,
+    /// Signals the engine's `/metrics` did not carry (engines only).
+    pub absent: Vec<Absent>,
 }
 
 /// Extracts a reading. Gateway samples are kept only for `served_name`; an engine target
 /// belongs to the model already, so all its samples count.
 pub fn read(kind: TargetKind, samples: &[Sample], served_name: &str) -> Reading {
+    match kind {
+        TargetKind::Gateway => read_gateway(samples, served_name),
+        TargetKind::Engine => read_engine(samples),
+    }
+}
+
+/// A gateway's series for `served_name`.
+fn read_gateway(samples: &[Sample], served_name: &str) -> Reading {
     let mut reading = Reading::default();
-    let wanted = |s: &Sample| match kind {
-        TargetKind::Gateway => s.label(LABEL_MODEL_NAME) == Some(served_name),
-        TargetKind::Engine => true,
-    };
-    for sample in samples.iter().filter(|s| wanted(s)) {
+    for sample in samples
+        .iter()
+        .filter(|s| s.label(LABEL_MODEL_NAME) == Some(served_name))
+    {
         let (key, value) = (sample.name.as_str(), sample.value);
-        let mut add = |k: String| *reading.counters.entry(k).or_insert(0.0) += value;
-        match kind {
-            TargetKind::Gateway => match key {
-                k if k == gateway::GENERATION_TOKENS_TOTAL => add(keys::GW_TOKENS.into()),
-                k if k == gateway::REQUESTS_TOTAL => add(keys::GW_REQUESTS.into()),
-                k if k == gateway::QUEUE_DEPTH => reading.gauges.waiting += value,
-                k if k == gateway::IN_FLIGHT_REQUESTS => reading.gauges.running += value,
-                _ => bucket(
-                    sample,
-                    &mut reading,
-                    &[
-                        (gateway::TIME_TO_FIRST_TOKEN_SECONDS, keys::GW_TTFT),
-                        (gateway::TIME_PER_OUTPUT_TOKEN_SECONDS, keys::GW_TPOT),
-                    ],
-                ),
-            },
-            TargetKind::Engine => match key {
-                k if k == engine::GENERATION_TOKENS_TOTAL => add(keys::ENGINE_TOKENS.into()),
-                k if k.strip_suffix("_count") == Some(engine::E2E_REQUEST_LATENCY_SECONDS) => {
-                    add(keys::ENGINE_REQUESTS.into())
-                }
-                k if k == engine::NUM_REQUESTS_WAITING => reading.gauges.waiting += value,
-                k if k == engine::NUM_REQUESTS_RUNNING => reading.gauges.running += value,
-                k if k == engine::KV_CACHE_USAGE_PERC => {
-                    reading.gauges.kv_cache_usage = reading.gauges.kv_cache_usage.max(value)
-                }
-                k if k == engine::MODEL_INFO => {
-                    reading.revision = sample
-                        .label("revision")
-                        .filter(|r| !r.is_empty())
-                        .map(str::to_string);
-                }
-                _ => bucket(
-                    sample,
-                    &mut reading,
-                    &[
-                        (engine::TIME_TO_FIRST_TOKEN_SECONDS, keys::ENGINE_TTFT),
-                        (engine::INTER_TOKEN_LATENCY_SECONDS, keys::ENGINE_TPOT),
-                    ],
-                ),
-            },
+        let mut add = |k: &str| *reading.counters.entry(k.to_string()).or_insert(0.0) += value;
+        match key {
+            k if k == gateway::GENERATION_TOKENS_TOTAL => add(keys::GW_TOKENS),
+            k if k == gateway::REQUESTS_TOTAL => add(keys::GW_REQUESTS),
+            k if k == gateway::QUEUE_DEPTH => reading.gauges.waiting += value,
+            k if k == gateway::IN_FLIGHT_REQUESTS => reading.gauges.running += value,
+            _ => bucket(
+                sample,
+                &mut reading,
+                &[
+                    (gateway::TIME_TO_FIRST_TOKEN_SECONDS, keys::GW_TTFT),
+                    (gateway::TIME_PER_OUTPUT_TOKEN_SECONDS, keys::GW_TPOT),
+                ],
+            ),
         }
     }
+    reading
+}
+
+/// One engine replica's reading, through the adapter of the engine its metric names tell
+/// (tokenscale, vLLM under its current and older names, SGLang, llama.cpp): what the engine
+/// does not export is listed in `absent`, never read as zero demand.
+fn read_engine(samples: &[Sample]) -> Reading {
+    let mut reading = Reading {
+        revision: samples
+            .iter()
+            .find(|s| s.name == engine::MODEL_INFO)
+            .and_then(|s| s.label("revision"))
+            .filter(|r| !r.is_empty())
+            .map(str::to_string),
+        ..Reading::default()
+    };
+    let refs = || {
+        samples.iter().map(|s| SampleRef {
+            name: &s.name,
+            labels: &s.labels,
+            value: s.value,
+        })
+    };
+    let Some(kind) = EngineKind::detect(refs()) else {
+        return reading;
+    };
+    let read = engines::read(kind, refs());
+    let mut counter = |key: &str, value: &Result<f64, Absent>| {
+        if let Ok(value) = value {
+            reading.counters.insert(key.to_string(), *value);
+        }
+    };
+    counter(keys::ENGINE_TOKENS, &read.generated_tokens);
+    counter(keys::ENGINE_REQUESTS, &read.finished_requests);
+    for (histogram, logical) in [
+        (&read.time_to_first_token, keys::ENGINE_TTFT),
+        (&read.inter_token_latency, keys::ENGINE_TPOT),
+    ] {
+        for (le, count) in histogram.iter().flatten() {
+            reading.counters.insert(bucket_key(logical, *le), *count);
+        }
+    }
+    reading.gauges = Gauges {
+        waiting: read.waiting_requests.clone().unwrap_or(0.0),
+        running: read.running_requests.clone().unwrap_or(0.0),
+        kv_cache_usage: read.kv_cache_usage.clone().unwrap_or(0.0),
+    };
+    reading.absent = read.absent().into_iter().cloned().collect();
     reading
 }
 
@@ -141,6 +172,7 @@ fn bucket(sample: &Sample, reading: &mut Reading, histograms: &[(&str, &str)]) {
 mod tests {
     use super::*;
     use crate::metrics_source::text_format::parse;
+    use tokenscale_common::engines::Signal;
 
     #[test]
     fn gateway_samples_are_filtered_by_model_and_summed_over_labels() {
@@ -188,6 +220,54 @@ mod tests {
                 running: 5.0,
                 kv_cache_usage: 0.4
             }
+        );
+    }
+
+    fn fixture(path: &str) -> Vec<Sample> {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../common/fixtures/engines/");
+        let text = std::fs::read_to_string(format!("{root}{path}"))
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        parse(&text).samples
+    }
+
+    /// Real `/metrics` of SGLang and llama.cpp (sources in the fixtures' headers): read by
+    /// their own adapters, and what an engine lacks is named, not read as zero.
+    #[test]
+    fn sglang_and_llama_cpp_replicas_are_read_by_their_adapters() {
+        let sglang = read(
+            TargetKind::Engine,
+            &fixture("sglang/docs-production-metrics.prom"),
+            "x",
+        );
+        assert_eq!(
+            sglang.gauges,
+            Gauges {
+                waiting: 2826.0,
+                running: 162.0,
+                kv_cache_usage: 0.28
+            }
+        );
+        assert_eq!(sglang.counters[keys::ENGINE_TOKENS], 7.557572e6);
+        let llama = read(
+            TargetKind::Engine,
+            &fixture("llamacpp/llama-server-busy.prom"),
+            "x",
+        );
+        assert_eq!((llama.gauges.waiting, llama.gauges.running), (1.0, 2.0));
+        assert_eq!(llama.counters[keys::ENGINE_TOKENS], 28.0);
+        let absent: Vec<Signal> = llama.absent.iter().map(|a| a.signal).collect();
+        for signal in [
+            Signal::KvCacheUsage,
+            Signal::TimeToFirstToken,
+            Signal::InterTokenLatency,
+        ] {
+            assert!(absent.contains(&signal), "{signal:?} not named: {absent:?}");
+        }
+        assert!(
+            !llama
+                .counters
+                .keys()
+                .any(|k| k.starts_with(keys::ENGINE_TTFT))
         );
     }
 

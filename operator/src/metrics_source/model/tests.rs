@@ -21,6 +21,7 @@ fn engine_reading(tokens: f64, requests: f64, fast: f64, slow: f64, running: f64
             kv_cache_usage: 0.5,
         },
         revision: None,
+        absent: Vec::new(),
     }
 }
 
@@ -111,4 +112,36 @@ fn stale_or_short_history_means_no_demand() {
         120.0,
     );
     assert_eq!(m.view(70.0, 60.0, 6.0, 30.0).demand, None);
+}
+
+/// A llama.cpp replica lacks KV-cache use and latency histograms: the view names what the
+/// policy went without (latency only while no gateway measures it), never a silent zero.
+#[test]
+fn signals_an_engine_lacks_are_named_in_the_view() {
+    use crate::metrics_source::readings::read;
+    use crate::metrics_source::text_format::parse;
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../common/fixtures/engines/");
+    let text =
+        std::fs::read_to_string(format!("{root}llamacpp/llama-server-busy.prom")).expect("fixture");
+    let llama = read(TargetKind::Engine, &parse(&text).samples, "m");
+    let mut m = ModelMetrics::default();
+    m.record(0.0, &round(vec![("pod-a", llama.clone())]), 120.0);
+    let missing = m.view(0.0, 60.0, 10.0, 30.0).missing;
+    let has = |what: &str| missing.iter().any(|line| line.starts_with(what));
+    assert!(has("KV-cache use"), "{missing:?}");
+    assert!(has("time-to-first-token histogram"), "{missing:?}");
+    assert!(!has("prompt tokens"), "never read: {missing:?}");
+
+    let mut with_gateway = round(vec![("pod-a", llama)]);
+    with_gateway
+        .readings
+        .push(("gateway".into(), TargetKind::Gateway, Reading::default()));
+    let mut m = ModelMetrics::default();
+    m.record(0.0, &with_gateway, 120.0);
+    let missing = m.view(0.0, 60.0, 10.0, 30.0).missing;
+    assert!(missing.iter().any(|l| l.starts_with("KV-cache use")));
+    assert!(
+        !missing.iter().any(|l| l.contains("histogram")),
+        "the gateway's histograms stand in: {missing:?}"
+    );
 }

@@ -5,6 +5,7 @@ mod auth;
 mod bad_input;
 mod bounded;
 mod config_file;
+mod engine_answers;
 mod engines;
 mod failover;
 mod limits;

@@ -136,12 +136,14 @@ pub struct Edit<'a> {
     pub head: Option<&'a Head>,
     /// Replace the chunk's `usage` (a textual continuation's, corrected).
     pub usage: Option<Usage>,
+    /// Set the chunk's `usage` to `null`: the gateway asked for it, the client did not.
+    pub hide_usage: bool,
 }
 
 impl Edit<'_> {
     /// Whether the edit changes nothing.
     pub fn is_empty(&self) -> bool {
-        !self.strip_token_ids && self.head.is_none() && self.usage.is_none()
+        !self.strip_token_ids && self.head.is_none() && self.usage.is_none() && !self.hide_usage
     }
 }
 
@@ -167,7 +169,9 @@ pub fn rewrite(json: &[u8], edit: &Edit) -> Option<Vec<u8>> {
         let created_value = Some(&head.created[..]).filter(|c| !c.is_empty());
         edits.extend(created.zip(created_value).map(|(m, v)| (m, Some(v))));
     }
-    if let (Some(m), Some(value)) = (usage, &usage_json) {
+    if let (true, Some(m)) = (edit.hide_usage, usage) {
+        edits.push((m, Some(b"null")));
+    } else if let (Some(m), Some(value)) = (usage, &usage_json) {
         edits.push((m, Some(value.as_bytes())));
     }
     edits.sort_by_key(|(m, _)| std::cmp::Reverse(m.key));
@@ -240,6 +244,7 @@ mod tests {
                 completion_tokens: 6,
                 cached_tokens: 0,
             }),
+            hide_usage: false,
         };
         let out = rewrite(json, &edit).expect("object");
         assert_eq!(
@@ -248,6 +253,15 @@ mod tests {
         );
         let plain = rewrite(br#"{"id":"b","choices":[]}"#, &Edit::default()).expect("object");
         assert_eq!(plain, br#"{"id":"b","choices":[]}"#);
+        let hidden = Edit {
+            hide_usage: true,
+            ..Edit::default()
+        };
+        let last = br#"{"id":"b","choices":[{"index":0,"finish_reason":"length"}],"usage":{"prompt_tokens":9}}"#;
+        assert_eq!(
+            rewrite(last, &hidden).expect("object"),
+            br#"{"id":"b","choices":[{"index":0,"finish_reason":"length"}],"usage":null}"#
+        );
         assert_eq!(super::head(json).map(|h| h.id), Some(br#""b""#.to_vec()));
     }
 }

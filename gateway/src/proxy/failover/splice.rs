@@ -154,10 +154,15 @@ impl Splice {
         if self.head.is_none() {
             self.head = chunk::head(payload);
         }
+        // Some engines (SGLang 0.4) put the usage the gateway asked for in the last chunk
+        // with choices: a client that did not ask gets `"usage": null` there, as the engine
+        // would have sent it.
+        let hide_usage = self.strip_usage && usage.is_some();
         let edit = Edit {
             strip_token_ids: view.token_ids.is_some(),
             head: self.head.as_ref().filter(|_| self.current.is_some()),
-            usage: usage.filter(|_| self.moved_tokens > 0),
+            usage: usage.filter(|_| self.moved_tokens > 0 && !hide_usage),
+            hide_usage,
         };
         if edit.is_empty() {
             return (Step::Forward(whole.clone()), usage);

@@ -197,32 +197,6 @@ const SGLANG_ANSWER: &str = r#"{"id":"0f4e2d6c8b1a4935a7c6e5d4c3b2a190","object"
 /// `TokenizerManager._validate_one_request` (`python/sglang/srt/managers/tokenizer_manager.py`).
 const SGLANG_ERROR: &str = r#"{"object":"error","message":"Requested token count exceeds the model's maximum context length of 4096 tokens. You requested a total of 4138 tokens: 42 tokens from the input messages and 4096 tokens for the completion. Please reduce the number of tokens in the input messages or the completion to fit within the limit.","type":"BadRequestError","param":null,"code":400}"#;
 
-fn events(text: &str) -> Vec<serde_json::Value> {
-    text.split("\n\n")
-        .filter_map(|e| e.strip_prefix("data: "))
-        .filter(|e| *e != "[DONE]")
-        .map(|e| serde_json::from_str(e).expect("event JSON"))
-        .collect()
-}
-
-async fn metric(client: &TestClient, name: &str) -> String {
-    series(client, &format!("{name}{{model_name=\"m\"}}")).await
-}
-
-/// The value of the series written exactly `series` on `/metrics`.
-async fn series(client: &TestClient, series: &str) -> String {
-    let text = client.send("GET", "/metrics", &[], "").await.body;
-    text.lines()
-        .find(|l| l.starts_with(&format!("{series} ")))
-        .and_then(|l| l.rsplit(' ').next())
-        .unwrap_or("absent")
-        .to_string()
-}
-
-fn source(source: &str) -> String {
-    format!("tokenscale_gateway_usage_source_total{{model_name=\"m\",source=\"{source}\"}}")
-}
-
 /// The text of every chat delta, in order.
 fn content(events: &[serde_json::Value]) -> String {
     events
@@ -313,8 +287,8 @@ async fn vllm_stream_passes_through_without_the_usage_chunk_and_counts_its_usage
         counted(&client).await,
         ("60".to_string(), "12".to_string(), "32".to_string())
     );
-    assert_eq!(series(&client, &source("engine")).await, "2");
-    assert_eq!(series(&client, &source("gateway")).await, "0");
+    assert_eq!(series(&client, &usage_source("engine")).await, "2");
+    assert_eq!(series(&client, &usage_source("gateway")).await, "0");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -329,7 +303,7 @@ async fn vllm_answer_and_errors_pass_through_and_count() {
         counted(&client).await,
         ("30".to_string(), "10".to_string(), "0".to_string())
     );
-    assert_eq!(series(&client, &source("engine")).await, "1");
+    assert_eq!(series(&client, &usage_source("engine")).await, "1");
 
     for error in [VLLM_ERROR, VLLM_ERROR_FLAT] {
         *replica.state.canned.lock().expect("canned") =
@@ -394,8 +368,8 @@ async fn sglang_stream_passes_through_without_the_usage_chunk_and_counts_its_usa
         counted(&client).await,
         ("84".to_string(), "12".to_string(), "82".to_string())
     );
-    assert_eq!(series(&client, &source("engine")).await, "2");
-    assert_eq!(series(&client, &source("gateway")).await, "0");
+    assert_eq!(series(&client, &usage_source("engine")).await, "2");
+    assert_eq!(series(&client, &usage_source("gateway")).await, "0");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -427,7 +401,7 @@ async fn sglang_0_4_finish_reason_sent_with_the_usage_still_reaches_the_client()
         counted(&client).await,
         ("84".to_string(), "12".to_string(), "82".to_string())
     );
-    assert_eq!(series(&client, &source("engine")).await, "2");
+    assert_eq!(series(&client, &usage_source("engine")).await, "2");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

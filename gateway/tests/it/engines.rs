@@ -62,28 +62,6 @@ const LLAMA_SERVER_ANSWER: &str = r#"{"choices":[{"finish_reason":"length","inde
 /// `POST /v1/chat/completions` with `"messages": "hi"` (HTTP 400).
 const LLAMA_SERVER_ERROR: &str = r#"{"error":{"code":400,"message":"Expected 'messages' to be an array","type":"invalid_request_error"}}"#;
 
-fn events(text: &str) -> Vec<serde_json::Value> {
-    text.split("\n\n")
-        .filter_map(|e| e.strip_prefix("data: "))
-        .filter(|e| *e != "[DONE]")
-        .map(|e| serde_json::from_str(e).expect("event JSON"))
-        .collect()
-}
-
-async fn metric(client: &TestClient, name: &str) -> String {
-    series(client, &format!("{name}{{model_name=\"m\"}}")).await
-}
-
-/// The value of the series written exactly `series` on `/metrics`.
-async fn series(client: &TestClient, series: &str) -> String {
-    let text = client.send("GET", "/metrics", &[], "").await.body;
-    text.lines()
-        .find(|l| l.starts_with(&format!("{series} ")))
-        .and_then(|l| l.rsplit(' ').next())
-        .unwrap_or("absent")
-        .to_string()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn llama_server_streams_usage_placement_role_chunk_and_cached_tokens() {
     let replica = MockReplica::start().await;
@@ -138,12 +116,8 @@ async fn llama_server_streams_usage_placement_role_chunk_and_cached_tokens() {
         metric(&client, "tokenscale_gateway_cached_prompt_tokens_total").await,
         "64"
     );
-    assert_eq!(series(&client, &source("engine")).await, "2");
-    assert_eq!(series(&client, &source("gateway")).await, "0");
-}
-
-fn source(source: &str) -> String {
-    format!("tokenscale_gateway_usage_source_total{{model_name=\"m\",source=\"{source}\"}}")
+    assert_eq!(series(&client, &usage_source("engine")).await, "2");
+    assert_eq!(series(&client, &usage_source("gateway")).await, "0");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,8 +146,8 @@ async fn a_stream_without_usage_is_counted_by_the_gateway_and_labelled_so() {
         .parse()
         .expect("a count");
     assert!(prompt > 0, "the prompt as estimated from its characters");
-    assert_eq!(series(&client, &source("gateway")).await, "1");
-    assert_eq!(series(&client, &source("engine")).await, "0");
+    assert_eq!(series(&client, &usage_source("gateway")).await, "1");
+    assert_eq!(series(&client, &usage_source("engine")).await, "0");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -496,3 +496,32 @@ pub async fn wait_ready(running: &RunningGateway, model: &str, ready: usize) {
 pub fn completion_body(prompt: &str, max_tokens: u64) -> serde_json::Value {
     serde_json::json!({"model": "m", "prompt": prompt, "max_tokens": max_tokens})
 }
+
+/// The JSON payloads of a stream's `data:` events, `[DONE]` left out.
+pub fn events(text: &str) -> Vec<serde_json::Value> {
+    text.split("\n\n")
+        .filter_map(|e| e.strip_prefix("data: "))
+        .filter(|e| *e != "[DONE]")
+        .map(|e| serde_json::from_str(e).expect("event JSON"))
+        .collect()
+}
+
+/// The value of `name{model_name="m"}` on the gateway's `/metrics` ("absent" when missing).
+pub async fn metric(client: &TestClient, name: &str) -> String {
+    series(client, &format!("{name}{{model_name=\"m\"}}")).await
+}
+
+/// The value of the series written exactly `series` on `/metrics` ("absent" when missing).
+pub async fn series(client: &TestClient, series: &str) -> String {
+    let text = client.send("GET", "/metrics", &[], "").await.body;
+    text.lines()
+        .find(|l| l.starts_with(&format!("{series} ")))
+        .and_then(|l| l.rsplit(' ').next())
+        .unwrap_or("absent")
+        .to_string()
+}
+
+/// The series counting answers whose usage came from `source` (`engine` or `gateway`).
+pub fn usage_source(source: &str) -> String {
+    format!("tokenscale_gateway_usage_source_total{{model_name=\"m\",source=\"{source}\"}}")
+}

@@ -81,7 +81,9 @@ impl Gateway {
         let limiter = Arc::new(Limiter::new(&config.limits, share.clone())?);
         let in_flight = Arc::new(InFlightCounts::new(config.bounds.max_in_flight, share));
         let anonymous = config.anonymous.as_ref().map(|a| a.value.as_str());
-        let tenants = Arc::new(TenantDirectory::new(&config.tenants, anonymous));
+        let any_key = config.anonymous_any_key.as_ref().is_some_and(|a| a.value);
+        let tenants =
+            Arc::new(TenantDirectory::new(&config.tenants, anonymous).with_any_key(any_key));
         let client = UpstreamClient::new(Duration::from_millis(config.upstream.connect_timeout_ms));
         let registry = Registry::new(router.clone(), client.clone(), config);
         for model in &config.models {

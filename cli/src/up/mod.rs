@@ -230,11 +230,12 @@ async fn engine_args(manifest: &Manifest, model: &str) -> Result<Vec<String>, Up
     Ok(args)
 }
 
-/// A gateway for one model, open to keyless local clients (tenant `local`, no limits).
+/// A gateway for one model, open to local clients with any key or none, as a local server
+/// without keys is (tenant `local`, no limits; the official clients always send a key).
 fn gateway_config(model: &str) -> Result<tokenscale_gateway::config::Config, UpError> {
     let name = serde_json::to_string(model).unwrap_or_default();
     let text = format!(
-        "models:\n  - name: {name}\ntenants:\n  - name: local\n    models: [\"*\"]\nanonymous: local\n"
+        "models:\n  - name: {name}\ntenants:\n  - name: local\n    models: [\"*\"]\nanonymous: local\nanonymous_any_key: true\n"
     );
     tokenscale_gateway::config::Config::from_yaml(&text)
         .map_err(|e| UpError::Manifest(format!("gateway configuration: {e}")))

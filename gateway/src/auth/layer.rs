@@ -84,6 +84,7 @@ pub fn authenticate<B>(
         Err(malformed) => Err(refused(malformed, None)),
         Ok(Presented::Key(key)) => directory
             .authenticate(key)
+            .or_else(|| directory.unknown_key())
             .ok_or_else(|| refused("Incorrect API key provided.", Some(key))),
         Ok(Presented::Nothing) => directory.anonymous().ok_or_else(|| {
             refused(

@@ -69,6 +69,8 @@ struct Directory {
 #[derive(Debug, Default)]
 pub struct TenantDirectory {
     current: RwLock<Arc<Directory>>,
+    /// Keys no tenant owns go to the anonymous tenant (`anonymous_any_key`).
+    any_key: bool,
 }
 
 /// Parses `sha256:<64 hex digits>` into the hash; anything else (a plain key) is refused.
@@ -95,6 +97,18 @@ impl TenantDirectory {
         let directory = Self::default();
         directory.replace(tenants, anonymous);
         directory
+    }
+
+    /// Keys no tenant owns are the anonymous tenant's (a local run that takes any key).
+    pub fn with_any_key(mut self, any_key: bool) -> Self {
+        self.any_key = any_key;
+        self
+    }
+
+    /// The tenant a key no tenant owns is charged to: the anonymous one when any key is
+    /// taken, else none (401).
+    pub fn unknown_key(&self) -> Option<Arc<Tenant>> {
+        self.any_key.then(|| self.anonymous()).flatten()
     }
 
     /// Swaps in a new generation of tenants.

@@ -29,6 +29,11 @@ pub struct Config {
     /// Tenant name used for requests without a key; `null` refuses them.
     #[serde(default)]
     pub anonymous: Option<Spanned<String>>,
+    /// `true`: a key no tenant owns is the `anonymous` tenant's too, as a local server without
+    /// keys takes any key (the official OpenAI clients always send one). For a run on one
+    /// machine (`tokenscale up` sets it); needs `anonymous`. Malformed credentials stay 401.
+    #[serde(default)]
+    pub anonymous_any_key: Option<Spanned<bool>>,
     /// A separate file with `tenants:` and `anonymous:` (a mounted Secret in a cluster);
     /// relative to the config file. Replaces the inline tenants when set.
     #[serde(default)]

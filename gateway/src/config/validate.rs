@@ -200,6 +200,14 @@ impl Config {
             }
         }
         limits_store(&self.limits)?;
+        if let Some(any_key) = self.anonymous_any_key.as_ref().filter(|a| a.value)
+            && self.anonymous.is_none()
+        {
+            return Err(ConfigError::invalid(
+                any_key,
+                "anonymous_any_key needs `anonymous:` (the tenant such keys are charged to)",
+            ));
+        }
         tenants(&self.tenants, self.anonymous.as_ref())
     }
 }

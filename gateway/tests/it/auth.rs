@@ -70,3 +70,41 @@ async fn anonymous_access_only_when_configured() {
     );
     running.shutdown().await.expect("clean shutdown");
 }
+
+/// `anonymous_any_key` (what `tokenscale up` runs with): any key is the anonymous tenant's,
+/// as a local server without keys takes any (the official clients always send one); a
+/// malformed credential is still refused, and the flag without `anonymous` is a config error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_key_is_the_anonymous_tenants_when_configured() {
+    let replica = MockReplica::start().await;
+    let yaml = config(&[&replica], "{}", "") + "anonymous: team-a\nanonymous_any_key: true\n";
+    let (running, client) = gateway(&yaml).await;
+    wait_ready(&running, "m", 1).await;
+    for key in [Some("EMPTY"), Some("key-a"), None] {
+        let reply = client
+            .post("/v1/completions", key, &completion_body("hi", 2))
+            .await;
+        assert_eq!(reply.status, 200, "{key:?}: {}", reply.body);
+    }
+    let basic = client
+        .send(
+            "POST",
+            "/v1/completions",
+            &[
+                ("content-type", "application/json"),
+                ("authorization", "Basic dXNlcjpwYXNz"),
+            ],
+            completion_body("hi", 2).to_string(),
+        )
+        .await;
+    assert_eq!(basic.status, 401, "{}", basic.body);
+    running.shutdown().await.expect("clean shutdown");
+
+    let without_anonymous = config(&[&replica], "{}", "") + "anonymous_any_key: true\n";
+    let error = tokenscale_gateway::config::Config::from_yaml(&without_anonymous)
+        .expect_err("needs anonymous");
+    assert!(
+        error.to_string().contains("anonymous_any_key needs `anonymous:`"),
+        "{error}"
+    );
+}

@@ -104,7 +104,9 @@ async fn any_key_is_the_anonymous_tenants_when_configured() {
     let error = tokenscale_gateway::config::Config::from_yaml(&without_anonymous)
         .expect_err("needs anonymous");
     assert!(
-        error.to_string().contains("anonymous_any_key needs `anonymous:`"),
+        error
+            .to_string()
+            .contains("anonymous_any_key needs `anonymous:`"),
         "{error}"
     );
 }

@@ -238,10 +238,20 @@ fn chat_with_usage(max_tokens: u64) -> serde_json::Value {
     body
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn vllm_stream_passes_through_without_the_usage_chunk_and_counts_its_usage() {
-    let (replica, _running, client) = over(200, "text/event-stream", VLLM_STREAM).await;
-
+/// Streams `answer` (ending with its `usage_event`) through the gateway twice: to a client
+/// that did not ask for usage (the gateway asked the engine itself: the client gets the
+/// engine's stream byte for byte less that usage chunk) and to one that did (whole). Returns
+/// the first client's events and the client, for the engine-specific checks.
+async fn stream_passes_through(
+    engine: &str,
+    answer: &'static str,
+    usage_event: &str,
+) -> (
+    Vec<serde_json::Value>,
+    TestClient,
+    tokenscale_gateway::RunningGateway,
+) {
+    let (replica, running, client) = over(200, "text/event-stream", answer).await;
     let reply = client
         .post("/v1/chat/completions", Some("key-a"), &chat(true, 6))
         .await;
@@ -252,35 +262,44 @@ async fn vllm_stream_passes_through_without_the_usage_chunk_and_counts_its_usage
             .as_ref()
             .map(|b| b["stream_options"]["include_usage"].clone()),
         Some(serde_json::json!(true)),
-        "the gateway asks vLLM for usage itself"
+        "the gateway asks {engine} for usage itself"
     );
-    // Every chunk as vLLM wrote it (its id and created included), less the usage chunk the
-    // client did not ask for.
+    // Every chunk as the engine wrote it (its id and created included), less the usage chunk
+    // the client did not ask for.
     assert_eq!(
         reply.body,
-        VLLM_STREAM.replace(VLLM_USAGE_EVENT, ""),
-        "the client's stream is vLLM's, byte for byte, but for the usage chunk"
+        answer.replace(usage_event, ""),
+        "the client's stream is {engine}'s, byte for byte, but for the usage chunk"
     );
     let got = events(&reply.body);
-    assert_eq!(got.len(), 7, "{}", reply.body);
     assert_eq!(got[0]["choices"][0]["delta"]["role"], "assistant");
+    assert!(got.iter().all(|e| e.get("usage").is_none()));
+
+    let with_usage = client
+        .post("/v1/chat/completions", Some("key-a"), &chat_with_usage(6))
+        .await;
+    assert_eq!(with_usage.status, 200, "{}", with_usage.body);
+    assert_eq!(
+        with_usage.body, answer,
+        "the client that asked gets it whole"
+    );
+    (got, client, running)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vllm_stream_passes_through_without_the_usage_chunk_and_counts_its_usage() {
+    let (got, client, _running) =
+        stream_passes_through("vLLM", VLLM_STREAM, VLLM_USAGE_EVENT).await;
+    assert_eq!(got.len(), 7);
     assert_eq!(got[0]["choices"][0]["delta"]["content"], "");
     // vLLM's finish chunk carries the last token.
     assert_eq!(got[6]["choices"][0]["finish_reason"], "length");
     assert_eq!(content(&got), "Hello! How can I help");
-    assert!(got.iter().all(|e| e.get("usage").is_none()));
     assert!(
         got.iter()
             .all(|e| e["id"] == "chatcmpl-5d0e8f3b2a6c4b1d9e7f6a5b4c3d2e1f"
                 && e["created"] == 1760445312)
     );
-
-    // The client that asks for usage gets vLLM's stream whole.
-    let reply = client
-        .post("/v1/chat/completions", Some("key-a"), &chat_with_usage(6))
-        .await;
-    assert_eq!(reply.status, 200, "{}", reply.body);
-    assert_eq!(reply.body, VLLM_STREAM);
 
     // Both streams counted from vLLM's usage chunk, cached tokens included.
     assert_eq!(
@@ -330,39 +349,13 @@ async fn vllm_answer_and_errors_pass_through_and_count() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sglang_stream_passes_through_without_the_usage_chunk_and_counts_its_usage() {
-    let (replica, _running, client) = over(200, "text/event-stream", SGLANG_STREAM).await;
-
-    let reply = client
-        .post("/v1/chat/completions", Some("key-a"), &chat(true, 6))
-        .await;
-    assert_eq!(reply.status, 200, "{}", reply.body);
-    let asked = replica.state.last_body.lock().expect("body").clone();
-    assert_eq!(
-        asked
-            .as_ref()
-            .map(|b| b["stream_options"]["include_usage"].clone()),
-        Some(serde_json::json!(true)),
-        "the gateway asks SGLang for usage itself"
-    );
-    assert_eq!(
-        reply.body,
-        SGLANG_STREAM.replace(SGLANG_USAGE_EVENT, ""),
-        "the client's stream is SGLang's, byte for byte, but for the usage chunk"
-    );
-    let got = events(&reply.body);
+    let (got, client, _running) =
+        stream_passes_through("SGLang", SGLANG_STREAM, SGLANG_USAGE_EVENT).await;
     // The role chunk, six tokens, the finish chunk with its empty delta.
-    assert_eq!(got.len(), 8, "{}", reply.body);
-    assert_eq!(got[0]["choices"][0]["delta"]["role"], "assistant");
+    assert_eq!(got.len(), 8);
     assert_eq!(got[7]["choices"][0]["delta"], serde_json::json!({}));
     assert_eq!(got[7]["choices"][0]["finish_reason"], "length");
     assert_eq!(content(&got), "Hello! How can I assist");
-    assert!(got.iter().all(|e| e.get("usage").is_none()));
-
-    let reply = client
-        .post("/v1/chat/completions", Some("key-a"), &chat_with_usage(6))
-        .await;
-    assert_eq!(reply.status, 200, "{}", reply.body);
-    assert_eq!(reply.body, SGLANG_STREAM);
 
     assert_eq!(
         counted(&client).await,

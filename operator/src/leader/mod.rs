@@ -35,26 +35,47 @@ pub struct LeaseState {
     pub duration_s: f64,
 }
 
-/// Decides what `me` does given the Lease (`None`: it does not exist) at `now_s`.
-pub fn decide(lease: Option<&LeaseState>, me: &str, now_s: f64) -> LeaseAction {
+/// The Lease record as last read (holder and renewal), and when this process first saw it, on
+/// its own clock. A term is over only when the record stayed unchanged for a whole term since
+/// this process first saw it, as client-go decides: the renewal time was written by another
+/// node's clock, and comparing it with ours would let a fast clock take a live lease.
+#[derive(Debug, Default)]
+pub struct Observation {
+    /// The record and the local time it was first seen.
+    seen: Option<(Record, f64)>,
+}
+
+/// What identifies one write of the Lease: its holder and renewal time.
+type Record = (Option<String>, Option<f64>);
+
+impl Observation {
+    /// Notes `lease` read at local time `now_s`; returns how long, in local seconds, this
+    /// process has seen that record unchanged (0 when it is new).
+    pub fn unchanged_for(&mut self, lease: &LeaseState, now_s: f64) -> f64 {
+        let record = (lease.holder.clone(), lease.renewed_s);
+        match &self.seen {
+            Some((seen, since)) if *seen == record => now_s - since,
+            _ => {
+                self.seen = Some((record, now_s));
+                0.0
+            }
+        }
+    }
+}
+
+/// Decides what `me` does given the Lease (`None`: it does not exist), which this process has
+/// seen unchanged for `unchanged_for_s` seconds of its own clock (see [`Observation`]).
+pub fn decide(lease: Option<&LeaseState>, me: &str, unchanged_for_s: f64) -> LeaseAction {
     let Some(lease) = lease else {
         return LeaseAction::Acquire;
     };
     match lease.holder.as_deref() {
         None | Some("") => LeaseAction::Acquire,
         Some(holder) if holder == me => LeaseAction::Renew,
-        Some(holder) => {
-            let expired = lease
-                .renewed_s
-                .is_none_or(|renewed| now_s > renewed + lease.duration_s);
-            if expired {
-                LeaseAction::Acquire
-            } else {
-                LeaseAction::Follow {
-                    holder: holder.to_string(),
-                }
-            }
-        }
+        Some(_) if unchanged_for_s > lease.duration_s => LeaseAction::Acquire,
+        Some(holder) => LeaseAction::Follow {
+            holder: holder.to_string(),
+        },
     }
 }
 
@@ -74,6 +95,9 @@ pub struct LeaderElector {
     name: String,
     identity: String,
     duration: Duration,
+    /// The record as this process saw it, timed on `started`'s clock.
+    observation: std::sync::Mutex<Observation>,
+    started: tokio::time::Instant,
 }
 
 impl LeaderElector {
@@ -90,6 +114,23 @@ impl LeaderElector {
             name: name.into(),
             identity: identity.into(),
             duration,
+            observation: std::sync::Mutex::default(),
+            started: tokio::time::Instant::now(),
+        }
+    }
+
+    /// A leader stops acting when its renewals have failed this long: two thirds of a term
+    /// (client-go's renew deadline against its lease duration), so it has stopped before
+    /// another replica can see the term run out.
+    fn renew_deadline(&self) -> Duration {
+        self.duration * 2 / 3
+    }
+
+    /// One round, bounded by a third of a term (a hung API call counts as a failure).
+    async fn round(&self) -> Result<bool, String> {
+        match tokio::time::timeout(self.duration / 3, self.try_lead()).await {
+            Ok(result) => result.map_err(|e| e.to_string()),
+            Err(_) => Err(format!("no answer within {:?}", self.duration / 3)),
         }
     }
 
@@ -97,12 +138,15 @@ impl LeaderElector {
     pub async fn try_lead(&self) -> Result<bool, kube::Error> {
         let existing = self.api.get_opt(&self.name).await?;
         let now = Timestamp::now();
-        let now_s = now.as_millisecond() as f64 / 1e3;
-        let action = decide(
-            existing.as_ref().map(lease_state).as_ref(),
-            &self.identity,
-            now_s,
-        );
+        let state = existing.as_ref().map(lease_state);
+        let local_s = self.started.elapsed().as_secs_f64();
+        let unchanged_for_s = state.as_ref().map_or(0.0, |state| {
+            self.observation
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .unchanged_for(state, local_s)
+        });
+        let action = decide(state.as_ref(), &self.identity, unchanged_for_s);
         if let LeaseAction::Follow { .. } = action {
             return Ok(false);
         }
@@ -155,7 +199,7 @@ impl LeaderElector {
     /// Waits until this replica leads, retrying every `retry`.
     pub async fn acquire(&self, retry: Duration) {
         loop {
-            match self.try_lead().await {
+            match self.round().await {
                 Ok(true) => return,
                 Ok(false) => {}
                 Err(e) => tracing::warn!(error = %e, "leader election round failed"),
@@ -164,18 +208,18 @@ impl LeaderElector {
         }
     }
 
-    /// Renews every third of a term; returns when leadership is lost (a renewal failed for a
-    /// whole term, or someone else took the Lease), so the caller stops acting.
+    /// Renews every third of a term; returns when leadership is lost (renewals failed for the
+    /// renew deadline, or someone else took the Lease), so the caller stops acting.
     pub async fn hold(&self) {
-        let mut last_success = std::time::Instant::now();
+        let mut last_success = tokio::time::Instant::now();
         loop {
             tokio::time::sleep(self.duration / 3).await;
-            match self.try_lead().await {
-                Ok(true) => last_success = std::time::Instant::now(),
+            match self.round().await {
+                Ok(true) => last_success = tokio::time::Instant::now(),
                 Ok(false) => return,
                 Err(e) => {
                     tracing::warn!(error = %e, "renewing the leader lease failed");
-                    if last_success.elapsed() >= self.duration {
+                    if last_success.elapsed() >= self.renew_deadline() {
                         return;
                     }
                 }
@@ -198,37 +242,54 @@ mod tests {
 
     #[test]
     fn missing_or_empty_lease_is_acquired() {
-        assert_eq!(decide(None, "a", 100.0), LeaseAction::Acquire);
+        assert_eq!(decide(None, "a", 0.0), LeaseAction::Acquire);
         let empty = LeaseState {
             holder: None,
             renewed_s: None,
             duration_s: 15.0,
         };
-        assert_eq!(decide(Some(&empty), "a", 100.0), LeaseAction::Acquire);
+        assert_eq!(decide(Some(&empty), "a", 0.0), LeaseAction::Acquire);
     }
 
     #[test]
     fn own_lease_is_renewed_and_a_live_one_followed() {
         assert_eq!(
-            decide(Some(&held_by("a", 95.0)), "a", 100.0),
+            decide(Some(&held_by("a", 95.0)), "a", 0.0),
             LeaseAction::Renew
         );
         assert_eq!(
-            decide(Some(&held_by("b", 95.0)), "a", 100.0),
+            decide(Some(&held_by("b", 95.0)), "a", 5.0),
             LeaseAction::Follow { holder: "b".into() }
         );
     }
 
     #[test]
-    fn an_expired_term_is_taken_over_never_a_live_one() {
-        // Renewed at 80 for 15 s: live until 95 inclusive.
+    fn a_term_is_over_only_after_a_whole_term_unchanged_on_our_clock() {
+        // Seen unchanged for 15 s of a 15 s term: still live; past it: taken over.
         assert_eq!(
-            decide(Some(&held_by("b", 80.0)), "a", 95.0),
+            decide(Some(&held_by("b", 80.0)), "a", 15.0),
             LeaseAction::Follow { holder: "b".into() }
         );
         assert_eq!(
-            decide(Some(&held_by("b", 80.0)), "a", 95.1),
+            decide(Some(&held_by("b", 80.0)), "a", 15.1),
             LeaseAction::Acquire
         );
+    }
+
+    #[test]
+    fn the_holders_renewal_time_is_never_compared_with_our_clock() {
+        // The holder's clock is an hour behind ours: its renewal looks an hour old, but this
+        // process has only just seen it, so it is followed.
+        let mut seen = Observation::default();
+        let behind = held_by("b", 1_000.0 - 3_600.0);
+        assert_eq!(seen.unchanged_for(&behind, 1_000.0), 0.0);
+        assert_eq!(seen.unchanged_for(&behind, 1_010.0), 10.0);
+        // It renews (a new renewal time): a new record, seen from now on.
+        let renewed = held_by("b", 1_012.0 - 3_600.0);
+        assert_eq!(seen.unchanged_for(&renewed, 1_012.0), 0.0);
+        assert_eq!(seen.unchanged_for(&renewed, 1_020.0), 8.0);
+        // Silent for a whole term on our clock: over.
+        let unchanged = seen.unchanged_for(&renewed, 1_027.5);
+        assert_eq!(decide(Some(&renewed), "a", unchanged), LeaseAction::Acquire);
     }
 }

@@ -184,7 +184,11 @@ async fn main() -> anyhow::Result<()> {
         metrics.leader.set(1);
         tracing::info!(%identity, "leading");
         tokio::select! {
-            () = controllers => {}
+            () = controllers => {
+                // Shut down: hand the Lease over now rather than after a term.
+                elector.release().await;
+                metrics.leader.set(0);
+            }
             () = elector.hold() => {
                 metrics.leader.set(0);
                 // Another replica may act now: stop at once; the Deployment restarts us.

@@ -220,3 +220,37 @@ async fn expired_lease_is_taken_over_and_a_lost_race_is_not_leadership() {
     assert_eq!(taken["spec"]["holderIdentity"], "me");
     assert_eq!(taken["spec"]["leaseTransitions"], 5);
 }
+
+/// On shutdown the leader clears the holder (on the version it read) so another replica takes
+/// over at once; a Lease someone else holds is left alone.
+#[tokio::test]
+async fn release_clears_our_holder_and_leaves_anothers_lease_alone() {
+    let (client, mut handle) = client();
+    let e = elector(client);
+    let server = tokio::spawn(async move {
+        let ours = json!({"metadata": {"name": "tokenscale-operator", "resourceVersion": "9"},
+                          "spec": {"holderIdentity": "me", "leaseDurationSeconds": 15,
+                                   "renewTime": "2026-01-01T00:00:00.000000Z"}});
+        answer(&mut handle, Method::GET, LEASE, 200, ours.clone()).await;
+        let released = answer(&mut handle, Method::PUT, LEASE, 200, ours).await;
+        let theirs = json!({"metadata": {"name": "tokenscale-operator", "resourceVersion": "10"},
+                            "spec": {"holderIdentity": "other", "leaseDurationSeconds": 15}});
+        answer(&mut handle, Method::GET, LEASE, 200, theirs).await;
+        let extra = tokio::time::timeout(Duration::from_millis(300), handle.next_request()).await;
+        assert!(
+            !matches!(extra, Ok(Some(_))),
+            "another's Lease must not be written"
+        );
+        released
+    });
+    e.release().await;
+    let second = tokio::spawn(async move { e.release().await });
+    let released = tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .expect("in time")
+        .expect("server");
+    second.abort();
+    assert!(released["spec"]["holderIdentity"].is_null(), "{released}");
+    assert_eq!(released["spec"]["leaseDurationSeconds"], 1);
+    assert_eq!(released["metadata"]["resourceVersion"], "9");
+}

@@ -58,9 +58,9 @@ pub struct Outcome {
     /// The usage is the gateway's own count: the engine reported none.
     estimated: AtomicBool,
     queue_wait_us: AtomicU64,
-    /// When the first generated content (text or a tool call) reached the client's stream:
-    /// the time to first token as the user sees it. A chat stream's role-only first chunk is
-    /// sent before prefill and does not count.
+    /// When the first generated content (text, reasoning or a tool call) reached the client's
+    /// stream: the time to first token as the user sees it. A chat stream's role-only first
+    /// chunk is sent before prefill and does not count.
     first_content: OnceLock<Instant>,
 }
 

@@ -36,6 +36,9 @@ pub struct ChoiceView<'a> {
     pub role: bool,
     /// A chat delta with tool calls.
     pub tool_calls: bool,
+    /// A chat delta with reasoning text (`reasoning_content`, or vLLM's newer `reasoning`):
+    /// generated tokens the user sees before the answer's content.
+    pub reasoning: bool,
     /// `finish_reason` is set: the choice is complete.
     pub finish: bool,
 }
@@ -79,6 +82,10 @@ struct WireDelta<'a> {
     role: Option<IgnoredAny>,
     #[serde(default)]
     tool_calls: Option<IgnoredAny>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    reasoning: Option<Cow<'a, str>>,
 }
 
 /// Reads a chunk's JSON; `None` when it is not a JSON object of the expected shape.
@@ -89,15 +96,26 @@ pub fn parse(json: &[u8]) -> Option<ChunkView<'_>> {
         .unwrap_or_default()
         .into_iter()
         .map(|c| {
-            let (content, role, tool_calls) = match c.delta {
-                Some(d) => (d.content, d.role.is_some(), d.tool_calls.is_some()),
-                None => (None, false, false),
+            let (content, role, tool_calls, reasoning) = match c.delta {
+                Some(d) => {
+                    let reasoning = [&d.reasoning_content, &d.reasoning]
+                        .iter()
+                        .any(|r| r.as_deref().is_some_and(|r| !r.is_empty()));
+                    (
+                        d.content,
+                        d.role.is_some(),
+                        d.tool_calls.is_some(),
+                        reasoning,
+                    )
+                }
+                None => (None, false, false, false),
             };
             ChoiceView {
                 index: c.index,
                 text: c.text.or(content),
                 role,
                 tool_calls,
+                reasoning,
                 finish: c.finish_reason.is_some(),
             }
         })

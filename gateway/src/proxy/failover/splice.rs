@@ -78,7 +78,7 @@ pub struct Splice {
     moved_tokens: u64,
     /// A choice chunk reached the client.
     started: bool,
-    /// Generated content (text or a tool call) reached the client.
+    /// Generated content (text, reasoning or a tool call) reached the client.
     content: bool,
     /// The answer's last chunk (with `finish_reason`) reached the client.
     finished: bool,
@@ -137,7 +137,7 @@ impl Splice {
             let role_only = view
                 .choices
                 .iter()
-                .all(|c| c.role && !c.has_text() && !c.finish);
+                .all(|c| c.role && !c.has_text() && !c.reasoning && !c.finish);
             if !role_only {
                 self.read_choices(&view);
             } else if self.current.is_some() {
@@ -187,6 +187,8 @@ impl Splice {
             if choice.index != 0 {
                 self.unresumable = Some("the stream has several choices");
             }
+            // Reasoning is generated text the user sees too: it starts the answer.
+            self.content |= choice.reasoning;
             if choice.tool_calls {
                 self.content = true;
                 self.unresumable = Some("the answer has tool calls");
@@ -264,7 +266,8 @@ impl Splice {
         self.text_chunks
     }
 
-    /// Whether generated content (text or a tool call, not a role-only chunk) was sent.
+    /// Whether generated content (text, reasoning or a tool call; not a role-only chunk) was
+    /// sent.
     pub fn has_content(&self) -> bool {
         self.content
     }

@@ -219,3 +219,41 @@ fn usage_is_read_even_when_stripped_and_unsupported_streams_fail() {
         Step::Forward(comment.0.clone())
     );
 }
+
+/// The first generated content, as TTFT counts it: not the role chunk (sent before prefill),
+/// but reasoning text (which reasoning models stream before their answer), text or a tool call.
+#[test]
+fn content_starts_at_reasoning_text_or_a_tool_call_never_the_role_chunk() {
+    let cases = [
+        (
+            r#"{"choices":[{"index":0,"delta":{"reasoning_content":"Let me"}}]}"#,
+            true,
+        ),
+        (
+            r#"{"choices":[{"index":0,"delta":{"reasoning":"Let me"}}]}"#,
+            true,
+        ),
+        (
+            r#"{"choices":[{"index":0,"delta":{"content":"Hi"}}]}"#,
+            true,
+        ),
+        (
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0}]}}]}"#,
+            true,
+        ),
+        (
+            r#"{"choices":[{"index":0,"delta":{"content":"","reasoning_content":null}}]}"#,
+            false,
+        ),
+    ];
+    for (chunk, content) in cases {
+        let mut splice = Splice::new(true);
+        let role = r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#;
+        let (whole, len) = event(role);
+        splice.event(&whole, len);
+        assert!(!splice.has_content(), "the role chunk is not content");
+        let (whole, len) = event(chunk);
+        splice.event(&whole, len);
+        assert_eq!(splice.has_content(), content, "{chunk}");
+    }
+}

@@ -66,7 +66,7 @@ impl Metrics {
         let histograms: [(&str, &str, HistogramOf); 4] = [
             (
                 names::TIME_TO_FIRST_TOKEN_SECONDS,
-                "Arrival at the gateway to the first byte sent to the client, streaming requests, queueing included.",
+                "Arrival at the gateway to the first generated text, reasoning or tool call sent to the client (not a chat stream's role chunk), streaming requests, queueing included.",
                 |m| &m.ttft,
             ),
             (

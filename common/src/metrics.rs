@@ -100,6 +100,21 @@ pub mod gateway {
     pub const USAGE_SOURCE_TOTAL: &str = "tokenscale_gateway_usage_source_total";
     /// Label of [`USAGE_SOURCE_TOTAL`].
     pub const LABEL_SOURCE: &str = "source";
+    /// Counter (requests), labels `model_name`, `outcome`: requests that arrived for a model
+    /// and passed the tenant's limits, counted on arrival by what admission did with them:
+    /// `admitted` (a slot at once), `queued` (waited; some later expired) or `refused` (the
+    /// queue was full). Requests refused for a tenant's limits or credentials are not counted.
+    /// `rate()` of this is the offered load, not capped by the replicas that exist.
+    pub const ARRIVALS_TOTAL: &str = "tokenscale_gateway_arrivals_total";
+    /// Label of [`ARRIVALS_TOTAL`].
+    pub const LABEL_OUTCOME: &str = "outcome";
+    /// Counter (tokens), label `model_name`: estimated prompt tokens (characters /
+    /// `chars_per_token`) of the requests counted by [`ARRIVALS_TOTAL`].
+    pub const ARRIVAL_PROMPT_TOKENS_TOTAL: &str = "tokenscale_gateway_arrival_prompt_tokens_total";
+    /// Counter (tokens), label `model_name`: output tokens the requests counted by
+    /// [`ARRIVALS_TOTAL`] may generate (`max_tokens`, or the default, times `n`: what the
+    /// output limit reserves).
+    pub const ARRIVAL_OUTPUT_TOKENS_TOTAL: &str = "tokenscale_gateway_arrival_output_tokens_total";
     /// Gauge (requests), label `model_name`: requests waiting in the admission queue (all
     /// replicas at their concurrency target, or zero ready replicas: scale from zero).
     pub const QUEUE_DEPTH: &str = "tokenscale_gateway_queue_depth";

@@ -11,8 +11,9 @@
 //! Observe     metrics as the client sees them (status, TTFT, TPOT, e2e, tokens)
 //! Limits      tenant × model and tenant-wide RPM / input-TPM / output-TPM; 429 +
 //!             x-ratelimit-*; settled at the end, refunded if dropped before the response
-//! Admission   queue by priority, then fair share between tenants, then arrival, while
-//!             replicas are full or absent; 503 past the request's deadline
+//! Admission   counts the arrival (offered demand); queue by priority, then fair share
+//!             between tenants, then arrival, while replicas are full or absent; 503 past
+//!             the request's deadline
 //! Failover    another replica while nothing reached the client; a broken stream continues
 //!             on another replica (exact for tokenscale engines, else as text)
 //! Pick        load + prefix affinity + power of two choices; in-flight counting
@@ -80,7 +81,7 @@ pub fn build(parts: StackParts) -> Stack {
         .layer(ParseLayer::new(parts.router, parts.parse))
         .layer(MetricsLayer::new(parts.metrics.clone()))
         .layer(LimitsLayer::new(parts.limiter, parts.metrics.clone()))
-        .layer(AdmissionLayer)
+        .layer(AdmissionLayer::new(parts.metrics.clone()))
         .layer(FailoverLayer::new(parts.failover, parts.metrics))
         .layer(PickLayer)
         .service(parts.upstream);

@@ -12,27 +12,42 @@ use crate::Body;
 use crate::auth::Tenant;
 use crate::body::Guarded;
 use crate::error::GatewayError;
+use crate::metrics::Metrics;
 use crate::request::Info;
 use crate::routing::ModelPool;
 use crate::routing::layer_missing as missing;
 
 /// Layer adding [`Admission`].
-#[derive(Debug, Clone, Default)]
-pub struct AdmissionLayer;
+#[derive(Clone)]
+pub struct AdmissionLayer {
+    metrics: Arc<Metrics>,
+}
+
+impl AdmissionLayer {
+    /// Admits, counting arrivals in `metrics`.
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        Self { metrics }
+    }
+}
 
 impl<S> Layer<S> for AdmissionLayer {
     type Service = Admission<S>;
     fn layer(&self, inner: S) -> Admission<S> {
-        Admission { inner }
+        Admission {
+            inner,
+            metrics: self.metrics.clone(),
+        }
     }
 }
 
 /// Waits for an admission permit of the request's model (priority, then fair share between
 /// tenants, then arrival; see [`WaitQueue`](super::WaitQueue)) and holds it until the
-/// response body ends.
-#[derive(Debug, Clone)]
+/// response body ends. Every request reaching it has passed its tenant's limits: it counts
+/// it as an arrival (the model's offered demand), whether admitted, queued or refused.
+#[derive(Clone)]
 pub struct Admission<S> {
     inner: S,
+    metrics: Arc<Metrics>,
 }
 
 impl<S> Service<Request<bytes::Bytes>> for Admission<S>
@@ -55,6 +70,7 @@ where
     fn call(&mut self, request: Request<bytes::Bytes>) -> Self::Future {
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
+        let metrics = self.metrics.clone();
         async move {
             let info = request
                 .extensions()
@@ -73,8 +89,16 @@ where
                 .ok_or_else(|| missing("tenant"))?;
             let started = Instant::now();
             let tokens = info.estimated_prompt_tokens + info.reserved_output_tokens;
+            let model = metrics.model(&info.model);
+            let arrived = |outcome| {
+                model.arrived(
+                    outcome,
+                    info.estimated_prompt_tokens,
+                    info.reserved_output_tokens,
+                );
+            };
             let permit = pool
-                .admit(info.priority, info.deadline, tokens, &tenant)
+                .admit(info.priority, info.deadline, tokens, &tenant, arrived)
                 .await?;
             info.outcome.set_queue_wait(started.elapsed());
             futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;

@@ -38,6 +38,36 @@ pub struct ModelMetrics {
     /// Answers counted from the engine's usage, and from the gateway's own count.
     usage_from_engine: AtomicU64,
     usage_from_gateway: AtomicU64,
+    /// Arrivals by outcome, indexed by `Arrival as usize`.
+    arrivals: [AtomicU64; 3],
+    arrival_prompt_tokens: AtomicU64,
+    arrival_output_tokens: AtomicU64,
+}
+
+/// What admission did with a request when it arrived (the `outcome` label of
+/// `tokenscale_gateway_arrivals_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// A slot was free and nobody waited: admitted at once.
+    Admitted = 0,
+    /// It waited in the admission queue (replicas full, or none ready).
+    Queued = 1,
+    /// The queue was full: 503 at once.
+    Refused = 2,
+}
+
+impl Arrival {
+    /// Every outcome, in label order.
+    pub const ALL: [Arrival; 3] = [Arrival::Admitted, Arrival::Queued, Arrival::Refused];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Arrival::Admitted => "admitted",
+            Arrival::Queued => "queued",
+            Arrival::Refused => "refused",
+        }
+    }
 }
 
 impl Default for ModelMetrics {
@@ -54,6 +84,9 @@ impl Default for ModelMetrics {
             retries: AtomicU64::new(0),
             usage_from_engine: AtomicU64::new(0),
             usage_from_gateway: AtomicU64::new(0),
+            arrivals: Default::default(),
+            arrival_prompt_tokens: AtomicU64::new(0),
+            arrival_output_tokens: AtomicU64::new(0),
         }
     }
 }
@@ -87,6 +120,21 @@ impl ModelMetrics {
             &self.usage_from_engine
         };
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a request that arrived and passed its tenant's limits: demand as offered, with
+    /// its estimated prompt tokens and the output tokens it may generate.
+    pub fn arrived(&self, outcome: Arrival, prompt_tokens: u64, output_tokens: u64) {
+        self.arrivals[outcome as usize].fetch_add(1, Ordering::Relaxed);
+        self.arrival_prompt_tokens
+            .fetch_add(prompt_tokens, Ordering::Relaxed);
+        self.arrival_output_tokens
+            .fetch_add(output_tokens, Ordering::Relaxed);
+    }
+
+    /// Arrivals counted with `outcome` so far.
+    pub fn arrivals(&self, outcome: Arrival) -> u64 {
+        self.arrivals[outcome as usize].load(Ordering::Relaxed)
     }
 
     /// Counts a retry on another replica.

@@ -1,11 +1,13 @@
 //! Renders `/metrics` in the Prometheus text format (checked with `promtool check metrics`).
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use tokenscale_common::metrics::{LABEL_MODEL_NAME as MODEL, gateway as names};
 
-use super::Metrics;
+use super::{Arrival, Metrics, ModelMetrics};
 use crate::routing::{ReplicaState, Router};
 
 /// A family: name, help, and how to read its value from `T`.
@@ -91,7 +93,18 @@ impl Metrics {
                 get(m).render(&mut out, name, &format!("{MODEL}=\"{}\"", esc(model)));
             }
         }
-        let counters: [Family<super::ModelMetrics, u64>; 4] = [
+        render_arrivals(&mut out, &models, router);
+        let counters: [Family<super::ModelMetrics, u64>; 6] = [
+            (
+                names::ARRIVAL_PROMPT_TOKENS_TOTAL,
+                "Estimated prompt tokens of the requests counted by the arrivals counter.",
+                |m| m.arrival_prompt_tokens.load(Ordering::Relaxed),
+            ),
+            (
+                names::ARRIVAL_OUTPUT_TOKENS_TOTAL,
+                "Output tokens the arrived requests may generate (max_tokens or the default, times n).",
+                |m| m.arrival_output_tokens.load(Ordering::Relaxed),
+            ),
             (
                 names::PROMPT_TOKENS_TOTAL,
                 "Prompt tokens, from the engines' usage.",
@@ -209,6 +222,38 @@ impl Metrics {
         render_pools(&mut out, router);
         self.tenants.render(&mut out);
         out
+    }
+}
+
+/// Arrivals by outcome, for every model served (0 before its first request, so a reader
+/// can tell a gateway that counts arrivals from one that does not).
+fn render_arrivals(out: &mut String, models: &[(String, Arc<ModelMetrics>)], router: &Router) {
+    family(
+        out,
+        names::ARRIVALS_TOTAL,
+        "counter",
+        "Requests that arrived and passed the tenant's limits, by what admission did with them \
+         on arrival (admitted, queued, refused: queue full). Offered load.",
+    );
+    let mut counted: BTreeMap<String, Option<&ModelMetrics>> = models
+        .iter()
+        .map(|(name, m)| (name.clone(), Some(&**m)))
+        .collect();
+    for pool in router.pools() {
+        counted.entry(pool.name.clone()).or_insert(None);
+    }
+    for (model, m) in &counted {
+        for outcome in Arrival::ALL {
+            let _ = writeln!(
+                out,
+                "{}{{{MODEL}=\"{}\",{}=\"{}\"}} {}",
+                names::ARRIVALS_TOTAL,
+                esc(model),
+                names::LABEL_OUTCOME,
+                outcome.as_str(),
+                m.map_or(0, |m| m.arrivals(outcome))
+            );
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use super::picker::{self, Candidate};
 use super::replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
 use crate::admission::{GatewayShare, QueueKey, WaitQueue};
 use crate::error::GatewayError;
+use crate::metrics::Arrival;
 use crate::request::Priority;
 
 /// Per-model routing settings.
@@ -203,18 +204,21 @@ impl ModelPool {
     /// Waits for a slot for `tenant`: at once when a ready replica has room and nobody
     /// waits, else in the queue (see [`WaitQueue`] for its order) until `deadline`. 503 when
     /// the queue is full or the deadline passes. Dropping the future leaves the queue.
+    /// `arrived` is told at once what became of the request on arrival (demand as offered).
     pub async fn admit(
         self: &Arc<Self>,
         priority: Priority,
         deadline: Instant,
         tokens: u64,
         tenant: &Arc<str>,
+        arrived: impl FnOnce(Arrival),
     ) -> Result<AdmissionPermit, GatewayError> {
         let (key, receiver) = {
             let mut state = self.lock();
             if state.queue.is_empty() && state.admitted < self.capacity(&state) {
                 state.admitted += 1;
                 state.queue.hold(tenant);
+                arrived(Arrival::Admitted);
                 return Ok(AdmissionPermit {
                     pool: self.clone(),
                     tenant: tenant.clone(),
@@ -222,6 +226,7 @@ impl ModelPool {
                 });
             }
             if state.queue.len() >= self.settings.max_queue {
+                arrived(Arrival::Refused);
                 return Err(GatewayError::Overloaded {
                     message: format!("The queue for model `{}` is full; retry later.", self.name),
                     retry_after: Duration::from_secs(1),
@@ -235,6 +240,7 @@ impl ModelPool {
             };
             let (sender, receiver) = oneshot::channel();
             state.queue.push(key.clone(), sender, tokens);
+            arrived(Arrival::Queued);
             (key, receiver)
         };
         // A client that goes away while queued drops this future: leave the queue then too.

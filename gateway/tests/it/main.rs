@@ -1,5 +1,6 @@
 //! Gateway integration tests: real sockets on loopback against mock replicas.
 
+mod arrivals;
 mod attacks;
 mod auth;
 mod bad_input;

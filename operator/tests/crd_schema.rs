@@ -134,6 +134,8 @@ fn crd_has_names_subresources_columns_and_every_cel_rule_is_mirrored() {
             "Tokens/s/GPU",
             "P95 TTFT",
             "SLO",
+            "SLO 1h",
+            "Goodput",
             "Age"
         ]
     );

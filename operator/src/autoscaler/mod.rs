@@ -41,6 +41,7 @@ mod edge_tests;
 mod observations;
 #[cfg(test)]
 mod props;
+pub mod snapshot;
 mod spec;
 mod state;
 #[cfg(test)]
@@ -51,5 +52,6 @@ pub use capacity::slo_ratio;
 pub use decide::decide;
 pub use decision::{Decision, DecisionReason};
 pub use observations::{Demand, Observations, ReplicaLoad, WindowedRate};
+pub use snapshot::{Clocks, PolicySnapshot, restore, snapshot};
 pub use spec::{PolicySpec, Slo, SpecError};
 pub use state::PolicyState;

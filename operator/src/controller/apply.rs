@@ -8,10 +8,13 @@ use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde_json::json;
 
+use std::collections::HashMap;
+
+use super::attainment::PeriodSample;
 use super::scaling::{ModelMemory, policy_spec};
-use super::status::{StatusInput, build_status};
+use super::status::{StatusInput, StatusMemory, build_status};
 use super::{Context, lock, model_key};
-use crate::autoscaler::{Decision, Observations, decide};
+use crate::autoscaler::{Clocks, Decision, Observations, decide, snapshot};
 use crate::budget::{GpuRequest, Grant};
 use crate::children::{
     FIELD_MANAGER, child_name, engine_deployment, engine_network_policy, engine_pdb,
@@ -109,8 +112,9 @@ pub async fn reconcile_model(md: &ModelDeployment, ctx: &Context) -> Result<Acti
     let (decision, grant) = decide_for(md, ctx, counts_now, &view);
     let desired = grant.as_ref().map_or(decision.replicas, |g| g.replicas);
     if desired != current {
-        scale(md, ctx, &target, &view, current, desired, &decision).await?;
+        scale(md, ctx, &target, &view, counts_now, desired, &decision).await?;
     }
+    let clocks = ctx.clocks();
     let status = build_status(&StatusInput {
         md,
         counts,
@@ -119,7 +123,8 @@ pub async fn reconcile_model(md: &ModelDeployment, ctx: &Context) -> Result<Acti
         grant: grant.as_ref(),
         view: &view,
         selector: selector_string(md),
-        now: k8s_openapi::jiff::Timestamp::now(),
+        now: clocks.wall,
+        memory: remember(md, ctx, &view, counts_now.ready, clocks),
     });
     ctx.metrics.models.set(
         md,
@@ -153,11 +158,10 @@ async fn observe(
         panic_s,
     };
     let observed = ctx.metrics_source.observe(&model).await;
-    let now_s = ctx.now_s();
+    let clocks = ctx.clocks();
+    let now_s = clocks.now_s;
     let mut memory = lock(&ctx.memory);
-    let entry = memory
-        .entry(model_key(md))
-        .or_insert_with(|| ModelMemory::new(&policy_spec(&md.spec)));
+    let entry = memory_of(&mut memory, md, clocks);
     match observed {
         Observed::View(view) => view,
         Observed::Round(round) => {
@@ -170,6 +174,45 @@ async fn observe(
                 .metrics
                 .view(now_s, stable_s, panic_s, 3.0 * spec.period.as_secs_f64())
         }
+    }
+}
+
+/// The model's memory; the first time this process sees the model (a new leader, a
+/// restart), restored from what the last leader wrote into its status.
+fn memory_of<'a>(
+    memory: &'a mut HashMap<String, ModelMemory>,
+    md: &ModelDeployment,
+    clocks: Clocks,
+) -> &'a mut ModelMemory {
+    memory.entry(model_key(md)).or_insert_with(|| {
+        ModelMemory::restored(&policy_spec(&md.spec), md.status.as_ref(), clocks)
+    })
+}
+
+/// Folds this period into the SLO record and takes the snapshot of the model's memory that
+/// status carries.
+fn remember(
+    md: &ModelDeployment,
+    ctx: &Context,
+    view: &MetricsView,
+    ready: u32,
+    clocks: Clocks,
+) -> StatusMemory {
+    let spec = policy_spec(&md.spec);
+    let mut memory = lock(&ctx.memory);
+    let entry = memory_of(&mut memory, md, clocks);
+    let period = PeriodSample {
+        ttft_p95_s: view.ttft_p95_s,
+        tpot_p95_s: view.tpot_p95_s,
+        output_tokens_per_s: view.demand.as_ref().map(|d| d.output_tokens_per_s.stable),
+        gpus: f64::from(ready) * f64::from(spec.gpus_per_replica),
+    };
+    let unix_s = clocks.wall.as_millisecond() as f64 / 1e3;
+    entry.slo.record(unix_s, &spec.slo, period);
+    StatusMemory {
+        autoscaler: Some(snapshot(&entry.policy, clocks)),
+        slo: entry.slo.clone(),
+        marked_for_removal: entry.marked_for_removal.clone(),
     }
 }
 
@@ -190,12 +233,11 @@ fn decide_for(
         tpot_p95_s: view.tpot_p95_s,
         replica_loads: view.replica_loads.clone(),
     };
-    let now_s = ctx.now_s();
+    let clocks = ctx.clocks();
+    let now_s = clocks.now_s;
     let decision = {
         let mut memory = lock(&ctx.memory);
-        let entry = memory
-            .entry(model_key(md))
-            .or_insert_with(|| ModelMemory::new(&spec));
+        let entry = memory_of(&mut memory, md, clocks);
         decide(&spec, &observations, &mut entry.policy, now_s)
     };
     let grant = ctx.settings.gpu_budget.map(|budget| {
@@ -214,23 +256,36 @@ fn decide_for(
     (decision, grant)
 }
 
-/// Changes the replica count, marking the least-loaded pod first on scale-in, and records
-/// an Event.
+/// Changes the replica count, marking the pods to remove first on scale-in, and records an
+/// Event.
 async fn scale(
     md: &ModelDeployment,
     ctx: &Context,
     target: &KubernetesScaleTarget,
     view: &MetricsView,
-    current: u32,
+    counts: ReplicaCounts,
     desired: u32,
     decision: &Decision,
 ) -> Result<()> {
-    let mut removed = None;
+    let current = counts.desired;
+    let mut removed = Vec::new();
     if desired < current {
+        // The ReplicaSet removes pods that are not ready before any ready one, whatever
+        // their deletion cost: only the rest of the scale-in falls on ready pods.
+        let not_ready = counts.current.saturating_sub(counts.ready);
+        let from_ready = (current - desired).saturating_sub(not_ready);
+        let key = model_key(md);
+        let before = lock(&ctx.memory)
+            .get(&key)
+            .map(|m| m.marked_for_removal.clone())
+            .unwrap_or_default();
         removed = target
-            .mark_for_removal(&view.replica_loads)
+            .mark_many_for_removal(&view.replica_loads, from_ready, &before)
             .await
             .map_err(|e| Error::Scale(e.to_string()))?;
+        if let Some(memory) = lock(&ctx.memory).get_mut(&key) {
+            memory.marked_for_removal = removed.clone();
+        }
     }
     target
         .set_replicas(desired)
@@ -239,8 +294,8 @@ async fn scale(
     let direction = if desired > current { "up" } else { "down" };
     ctx.metrics.decision(direction, decision.reason.as_str());
     let mut note = format!("{current} -> {desired} replicas: {}", decision.message);
-    if let Some(pod) = removed {
-        note.push_str(&format!(" (draining {pod} first)"));
+    if !removed.is_empty() {
+        note.push_str(&format!(" (draining {} first)", removed.join(", ")));
     }
     let event = Event {
         type_: EventType::Normal,

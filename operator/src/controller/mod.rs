@@ -2,6 +2,7 @@
 //! the kube-runtime `Controller` calls, and `run`, which wires them to the API server.
 
 pub mod apply;
+pub mod attainment;
 pub mod conflict;
 pub mod scaling;
 pub mod scope;
@@ -96,6 +97,14 @@ impl Context {
     /// Seconds since the context was made (the policy's clock).
     pub fn now_s(&self) -> f64 {
         self.started.elapsed().as_secs_f64()
+    }
+
+    /// Now on the policy's clock and on the wall clock (for status, which outlives us).
+    pub fn clocks(&self) -> crate::autoscaler::Clocks {
+        crate::autoscaler::Clocks {
+            now_s: self.now_s(),
+            wall: k8s_openapi::jiff::Timestamp::now(),
+        }
     }
 
     /// Time left before `md` is due for its next decision; `None` when due now (first time,

@@ -3,9 +3,10 @@
 
 use std::collections::HashMap;
 
-use crate::autoscaler::{PolicySpec, PolicyState, Slo};
+use super::attainment::SloHistory;
+use crate::autoscaler::{Clocks, PolicySpec, PolicyState, Slo, restore};
 use crate::budget::{GpuRequest, Grant, allocate};
-use crate::crd::ModelDeploymentSpec;
+use crate::crd::{ModelDeploymentSpec, ModelDeploymentStatus};
 use crate::metrics_source::ModelMetrics;
 
 /// The policy's input from a (validated) spec.
@@ -37,6 +38,10 @@ pub struct ModelMemory {
     pub policy: PolicyState,
     /// Accumulated metrics.
     pub metrics: ModelMetrics,
+    /// The SLO's minute-by-minute record.
+    pub slo: SloHistory,
+    /// Pods the last scale-in marked for removal.
+    pub marked_for_removal: Vec<String>,
 }
 
 impl ModelMemory {
@@ -45,7 +50,36 @@ impl ModelMemory {
         Self {
             policy: PolicyState::new(spec),
             metrics: ModelMetrics::default(),
+            slo: SloHistory::default(),
+            marked_for_removal: Vec::new(),
         }
+    }
+
+    /// Memory for a model this process has not seen yet: what the last leader wrote into
+    /// `status` (its autoscaler snapshot, SLO record and removal marks), else fresh. Metrics
+    /// history is not carried over: the scrape rebuilds its windows within one stable window.
+    pub fn restored(
+        spec: &PolicySpec,
+        status: Option<&ModelDeploymentStatus>,
+        clocks: Clocks,
+    ) -> Self {
+        let mut memory = Self::new(spec);
+        let Some(status) = status else {
+            return memory;
+        };
+        if let Some(snapshot) = &status.autoscaler {
+            memory.policy = restore(snapshot, clocks);
+            // A snapshot from before the hint was set (or learned nothing) keeps the hint.
+            if memory.policy.capacity_tokens_per_s_per_replica.is_none() {
+                memory.policy.capacity_tokens_per_s_per_replica =
+                    PolicyState::new(spec).capacity_tokens_per_s_per_replica;
+            }
+        }
+        if let Some(slo) = &status.slo {
+            memory.slo = slo.history.clone().repaired();
+        }
+        memory.marked_for_removal = status.marked_for_removal.clone();
+        memory
     }
 }
 

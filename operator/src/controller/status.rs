@@ -3,8 +3,10 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::autoscaler::Decision;
+use super::attainment::SloHistory;
+use crate::autoscaler::{Decision, PolicySnapshot};
 use crate::budget::{Grant, GrantReason};
+use crate::crd::status::{SloAttainment, SloStatus};
 use crate::crd::{
     CONDITION_READY, CONDITION_SCALING, CONDITION_SLO_MET, CapacityEstimate, Duration,
     LastDecision, ModelDeployment, ModelDeploymentStatus, ModelStatus, ObservedLoad,
@@ -30,6 +32,19 @@ pub struct StatusInput<'a> {
     pub selector: String,
     /// Now.
     pub now: Timestamp,
+    /// What the operator remembers of the model, written so a new leader starts from it.
+    pub memory: StatusMemory,
+}
+
+/// The parts of a model's memory that go into its status.
+#[derive(Debug, Clone, Default)]
+pub struct StatusMemory {
+    /// The autoscaler's state.
+    pub autoscaler: Option<PolicySnapshot>,
+    /// The SLO record, this period included.
+    pub slo: SloHistory,
+    /// Pods marked for removal by the last scale-in.
+    pub marked_for_removal: Vec<String>,
 }
 
 /// What the replicas serve: the commit they report; while none reports (scaled to zero,
@@ -100,6 +115,10 @@ fn tri_condition(
 /// The full status for `input`.
 pub fn build_status(input: &StatusInput<'_>) -> ModelDeploymentStatus {
     let md = input.md;
+    let memory = &input.memory;
+    let attainment = memory
+        .slo
+        .attainment(input.now.as_millisecond() as f64 / 1e3);
     let previous = md.status.clone().unwrap_or_default();
     let generation = md.metadata.generation;
     let counts = input.counts.unwrap_or_default();
@@ -160,6 +179,16 @@ pub fn build_status(input: &StatusInput<'_>) -> ModelDeploymentStatus {
         conditions,
         observed_generation: generation,
         model: model_status(md, &previous, &input.view.revisions),
+        slo: Some(SloStatus {
+            attainment: SloAttainment {
+                last_hour: attainment.last_hour.map(round4),
+                last_24h: attainment.last_24h.map(round4),
+            },
+            history: memory.slo.clone(),
+        }),
+        goodput: attainment.goodput_tokens_per_s_per_gpu.map(round2),
+        autoscaler: memory.autoscaler.clone(),
+        marked_for_removal: memory.marked_for_removal.clone(),
     }
 }
 
@@ -306,6 +335,11 @@ fn format_s(seconds: f64) -> String {
 
 fn round2(v: f64) -> f64 {
     (v * 100.0).round() / 100.0
+}
+
+/// Attainment to a hundredth of a percent (a minute of a day is 0.07%).
+fn round4(v: f64) -> f64 {
+    (v * 10_000.0).round() / 10_000.0
 }
 
 #[cfg(test)]

@@ -57,6 +57,12 @@ use super::status::ModelDeploymentStatus;
         json_path = ".status.conditions[?(@.type==\"SLOMet\")].status"
     ),
     printcolumn(
+        name = "SLO 1h",
+        type_ = "number",
+        json_path = ".status.slo.attainment.lastHour"
+    ),
+    printcolumn(name = "Goodput", type_ = "number", json_path = ".status.goodput"),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"

@@ -4,6 +4,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::autoscaler::PolicySnapshot;
+use crate::controller::attainment::SloHistory;
+
 /// Condition type: at least one replica serves (or the model is scaled to zero on purpose).
 pub const CONDITION_READY: &str = "Ready";
 /// Condition type: the replica count is moving toward the desired count.
@@ -48,6 +51,45 @@ pub struct ModelDeploymentStatus {
     /// The model the replicas serve: for `hf://` sources, the commit the revision resolved to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelStatus>,
+    /// How often the SLO was met, and the minute-by-minute record behind it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<SloStatus>,
+    /// Output tokens/s per GPU served within the SLO over the last hour (tokens of minutes
+    /// that met it, over the GPUs held).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<f64>,
+    /// The autoscaler's memory (learned capacity, windows, panic), so that a new leader
+    /// carries on where the last one stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaler: Option<PolicySnapshot>,
+    /// Pods the last scale-in marked with a low `pod-deletion-cost`; a later scale-in clears
+    /// the marks of those that stayed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub marked_for_removal: Vec<String>,
+}
+
+/// The SLO's record over time (see `controller::attainment` for how a minute is judged).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SloStatus {
+    /// Share of minutes whose p95 TTFT and p95 TPOT both met their targets.
+    #[serde(default)]
+    pub attainment: SloAttainment,
+    /// The per-minute (last hour) and per-hour (last day) record attainment is read from.
+    #[serde(default)]
+    pub history: SloHistory,
+}
+
+/// Share (0–1) of judged minutes that met the SLO; absent when none was judged.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SloAttainment {
+    /// Over the last hour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_hour: Option<f64>,
+    /// Over the last day.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "last24h")]
+    pub last_24h: Option<f64>,
 }
 
 /// What the replicas serve.

@@ -1,5 +1,5 @@
 //! The Kubernetes scale target: the engine Deployment's `scale` subresource, and the
-//! `controller.kubernetes.io/pod-deletion-cost` annotation that decides which pod goes.
+//! `controller.kubernetes.io/pod-deletion-cost` annotation that decides which pods go.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -7,13 +7,13 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::{ReplicaCounts, ScaleError, ScaleTarget, least_loaded};
+use super::{ReplicaCounts, ScaleError, ScaleTarget, removal_plan};
 use crate::autoscaler::ReplicaLoad;
 use crate::children::FIELD_MANAGER;
 
 /// The annotation the ReplicaSet controller reads when it picks pods to delete (lowest first).
 pub const POD_DELETION_COST: &str = "controller.kubernetes.io/pod-deletion-cost";
-/// Cost given to the pod chosen for removal: far below the default of 0.
+/// Cost given to the pods chosen for removal: far below the default of 0.
 pub const REMOVAL_COST: i32 = -1_000_000;
 
 /// One engine Deployment as a scale target.
@@ -40,6 +40,28 @@ impl KubernetesScaleTarget {
             message: source.to_string(),
             source: Some(Box::new(source)),
         }
+    }
+
+    /// Sets (or, with `None`, removes) the deletion cost of `pod`.
+    async fn annotate(&self, pod: &str, cost: Option<i32>, action: &str) -> Result<(), ScaleError> {
+        // In a merge patch `null` deletes the key.
+        let value = cost.map(|c| c.to_string());
+        let patch = Patch::Merge(json!({
+            "metadata": { "annotations": { POD_DELETION_COST: value } }
+        }));
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..Default::default()
+        };
+        self.pods
+            .patch(pod, &params, &patch)
+            .await
+            .map_err(|e| ScaleError {
+                action: format!("{action} pod {pod}"),
+                message: e.to_string(),
+                source: Some(Box::new(e)),
+            })?;
+        Ok(())
     }
 }
 
@@ -78,24 +100,26 @@ impl ScaleTarget for KubernetesScaleTarget {
     }
 
     async fn mark_for_removal(&self, loads: &[ReplicaLoad]) -> Result<Option<String>, ScaleError> {
-        let Some(victim) = least_loaded(loads) else {
-            return Ok(None);
-        };
-        let patch = Patch::Merge(json!({
-            "metadata": { "annotations": { POD_DELETION_COST: REMOVAL_COST.to_string() } }
-        }));
-        let params = PatchParams {
-            field_manager: Some(FIELD_MANAGER.into()),
-            ..Default::default()
-        };
-        self.pods
-            .patch(&victim.name, &params, &patch)
-            .await
-            .map_err(|e| ScaleError {
-                action: format!("marking pod {} for removal", victim.name),
-                message: e.to_string(),
-                source: Some(Box::new(e)),
-            })?;
-        Ok(Some(victim.name.clone()))
+        let marked = self.mark_many_for_removal(loads, 1, &[]).await?;
+        Ok(marked.into_iter().next())
+    }
+
+    async fn mark_many_for_removal(
+        &self,
+        loads: &[ReplicaLoad],
+        count: u32,
+        marked_before: &[String],
+    ) -> Result<Vec<String>, ScaleError> {
+        let plan = removal_plan(loads, count, marked_before);
+        // Stale marks first: until they go, a pod that stays could be taken instead.
+        for pod in &plan.clear {
+            self.annotate(pod, None, "clearing the removal mark of")
+                .await?;
+        }
+        for pod in &plan.mark {
+            self.annotate(pod, Some(REMOVAL_COST), "marking for removal")
+                .await?;
+        }
+        Ok(plan.mark)
     }
 }

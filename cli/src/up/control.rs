@@ -3,6 +3,7 @@
 //! `decide`, act on the process pool, and print one status line.
 
 use tokenscale_operator::autoscaler::{Decision, Observations, PolicySpec, PolicyState, decide};
+use tokenscale_operator::controller::attainment::{Attainment, PeriodSample, SloHistory};
 use tokenscale_operator::metrics_source::readings::read;
 use tokenscale_operator::metrics_source::text_format::parse;
 use tokenscale_operator::metrics_source::{MetricsView, ModelMetrics, ScrapeRound, TargetKind};
@@ -20,6 +21,8 @@ pub struct Controller {
     pub probe: Probe,
     metrics: ModelMetrics,
     policy: PolicyState,
+    /// The SLO's minute-by-minute record, judged as the operator judges it.
+    slo: SloHistory,
     last: Option<Decision>,
 }
 
@@ -40,6 +43,7 @@ impl Controller {
             probe: Probe::new(),
             metrics: ModelMetrics::default(),
             policy,
+            slo: SloHistory::default(),
             last: None,
         }
     }
@@ -72,6 +76,16 @@ impl Controller {
                 tracing::error!(%error, "scaling the process pool");
             }
         }
+        let unix_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let period = PeriodSample {
+            ttft_p95_s: view.ttft_p95_s,
+            tpot_p95_s: view.tpot_p95_s,
+            output_tokens_per_s: view.demand.as_ref().map(|d| d.output_tokens_per_s.stable),
+            gpus: f64::from(counts.ready) * f64::from(self.spec.gpus_per_replica.max(1)),
+        };
+        self.slo.record(unix_s, &self.spec.slo, period);
         let line = status_line(
             &self.model,
             &self.spec,
@@ -79,6 +93,7 @@ impl Controller {
             decision.replicas,
             &view,
             &decision,
+            self.slo.attainment(unix_s),
         );
         self.last = Some(decision);
         line
@@ -115,7 +130,9 @@ impl Controller {
     }
 }
 
-/// `model  replicas 2/3  412 tok/s  ttft p95 120ms/500ms  tpot p95 12ms/50ms  ScaleUp: ...`
+/// `model  replicas 2/3  412 tok/s  ttft p95 120ms/500ms  tpot p95 12ms/50ms  slo 1h 98.3%
+/// 24h 99.1%  goodput 190 tok/s/gpu  ScaleUp: ...` (attainment and goodput as the operator's
+/// status reports them; `-` before any minute was judged).
 pub fn status_line(
     model: &str,
     spec: &PolicySpec,
@@ -123,18 +140,25 @@ pub fn status_line(
     desired: u32,
     view: &MetricsView,
     decision: &Decision,
+    attainment: Attainment,
 ) -> String {
     let ms = |v: Option<f64>| v.map_or("-".to_string(), |s| format!("{:.0}ms", s * 1e3));
     let tokens_per_s = view
         .demand
         .as_ref()
         .map_or(0.0, |d| d.output_tokens_per_s.stable);
+    let percent = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{:.1}%", v * 1e2));
+    let goodput = attainment
+        .goodput_tokens_per_s_per_gpu
+        .map_or("-".to_string(), |v| format!("{v:.0}"));
     let line = format!(
-        "{model}  replicas {ready}/{desired}  {tokens_per_s:.0} tok/s  ttft p95 {}/{}  tpot p95 {}/{}  {}: {}",
+        "{model}  replicas {ready}/{desired}  {tokens_per_s:.0} tok/s  ttft p95 {}/{}  tpot p95 {}/{}  slo 1h {} 24h {}  goodput {goodput} tok/s/gpu  {}: {}",
         ms(view.ttft_p95_s),
         ms(Some(spec.slo.ttft_p95_s)),
         ms(view.tpot_p95_s),
         ms(Some(spec.slo.tpot_p95_s)),
+        percent(attainment.last_hour),
+        percent(attainment.last_24h),
         decision.reason,
         decision.message
     );
@@ -142,5 +166,62 @@ pub fn status_line(
         line
     } else {
         format!("{line}; decided without {}", view.missing.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokenscale_operator::autoscaler::{DecisionReason, Slo};
+
+    use super::*;
+
+    #[test]
+    fn the_status_line_tells_attainment_and_goodput_as_the_operator_does() {
+        let spec = PolicySpec::new(
+            1,
+            4,
+            Slo {
+                ttft_p95_s: 0.5,
+                tpot_p95_s: 0.05,
+            },
+        );
+        let decision = Decision {
+            replicas: 2,
+            reason: DecisionReason::Steady,
+            message: "2 replicas fit".into(),
+            demand_tokens_per_s: None,
+            capacity_tokens_per_s_per_replica: None,
+            panicking: false,
+        };
+        let view = MetricsView::default();
+        let mut slo = SloHistory::default();
+        let t0 = 1_800_000_000.0;
+        for (i, ttft) in [0.2, 0.9, 0.3, 0.1].into_iter().enumerate() {
+            let period = PeriodSample {
+                ttft_p95_s: Some(ttft),
+                tpot_p95_s: Some(0.01),
+                output_tokens_per_s: Some(380.0),
+                gpus: 2.0,
+            };
+            slo.record(t0 + 60.0 * i as f64, &spec.slo, period);
+        }
+        let line = status_line(
+            "m",
+            &spec,
+            2,
+            2,
+            &view,
+            &decision,
+            slo.attainment(t0 + 200.0),
+        );
+        assert!(
+            line.contains("slo 1h 75.0% 24h 75.0%  goodput 142 tok/s/gpu"),
+            "{line}"
+        );
+        let blank = status_line("m", &spec, 0, 1, &view, &decision, Attainment::default());
+        assert!(
+            blank.contains("slo 1h - 24h -  goodput - tok/s/gpu"),
+            "{blank}"
+        );
     }
 }

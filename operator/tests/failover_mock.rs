@@ -1,0 +1,297 @@
+//! Operator failover against a mocked API server: what one leader writes into a
+//! ModelDeployment's status (the autoscaler's memory, the SLO record, the removal marks) is
+//! where the next leader starts, so it decides as the first would have.
+
+#[allow(dead_code)]
+mod fixtures;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fixtures::{NS, deployment, md};
+use http::{Method, Request, Response};
+use kube::Client;
+use kube::client::Body;
+use serde_json::{Value, json};
+use tokenscale_operator::autoscaler::{Demand, Observations, ReplicaLoad, WindowedRate, decide};
+use tokenscale_operator::controller::scaling::{ModelMemory, policy_spec};
+use tokenscale_operator::controller::{Context, Settings, model_key, reconcile};
+use tokenscale_operator::crd::ModelDeployment;
+use tokenscale_operator::metrics_source::{FixedSource, MetricsView};
+use tokenscale_operator::scale::kubernetes::{POD_DELETION_COST, REMOVAL_COST};
+use tokenscale_operator::telemetry::Metrics;
+use tower_test::mock::{self, Handle};
+
+type ApiHandle = Handle<Request<Body>, Response<Body>>;
+
+/// One request the mocked API server answered.
+#[derive(Debug, Clone)]
+struct Served {
+    method: Method,
+    path: String,
+    body: Value,
+}
+
+/// Requests served so far, in order.
+type Log = Arc<Mutex<Vec<Served>>>;
+
+/// Answers every request until the last client is dropped: the Deployment reads as
+/// `engine`, a status write answers the object with that status, Events are created, a pod
+/// patch answers the pod, any other write echoes its body.
+fn serve(mut handle: ApiHandle, object: &ModelDeployment, engine: Value) -> Log {
+    let log = Log::default();
+    let object = serde_json::to_value(object).expect("json");
+    let served = log.clone();
+    tokio::spawn(async move {
+        while let Some((request, send)) = handle.next_request().await {
+            let method = request.method().clone();
+            let path = request.uri().path().to_string();
+            let bytes = request.into_body().collect_bytes().await.expect("body");
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let (status, answer) = match method.clone() {
+                Method::GET => (200, engine.clone()),
+                Method::POST => (201, body.clone()),
+                _ if path.ends_with("/status") => {
+                    let mut with_status = object.clone();
+                    with_status["status"] = body["status"].clone();
+                    (200, with_status)
+                }
+                // A pod after a merge patch: its annotations without the deleted ones.
+                _ if path.contains("/pods/") => {
+                    let name = path.rsplit('/').next().unwrap_or_default();
+                    (200, json!({"metadata": {"name": name}}))
+                }
+                _ => (200, body.clone()),
+            };
+            let response = Response::builder()
+                .status(status)
+                .body(Body::from(serde_json::to_vec(&answer).expect("json")))
+                .expect("response");
+            send.send_response(response);
+            served
+                .lock()
+                .expect("log")
+                .push(Served { method, path, body });
+        }
+    });
+    log
+}
+
+/// A leader: an operator process with its own clock and memory, seeing `view`.
+fn leader(view: MetricsView, object: &ModelDeployment, engine: Value) -> (Arc<Context>, Log) {
+    let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
+    let ctx = Context::new(
+        Client::new(service, NS),
+        Arc::new(Metrics::default()),
+        Arc::new(FixedSource(view)),
+        Settings::default(),
+    );
+    (Arc::new(ctx), serve(handle, object, engine))
+}
+
+/// One reconcile; returns the status it wrote.
+async fn reconcile_once(ctx: &Arc<Context>, object: &ModelDeployment, log: &Log) -> Value {
+    let result = tokio::time::timeout(
+        Duration::from_secs(5),
+        reconcile(Arc::new(object.clone()), ctx.clone()),
+    )
+    .await
+    .expect("reconcile finished in time");
+    assert!(result.is_ok(), "{result:?}");
+    let log = log.lock().expect("log");
+    let write = log
+        .iter()
+        .rev()
+        .find(|s| s.path.ends_with("/status"))
+        .expect("a status write");
+    write.body["status"].clone()
+}
+
+/// Four ready replicas serving 2 000 output tokens/s well within the SLO (p95 TTFT 200 ms of
+/// 500 ms, TPOT 20 ms of 50 ms): each replica does 500 tokens/s, five times the spec's hint.
+fn steady() -> MetricsView {
+    let rate = |v| WindowedRate {
+        stable: v,
+        panic: v,
+    };
+    MetricsView {
+        demand: Some(Demand {
+            output_tokens_per_s: rate(2_000.0),
+            arrival_requests_per_s: rate(10.0),
+            mean_output_tokens_per_request: Some(200.0),
+            completed_requests: 600,
+            running_requests: 40,
+            ..Demand::default()
+        }),
+        ttft_p95_s: Some(0.2),
+        tpot_p95_s: Some(0.02),
+        ..MetricsView::default()
+    }
+}
+
+/// Leader A's memory after watching `view` on four replicas for five minutes.
+fn watched_for_five_minutes(ctx: &Context, object: &ModelDeployment, view: &MetricsView) {
+    let spec = policy_spec(&object.spec);
+    let mut memory = ModelMemory::new(&spec);
+    let now_s = ctx.now_s();
+    let observations = Observations {
+        ready_replicas: 4,
+        current_replicas: 4,
+        demand: view.demand.clone(),
+        ttft_p95_s: view.ttft_p95_s,
+        tpot_p95_s: view.tpot_p95_s,
+        ..Observations::default()
+    };
+    for i in (1..=30).rev() {
+        let at_s = now_s - 10.0 * f64::from(i);
+        decide(&spec, &observations, &mut memory.policy, at_s);
+    }
+    ctx.memory
+        .lock()
+        .expect("memory")
+        .insert(model_key(object), memory);
+}
+
+/// The parts of a status that say what was decided and from what.
+fn decided(status: &Value) -> Value {
+    let scaling = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Scaling"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    json!({
+        "desired": status["desiredReplicas"],
+        "reason": scaling["reason"],
+        "message": scaling["message"],
+        "capacity": status["capacity"],
+        "learned": status["autoscaler"]["capacityTokensPerSecondPerReplica"],
+        "attainment": status["slo"]["attainment"],
+    })
+}
+
+#[tokio::test]
+async fn a_new_leader_starts_from_the_last_leaders_status_and_decides_as_it_would_have() {
+    let object = md("engine:v1");
+    let engine = deployment(4, 4);
+
+    // Leader A learned that a replica does at least 500 tokens/s (the hint said 100), decides
+    // and writes status; then decides once more, as it would have had it stayed leader.
+    let (a, log_a) = leader(steady(), &object, engine.clone());
+    watched_for_five_minutes(&a, &object, &steady());
+    let written = reconcile_once(&a, &object, &log_a).await;
+    let learned = written["autoscaler"]["capacityTokensPerSecondPerReplica"]
+        .as_f64()
+        .expect("the learned capacity is in status");
+    assert!(learned >= 500.0, "learned {learned}");
+    assert!(written["autoscaler"]["watchingSince"].is_string());
+    a.decided.lock().expect("decided").clear();
+    let a_next = reconcile_once(&a, &object, &log_a).await;
+
+    // Leader B has never seen the model; it reads A's status and makes A's next decision.
+    let mut handed_over = object.clone();
+    handed_over.status = Some(serde_json::from_value(written.clone()).expect("status parses"));
+    let (b, log_b) = leader(steady(), &handed_over, engine.clone());
+    let b_next = reconcile_once(&b, &handed_over, &log_b).await;
+    assert_eq!(decided(&b_next), decided(&a_next));
+    assert_eq!(b_next["desiredReplicas"], 5, "{b_next}");
+
+    // Without the status it would have started from the hint and scaled to twice as many.
+    let (c, log_c) = leader(steady(), &object, engine);
+    let c_next = reconcile_once(&c, &object, &log_c).await;
+    assert_eq!(c_next["desiredReplicas"], 8, "{c_next}");
+    assert_ne!(decided(&c_next), decided(&a_next));
+}
+
+/// Eight ready replicas, idle: `pod-0` is the busiest, `pod-7` the least loaded.
+fn idle_eight() -> MetricsView {
+    let replica_loads = (0..8u64)
+        .map(|i| ReplicaLoad {
+            name: format!("llama-engine-pod-{i}"),
+            running_requests: 8 - i,
+            ..ReplicaLoad::default()
+        })
+        .collect();
+    MetricsView {
+        demand: Some(Demand::default()),
+        replica_loads,
+        ..MetricsView::default()
+    }
+}
+
+const PODS: &str = "/api/v1/namespaces/testns/pods/";
+
+#[tokio::test]
+async fn a_scale_in_marks_every_pod_it_removes_and_clears_the_marks_of_pods_that_stay() {
+    // The last leader had watched the model for an hour and marked pod-1 (still here, now
+    // busy) and pod-9 (gone) in an earlier scale-in.
+    let mut object = md("engine:v1");
+    let an_hour_ago = k8s_openapi::jiff::Timestamp::now() - std::time::Duration::from_secs(3600);
+    object.status = Some(
+        serde_json::from_value(json!({
+            "autoscaler": {"watchingSince": an_hour_ago.to_string()},
+            "markedForRemoval": ["llama-engine-pod-1", "llama-engine-pod-9"],
+        }))
+        .expect("status parses"),
+    );
+    let (ctx, log) = leader(idle_eight(), &object, deployment(8, 8));
+    let status = reconcile_once(&ctx, &object, &log).await;
+    drop(ctx);
+
+    // 8 → 6 (a quarter per step): the two least-loaded pods are marked, pod-1's old mark
+    // goes first, the gone pod-9 is left alone.
+    assert_eq!(status["desiredReplicas"], 6, "{status}");
+    let log = log.lock().expect("log").clone();
+    let pod_writes: Vec<(String, Value)> = log
+        .iter()
+        .filter(|s| s.method == Method::PATCH && s.path.starts_with(PODS))
+        .map(|s| {
+            let annotations = s.body["metadata"]["annotations"].clone();
+            (s.path.trim_start_matches(PODS).to_string(), annotations)
+        })
+        .collect();
+    // In a merge patch, `null` deletes the annotation.
+    let cleared = json!({ POD_DELETION_COST: null });
+    let marked = json!({ POD_DELETION_COST: REMOVAL_COST.to_string() });
+    assert_eq!(
+        pod_writes,
+        [
+            ("llama-engine-pod-1".to_string(), cleared),
+            ("llama-engine-pod-7".to_string(), marked.clone()),
+            ("llama-engine-pod-6".to_string(), marked),
+        ]
+    );
+    let scale = log
+        .iter()
+        .position(|s| s.path.ends_with("/scale"))
+        .expect("scaled");
+    let last_mark = log
+        .iter()
+        .rposition(|s| s.path.starts_with(PODS))
+        .expect("marked");
+    assert!(
+        last_mark < scale,
+        "the marks are in place before the scale-in"
+    );
+    assert_eq!(
+        status["markedForRemoval"],
+        json!(["llama-engine-pod-7", "llama-engine-pod-6"])
+    );
+}
+
+#[tokio::test]
+async fn pods_that_are_not_ready_go_first_so_fewer_ready_pods_are_marked() {
+    let mut object = md("engine:v1");
+    let an_hour_ago = k8s_openapi::jiff::Timestamp::now() - std::time::Duration::from_secs(3600);
+    object.status = Some(
+        serde_json::from_value(json!({"autoscaler": {"watchingSince": an_hour_ago.to_string()}}))
+            .expect("status parses"),
+    );
+    // Eight pods, seven ready: the scale-in by two takes the unready one and one ready pod.
+    let mut view = idle_eight();
+    view.replica_loads.remove(0);
+    let (ctx, log) = leader(view, &object, deployment(8, 7));
+    let status = reconcile_once(&ctx, &object, &log).await;
+    drop(ctx);
+    assert_eq!(status["desiredReplicas"], 6, "{status}");
+    assert_eq!(status["markedForRemoval"], json!(["llama-engine-pod-7"]));
+}

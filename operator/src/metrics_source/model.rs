@@ -7,7 +7,7 @@ use tokenscale_common::engines::{Absent, Signal};
 
 use super::readings::{Gauges, Reading, TargetKind, keys};
 use super::window::{Accumulator, History};
-use crate::autoscaler::{Demand, ReplicaLoad, WindowedRate};
+use crate::autoscaler::{Demand, DemandSource, ReplicaLoad, WindowedRate};
 
 /// The policy-facing part of one period's observations (replica counts come from the scale
 /// target, not from metrics).
@@ -188,15 +188,23 @@ impl ModelMetrics {
         };
         let completed = h.increase(requests, stable_s).unwrap_or(0.0);
         let generated = h.increase(tokens, stable_s).unwrap_or(0.0);
+        // Arrivals as the gateway counts them (admitted, queued, or refused for capacity) are
+        // the offered load. Without them (no gateway, or one too old to count arrivals),
+        // completions stand in: capped by the capacity that exists, a growing queue shows up
+        // only in `queued_requests`.
+        let (arrivals, source) = if h.has(keys::GW_ARRIVALS) {
+            (keys::GW_ARRIVALS, DemandSource::GatewayArrivals)
+        } else {
+            (requests, DemandSource::EngineCompletions)
+        };
         let demand = Demand {
             output_tokens_per_s: windowed(tokens),
-            // Arrivals are read as completions: a queue that grows shows up in
-            // `queued_requests`, which the policy adds to demand on its own.
-            arrival_requests_per_s: windowed(requests),
+            arrival_requests_per_s: windowed(arrivals),
             mean_output_tokens_per_request: (completed > 0.0).then(|| generated / completed),
             queued_requests: self.gauges_total.waiting.max(0.0) as u64,
             running_requests: self.gauges_total.running.max(0.0) as u64,
             completed_requests: completed as u64,
+            source,
         };
         MetricsView {
             demand: Some(demand),

@@ -6,7 +6,7 @@ use tokenscale_common::metrics::{LABEL_MODEL_NAME, gateway};
 
 use super::model::MetricsView;
 use super::scrape::{ScrapeError, fetch_text};
-use crate::autoscaler::{Demand, WindowedRate};
+use crate::autoscaler::{Demand, DemandSource, WindowedRate};
 
 /// The PromQL queries for one model (pure, so they can be read and tested).
 #[derive(Debug, Clone, PartialEq)]
@@ -15,6 +15,9 @@ pub struct Queries {
     pub tokens: [String; 2],
     /// Finished requests/s over the stable and panic windows.
     pub requests: [String; 2],
+    /// Arriving requests/s (admitted, queued, or refused for capacity) over the stable and
+    /// panic windows.
+    pub arrivals: [String; 2],
     /// p95 TTFT and TPOT over the stable window.
     pub p95: [String; 2],
     /// Requests queued and in flight now.
@@ -41,6 +44,10 @@ pub fn queries(served_name: &str, stable_s: u64, panic_s: u64) -> Queries {
         requests: [
             rate(gateway::REQUESTS_TOTAL, stable_s),
             rate(gateway::REQUESTS_TOTAL, panic_s),
+        ],
+        arrivals: [
+            rate(gateway::ARRIVALS_TOTAL, stable_s),
+            rate(gateway::ARRIVALS_TOTAL, panic_s),
         ],
         p95: [
             p95(gateway::TIME_TO_FIRST_TOKEN_SECONDS),
@@ -124,43 +131,70 @@ async fn scalar(base_url: &str, query: &str) -> Result<Option<f64>, QueryError> 
     parse_scalar(&fetch_text(&url).await?)
 }
 
+/// What Prometheus answered for one model: each query's value, `None` when it has no series.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Answers {
+    /// Output tokens/s, stable and panic windows.
+    pub tokens: [Option<f64>; 2],
+    /// Finished requests/s, stable and panic windows.
+    pub requests: [Option<f64>; 2],
+    /// Arriving requests/s, stable and panic windows (`None`: the gateway counts no arrivals).
+    pub arrivals: [Option<f64>; 2],
+    /// Requests queued now.
+    pub queue: Option<f64>,
+    /// Requests in flight now.
+    pub running: Option<f64>,
+}
+
 /// Asks the server at `base_url` for one model's view.
 pub async fn view(base_url: &str, q: &Queries) -> Result<MetricsView, QueryError> {
-    let tokens = [
-        scalar(base_url, &q.tokens[0]).await?,
-        scalar(base_url, &q.tokens[1]).await?,
-    ];
-    let requests = [
-        scalar(base_url, &q.requests[0]).await?,
-        scalar(base_url, &q.requests[1]).await?,
-    ];
-    let queue = scalar(base_url, &q.queue).await?.unwrap_or(0.0);
-    let running = scalar(base_url, &q.running).await?.unwrap_or(0.0);
-    let ttft = scalar(base_url, &q.p95[0]).await?;
-    let tpot = scalar(base_url, &q.p95[1]).await?;
+    let mut answers = Answers::default();
+    for (slot, query) in [
+        (&mut answers.tokens, &q.tokens),
+        (&mut answers.requests, &q.requests),
+        (&mut answers.arrivals, &q.arrivals),
+    ] {
+        for (value, query) in slot.iter_mut().zip(query) {
+            *value = scalar(base_url, query).await?;
+        }
+    }
+    answers.queue = scalar(base_url, &q.queue).await?;
+    answers.running = scalar(base_url, &q.running).await?;
+    Ok(MetricsView {
+        demand: demand(&answers),
+        ttft_p95_s: scalar(base_url, &q.p95[0]).await?,
+        tpot_p95_s: scalar(base_url, &q.p95[1]).await?,
+        replica_loads: Vec::new(),
+        revisions: Vec::new(),
+        missing: Vec::new(),
+    })
+}
+
+/// The demand in `answers`; `None` when Prometheus has no token series for the model (it
+/// has not seen it: missing, not zero).
+pub fn demand(answers: &Answers) -> Option<Demand> {
     let windowed = |v: [Option<f64>; 2]| WindowedRate {
         stable: v[0].unwrap_or(0.0),
         panic: v[1].unwrap_or(0.0),
     };
-    // No series at all for the model means Prometheus has not seen it: treat as missing.
-    let demand = tokens[0].is_some().then(|| Demand {
-        output_tokens_per_s: windowed(tokens),
-        arrival_requests_per_s: windowed(requests),
-        mean_output_tokens_per_request: match (tokens[0], requests[0]) {
+    // Arrivals when the gateway counts them; else completions (capped by capacity).
+    let (arrival_requests_per_s, source) = if answers.arrivals[0].is_some() {
+        (windowed(answers.arrivals), DemandSource::GatewayArrivals)
+    } else {
+        (windowed(answers.requests), DemandSource::EngineCompletions)
+    };
+    answers.tokens[0]?;
+    Some(Demand {
+        output_tokens_per_s: windowed(answers.tokens),
+        arrival_requests_per_s,
+        mean_output_tokens_per_request: match (answers.tokens[0], answers.requests[0]) {
             (Some(t), Some(r)) if r > 0.0 => Some(t / r),
             _ => None,
         },
-        queued_requests: queue.max(0.0) as u64,
-        running_requests: running.max(0.0) as u64,
+        queued_requests: answers.queue.unwrap_or(0.0).max(0.0) as u64,
+        running_requests: answers.running.unwrap_or(0.0).max(0.0) as u64,
         completed_requests: 0,
-    });
-    Ok(MetricsView {
-        demand,
-        ttft_p95_s: ttft,
-        tpot_p95_s: tpot,
-        replica_loads: Vec::new(),
-        revisions: Vec::new(),
-        missing: Vec::new(),
+        source,
     })
 }
 
@@ -181,6 +215,48 @@ mod tests {
         assert!(q.p95[0].starts_with("histogram_quantile(0.95, sum by (le) (rate("));
         assert!(q.p95[0].contains("_bucket{model_name="));
         assert!(q.p95[0].ends_with("[60s])))"));
+    }
+
+    #[test]
+    fn arrivals_are_the_demand_when_the_gateway_counts_them() {
+        let q = queries("m", 60, 6);
+        assert_eq!(
+            q.arrivals[0],
+            format!(
+                "sum(rate({}{{model_name=\"m\"}}[60s]))",
+                gateway::ARRIVALS_TOTAL
+            )
+        );
+        // Saturated: 2 finished/s while 5/s arrive.
+        let mut answers = Answers {
+            tokens: [Some(200.0), Some(210.0)],
+            requests: [Some(2.0), Some(2.1)],
+            arrivals: [Some(5.0), Some(6.0)],
+            queue: Some(30.0),
+            running: Some(8.0),
+        };
+        let demand = demand(&answers).expect("series present");
+        assert_eq!(demand.source, DemandSource::GatewayArrivals);
+        assert_eq!(
+            demand.arrival_requests_per_s,
+            WindowedRate {
+                stable: 5.0,
+                panic: 6.0
+            }
+        );
+        assert_eq!(demand.mean_output_tokens_per_request, Some(100.0));
+        assert_eq!((demand.queued_requests, demand.running_requests), (30, 8));
+        // A gateway that counts no arrivals: completions stand in, and say so.
+        answers.arrivals = [None, None];
+        let demand = super::demand(&answers).expect("series present");
+        assert_eq!(demand.source, DemandSource::EngineCompletions);
+        assert_eq!(demand.arrival_requests_per_s.stable, 2.0);
+        answers.tokens = [None, None];
+        assert_eq!(
+            super::demand(&answers),
+            None,
+            "no series: missing, not zero"
+        );
     }
 
     #[test]

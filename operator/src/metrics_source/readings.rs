@@ -15,6 +15,9 @@ pub mod keys {
     pub const GW_TOKENS: &str = "gateway.generation_tokens";
     /// Finished requests (gateway).
     pub const GW_REQUESTS: &str = "gateway.requests";
+    /// Requests that arrived and passed their tenant's limits, whatever admission did with
+    /// them (gateway): offered load, not capped by capacity.
+    pub const GW_ARRIVALS: &str = "gateway.arrivals";
     /// TTFT histogram (gateway).
     pub const GW_TTFT: &str = "gateway.ttft";
     /// Time-per-output-token histogram (gateway).
@@ -83,6 +86,7 @@ fn read_gateway(samples: &[Sample], served_name: &str) -> Reading {
         match key {
             k if k == gateway::GENERATION_TOKENS_TOTAL => add(keys::GW_TOKENS),
             k if k == gateway::REQUESTS_TOTAL => add(keys::GW_REQUESTS),
+            k if k == gateway::ARRIVALS_TOTAL => add(keys::GW_ARRIVALS),
             k if k == gateway::QUEUE_DEPTH => reading.gauges.waiting += value,
             k if k == gateway::IN_FLIGHT_REQUESTS => reading.gauges.running += value,
             _ => bucket(
@@ -180,15 +184,22 @@ mod tests {
             "{t}{{model_name=\"a\"}} 100\n{t}{{model_name=\"b\"}} 999\n\
              {r}{{model_name=\"a\",status=\"200\"}} 9\n{r}{{model_name=\"a\",status=\"429\"}} 1\n\
              {q}{{model_name=\"a\"}} 4\n{h}_bucket{{model_name=\"a\",le=\"0.5\"}} 7\n\
-             {h}_bucket{{model_name=\"a\",le=\"+Inf\"}} 10\n",
+             {h}_bucket{{model_name=\"a\",le=\"+Inf\"}} 10\n\
+             {a}{{model_name=\"a\",outcome=\"admitted\"}} 12\n{a}{{model_name=\"a\",outcome=\"refused\"}} 3\n",
             t = gateway::GENERATION_TOKENS_TOTAL,
             r = gateway::REQUESTS_TOTAL,
+            a = gateway::ARRIVALS_TOTAL,
             q = gateway::QUEUE_DEPTH,
             h = gateway::TIME_TO_FIRST_TOKEN_SECONDS,
         );
         let reading = read(TargetKind::Gateway, &parse(&text).samples, "a");
         assert_eq!(reading.counters[keys::GW_TOKENS], 100.0);
         assert_eq!(reading.counters[keys::GW_REQUESTS], 10.0);
+        assert_eq!(
+            reading.counters[keys::GW_ARRIVALS],
+            15.0,
+            "every outcome arrived"
+        );
         assert_eq!(reading.counters[&bucket_key(keys::GW_TTFT, 0.5)], 7.0);
         assert_eq!(
             reading.counters[&bucket_key(keys::GW_TTFT, f64::INFINITY)],

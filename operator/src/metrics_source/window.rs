@@ -128,6 +128,13 @@ impl History {
         (newest.t_s > base.t_s).then_some((newest, base))
     }
 
+    /// Whether the newest snapshot has series `key` (some target exported it).
+    pub fn has(&self, key: &str) -> bool {
+        self.snapshots
+            .back()
+            .is_some_and(|s| s.totals.contains_key(key))
+    }
+
     /// Per-second increase of `key` over the last `window_s`; `None` with under two snapshots.
     pub fn rate(&self, key: &str, window_s: f64) -> Option<f64> {
         let (newest, base) = self.span(window_s)?;

@@ -145,3 +145,96 @@ fn signals_an_engine_lacks_are_named_in_the_view() {
         "the gateway's histograms stand in: {missing:?}"
     );
 }
+
+fn gateway_reading(finished: f64, arrived: Option<f64>, queued: f64) -> Reading {
+    let mut counters: std::collections::BTreeMap<_, _> = [
+        (keys::GW_TOKENS.to_string(), finished * 100.0),
+        (keys::GW_REQUESTS.to_string(), finished),
+    ]
+    .into_iter()
+    .collect();
+    if let Some(arrived) = arrived {
+        counters.insert(keys::GW_ARRIVALS.to_string(), arrived);
+    }
+    Reading {
+        counters,
+        gauges: Gauges {
+            waiting: queued,
+            ..Gauges::default()
+        },
+        ..Reading::default()
+    }
+}
+
+fn gateway_round(reading: Reading) -> ScrapeRound {
+    ScrapeRound {
+        readings: vec![("gateway".into(), TargetKind::Gateway, reading)],
+        failed: 0,
+    }
+}
+
+/// A saturated fleet finishes 2 requests/s while 5/s arrive: the gateway's arrival counter
+/// is the demand, not the completions the capacity caps.
+#[test]
+fn gateway_arrivals_are_the_demand_not_completions() {
+    let mut m = ModelMetrics::default();
+    for step in 0..=6 {
+        let t = f64::from(step) * 10.0;
+        m.record(
+            t,
+            &gateway_round(gateway_reading(2.0 * t, Some(5.0 * t), 3.0 * t)),
+            120.0,
+        );
+    }
+    let demand = m.view(60.0, 60.0, 10.0, 30.0).demand.expect("fresh");
+    assert_eq!(demand.source, DemandSource::GatewayArrivals);
+    assert!((demand.arrival_requests_per_s.stable - 5.0).abs() < 1e-9);
+    assert!((demand.arrival_requests_per_s.panic - 5.0).abs() < 1e-9);
+    assert_eq!(demand.completed_requests, 120, "completions still counted");
+    assert_eq!(demand.mean_output_tokens_per_request, Some(100.0));
+    assert_eq!(demand.queued_requests, 180);
+}
+
+/// A gateway exports its arrival counter at zero before any request: idle is zero arrivals,
+/// not a fall back to completions.
+#[test]
+fn an_idle_gateway_counting_arrivals_reads_zero_arrivals() {
+    let mut m = ModelMetrics::default();
+    for t in [0.0, 10.0] {
+        m.record(
+            t,
+            &gateway_round(gateway_reading(0.0, Some(0.0), 0.0)),
+            120.0,
+        );
+    }
+    let demand = m.view(10.0, 60.0, 10.0, 30.0).demand.expect("fresh");
+    assert_eq!(demand.source, DemandSource::GatewayArrivals);
+    assert_eq!(demand.arrival_requests_per_s, WindowedRate::default());
+}
+
+/// Without the gateway's arrivals (engines only, or an older gateway), completions stand in
+/// and the view says so.
+#[test]
+fn without_gateway_arrivals_completions_stand_in() {
+    let mut engines = ModelMetrics::default();
+    let mut old_gateway = ModelMetrics::default();
+    for step in 0..=6 {
+        let t = f64::from(step) * 10.0;
+        let reading = engine_reading(t * 50.0, t, t, 0.0, 4.0);
+        engines.record(t, &round(vec![("pod-a", reading)]), 120.0);
+        old_gateway.record(
+            t,
+            &gateway_round(gateway_reading(2.0 * t, None, 0.0)),
+            120.0,
+        );
+    }
+    let demand = engines.view(60.0, 60.0, 10.0, 30.0).demand.expect("fresh");
+    assert_eq!(demand.source, DemandSource::EngineCompletions);
+    assert!((demand.arrival_requests_per_s.stable - 1.0).abs() < 1e-9);
+    let demand = old_gateway
+        .view(60.0, 60.0, 10.0, 30.0)
+        .demand
+        .expect("fresh");
+    assert_eq!(demand.source, DemandSource::EngineCompletions);
+    assert!((demand.arrival_requests_per_s.stable - 2.0).abs() < 1e-9);
+}

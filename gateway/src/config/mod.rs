@@ -258,6 +258,11 @@ pub struct QueueConfig {
     pub batch_timeout_ms: u64,
     /// Largest deadline a client may ask for with `x-tokenscale-deadline-ms`.
     pub max_timeout_ms: u64,
+    /// Expected time for a model at zero replicas to get its first ready one, in
+    /// milliseconds, when discovery does not say. A request without its own deadline for a
+    /// model with no ready replica and a known TTFT SLO (Kubernetes discovery) is held this
+    /// long plus the SLO instead of the interactive default (scale from zero).
+    pub cold_start_ms: u64,
 }
 
 /// Token accounting settings.
@@ -401,6 +406,7 @@ impl Default for QueueConfig {
             interactive_timeout_ms: 30_000,
             batch_timeout_ms: 600_000,
             max_timeout_ms: 3_600_000,
+            cold_start_ms: 60_000,
         }
     }
 }

@@ -21,8 +21,10 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, ResourceExt};
 use tokenscale_common::served_name::{self, Claim};
 
+use super::cold_start::cold_start_of;
 use super::{DiscoveryHealth, Registry};
 use crate::config::KubernetesConfig;
+use crate::routing::ColdStart;
 
 /// Label on EndpointSlices (copied from the operator's Service) naming the `ModelDeployment`.
 pub const LABEL_MODEL_DEPLOYMENT: &str = "tokenscale.dev/model-deployment";
@@ -35,41 +37,14 @@ pub fn desired_replicas(
     slices: &[Arc<EndpointSlice>],
     port_name: &str,
 ) -> BTreeMap<String, Vec<String>> {
-    let mut served: BTreeMap<(String, String), String> = BTreeMap::new();
-    let mut desired: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let claimed: Vec<(String, String, String, Option<i64>)> = deployments
-        .iter()
-        .filter(|md| !refused_by_operator(md))
-        .map(|md| {
-            let name = md.name_any();
-            let served_name = md.data["spec"]["model"]["servedName"]
-                .as_str()
-                .map_or(name.clone(), str::to_string);
-            let created_s = md.creation_timestamp().map(|t| t.0.as_second());
-            (
-                md.namespace().unwrap_or_default(),
-                name,
-                served_name,
-                created_s,
-            )
-        })
+    let served: BTreeMap<(String, String), String> = owners(deployments)
+        .into_iter()
+        .map(|(key, (served_name, _))| (key, served_name))
         .collect();
-    let claims: Vec<Claim<'_>> = claimed
-        .iter()
-        .map(|(namespace, name, served_name, created_s)| Claim {
-            namespace,
-            name,
-            served_name,
-            created_s: *created_s,
-        })
+    let mut desired: BTreeMap<String, Vec<String>> = served
+        .values()
+        .map(|served_name| (served_name.clone(), Vec::new()))
         .collect();
-    for (served_name, (namespace, name)) in served_name::owners(&claims) {
-        served.insert(
-            (namespace.to_string(), name.to_string()),
-            served_name.to_string(),
-        );
-        desired.entry(served_name.to_string()).or_default();
-    }
     for slice in slices {
         let Some(md) = slice.labels().get(LABEL_MODEL_DEPLOYMENT) else {
             continue;
@@ -108,6 +83,53 @@ pub fn desired_replicas(
         urls.dedup();
     }
     desired
+}
+
+/// The deployment serving each served name: `(namespace, name)` → (served name, object),
+/// the oldest claim of a name winning; deployments the operator refused are left out.
+fn owners(
+    deployments: &[Arc<DynamicObject>],
+) -> BTreeMap<(String, String), (String, &Arc<DynamicObject>)> {
+    // (namespace, name, served name, creation time, object) of each deployment.
+    let claimed: Vec<_> = deployments
+        .iter()
+        .filter(|md| !refused_by_operator(md))
+        .map(|md| {
+            let name = md.name_any();
+            let served_name = md.data["spec"]["model"]["servedName"]
+                .as_str()
+                .map_or(name.clone(), str::to_string);
+            let created_s = md.creation_timestamp().map(|t| t.0.as_second());
+            let namespace = md.namespace().unwrap_or_default();
+            (namespace, name, served_name, created_s, md)
+        })
+        .collect();
+    let claims: Vec<Claim<'_>> = claimed
+        .iter()
+        .map(|(namespace, name, served_name, created_s, _)| Claim {
+            namespace,
+            name,
+            served_name,
+            created_s: *created_s,
+        })
+        .collect();
+    served_name::owners(&claims)
+        .into_iter()
+        .filter_map(|(served_name, (namespace, name))| {
+            let (_, _, _, _, md) = claimed.iter().find(|c| c.0 == namespace && c.1 == name)?;
+            let key = (namespace.to_string(), name.to_string());
+            Some((key, (served_name.to_string(), *md)))
+        })
+        .collect()
+}
+
+/// Served model name → what its deployment says of its cold start (see [`cold_start_of`]);
+/// a served name whose deployment does not say maps to `None`.
+pub fn cold_starts(deployments: &[Arc<DynamicObject>]) -> BTreeMap<String, Option<ColdStart>> {
+    owners(deployments)
+        .into_values()
+        .map(|(served_name, md)| (served_name, cold_start_of(md)))
+        .collect()
 }
 
 /// Whether the operator refused `md` (a `Conflict` condition that is `True`).
@@ -211,6 +233,9 @@ pub async fn run(
         for (model, urls) in &desired {
             registry.sync(model, urls);
         }
+        for (model, cold_start) in cold_starts(&deployments) {
+            registry.set_cold_start(&model, cold_start);
+        }
         for gone in known.iter().filter(|m| !desired.contains_key(*m)) {
             registry.router().remove_model(gone);
         }
@@ -287,6 +312,23 @@ mod tests {
             serde_json::json!({"conditions": [{"type": "Conflict", "status": "True"}]});
         let desired = desired_replicas(&[Arc::new(marked)], &slices, "http");
         assert!(desired.is_empty(), "{desired:?}");
+    }
+
+    #[test]
+    fn each_served_name_takes_the_ttft_slo_of_the_deployment_serving_it() {
+        let with_slo = |md: Arc<DynamicObject>, ttft: &str| {
+            let mut md = (*md).clone();
+            md.data["spec"]["slo"] = serde_json::json!({"ttftP95": ttft, "tpotP95": "50ms"});
+            Arc::new(md)
+        };
+        let owner = with_slo(md_in("team-a", "llama", Some("llama-3"), 100), "2s");
+        let copy = with_slo(md_in("team-b", "mine", Some("llama-3"), 200), "9s");
+        let bare = md("idle", None);
+        let cold = cold_starts(&[copy, bare, owner]);
+        let slo = |name: &str| cold[name].map(|c| c.ttft_slo);
+        assert_eq!(slo("llama-3"), Some(Duration::from_secs(2)));
+        assert_eq!(slo("idle"), None);
+        assert_eq!(cold.len(), 2);
     }
 
     fn endpoint(ip: &str, ready: Option<bool>, terminating: Option<bool>) -> Endpoint {

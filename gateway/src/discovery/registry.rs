@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::config::{Config, ModelConfig};
 use crate::health::{ProbeSettings, watch_replica};
 use crate::proxy::UpstreamClient;
-use crate::routing::{ModelPool, ModelSettings, ReplicaAddr, Router};
+use crate::routing::{ColdStart, ModelPool, ModelSettings, ReplicaAddr, Router};
 
 /// A replica URL that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +89,12 @@ impl Registry {
             tracing::info!(model, url, "replica added");
         }
         Ok(())
+    }
+
+    /// Records what is known of `model`'s cold start: while it has no ready replica, requests
+    /// without their own deadline wait that long plus its TTFT SLO (`None`: the class default).
+    pub fn set_cold_start(&self, model: &str, cold_start: Option<ColdStart>) {
+        self.declare_default(model).set_cold_start(cold_start);
     }
 
     /// Stops new work to a replica at once; its in-flight requests finish.

@@ -8,10 +8,10 @@ use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt};
 use http::{Request, Response, header};
 use http_body_util::BodyExt;
-use tokenscale_common::headers as names;
 use tower::{Layer, Service};
 
-use super::{Outcome, Priority, RequestInfo, parse_body, request_usage_in_stream};
+use super::deadline::{request_deadline, request_priority};
+use super::{Outcome, RequestInfo, parse_body, request_usage_in_stream};
 use crate::Body;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -289,7 +289,8 @@ fn read(
         .max_output_tokens()?
         .unwrap_or(settings.tokens.default_max_tokens);
     let priority = request_priority(headers, body.priority)?;
-    let deadline = arrival + request_deadline(headers, priority, &settings.queue)?;
+    let cold_start = pool.cold_start_while_empty();
+    let deadline = arrival + request_deadline(headers, priority, &settings.queue, cold_start)?;
     let stream = body.stream.unwrap_or(false);
     let client_wants_usage = body
         .stream_options
@@ -314,53 +315,4 @@ fn read(
         outcome: Outcome::default(),
     });
     Ok((info, pool, forward))
-}
-
-/// `x-tokenscale-priority`, else the body's `priority` when it is a class name.
-fn request_priority(
-    headers: &http::HeaderMap,
-    body: Option<&serde_json::value::RawValue>,
-) -> Result<Priority, GatewayError> {
-    if let Some(value) = headers.get(names::PRIORITY) {
-        let text = value.to_str().unwrap_or("");
-        return Priority::parse(text).ok_or_else(|| {
-            GatewayError::bad_request(
-                format!("{} must be `interactive` or `batch`", names::PRIORITY),
-                None,
-            )
-        });
-    }
-    let from_body = body
-        .and_then(|raw| serde_json::from_str::<&str>(raw.get()).ok())
-        .and_then(Priority::parse);
-    Ok(from_body.unwrap_or(Priority::Interactive))
-}
-
-/// `x-tokenscale-deadline-ms` (capped), else the class default.
-fn request_deadline(
-    headers: &http::HeaderMap,
-    priority: Priority,
-    queue: &QueueConfig,
-) -> Result<Duration, GatewayError> {
-    let default_ms = match priority {
-        Priority::Interactive => queue.interactive_timeout_ms,
-        Priority::Batch => queue.batch_timeout_ms,
-    };
-    let Some(value) = headers.get(names::DEADLINE_MS) else {
-        return Ok(Duration::from_millis(default_ms));
-    };
-    let ms: u64 = value
-        .to_str()
-        .ok()
-        .and_then(|t| t.trim().parse().ok())
-        .ok_or_else(|| {
-            GatewayError::bad_request(
-                format!(
-                    "{} must be a whole number of milliseconds",
-                    names::DEADLINE_MS
-                ),
-                None,
-            )
-        })?;
-    Ok(Duration::from_millis(ms.min(queue.max_timeout_ms)))
 }

@@ -1,5 +1,6 @@
 //! What the gateway needs to know about a request, read from a small part of its body.
 
+mod deadline;
 mod layer;
 mod parse;
 mod rewrite;

@@ -45,6 +45,24 @@ struct PoolState {
     admitted: usize,
     queue: WaitQueue<oneshot::Sender<AdmissionPermit>>,
     seq: u64,
+    cold_start: Option<ColdStart>,
+}
+
+/// What discovery knows of how long a model at zero replicas keeps its first requests
+/// waiting: they are held for the cold start plus the TTFT SLO (scale from zero).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColdStart {
+    /// Time to a first ready replica, when measured; `None`: the configured expectation.
+    pub expected: Option<Duration>,
+    /// The model's p95 time-to-first-token target.
+    pub ttft_slo: Duration,
+}
+
+impl ColdStart {
+    /// How long a request without its own deadline waits for a first replica.
+    pub fn hold(&self, configured_cold_start: Duration) -> Duration {
+        self.expected.unwrap_or(configured_cold_start) + self.ttft_slo
+    }
 }
 
 /// A slot of a model's capacity, held by a tenant until the response ends.
@@ -154,6 +172,22 @@ impl ModelPool {
     pub fn capacity_changed(self: &Arc<Self>) {
         let mut state = self.lock();
         self.dispatch(&mut state);
+    }
+
+    /// Records what discovery knows of the model's cold start (`None`: nothing).
+    pub fn set_cold_start(&self, cold_start: Option<ColdStart>) {
+        self.lock().cold_start = cold_start;
+    }
+
+    /// The cold start to hold requests for, while the model has no ready replica; `None`
+    /// when a replica is ready or discovery knows nothing of it.
+    pub fn cold_start_while_empty(&self) -> Option<ColdStart> {
+        let state = self.lock();
+        let ready = state
+            .replicas
+            .iter()
+            .any(|r| r.state() == ReplicaState::Ready);
+        if ready { None } else { state.cold_start }
     }
 
     /// Snapshot for metrics and listings.

@@ -113,3 +113,49 @@ async fn interactive_requests_are_admitted_before_batch_ones() {
     );
     running.shutdown().await.expect("clean shutdown");
 }
+
+/// Scale from zero: a model with no ready replica whose cold start discovery knows holds
+/// requests without their own deadline for the cold start plus the TTFT SLO, not the
+/// interactive default; without that knowledge, the default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_at_zero_holds_requests_for_its_cold_start_plus_the_ttft_slo() {
+    let yaml =
+        zero_replica_config() + "queue: {interactive_timeout_ms: 200, cold_start_ms: 1500}\n";
+    let (running, client) = gateway(&yaml).await;
+    let headers = [
+        ("content-type", "application/json"),
+        ("authorization", "Bearer key-a"),
+    ];
+    let body = completion_body("hello", 4).to_string();
+
+    // Nothing known of its cold start: the 200 ms interactive default.
+    let started = Instant::now();
+    let expired = client
+        .send("POST", "/v1/completions", &headers, body.clone())
+        .await;
+    assert_eq!(expired.status, 503, "{}", expired.body);
+    assert!(started.elapsed() < Duration::from_millis(1500));
+
+    // Known: held 1.5 s + 0.5 s; a replica ready after 0.6 s serves it.
+    running.registry.set_cold_start(
+        "m",
+        Some(tokenscale_gateway::routing::ColdStart {
+            expected: None,
+            ttft_slo: Duration::from_millis(500),
+        }),
+    );
+    let waiting = tokio::spawn({
+        let client = client.clone();
+        let body = body.clone();
+        async move { client.send("POST", "/v1/completions", &headers, body).await }
+    });
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(!waiting.is_finished(), "held past the interactive default");
+    let replica = MockReplica::start().await;
+    running.registry.add("m", &replica.url).expect("valid url");
+    let reply = waiting.await.expect("joins");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(replica.requests(), 1);
+
+    running.shutdown().await.expect("clean shutdown");
+}

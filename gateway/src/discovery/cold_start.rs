@@ -1,0 +1,85 @@
+//! What a `ModelDeployment` says about its cold start: the TTFT SLO (`spec.slo.ttftP95`) a
+//! request held for a first replica should still meet once that replica is up.
+
+use std::time::Duration;
+
+use kube::api::DynamicObject;
+
+use crate::routing::ColdStart;
+
+/// The cold start of `md`; `None` when its TTFT SLO is missing or unreadable. The expected
+/// time to a first replica is left to the gateway's `queue.cold_start_ms`: the resource
+/// carries no measured one.
+pub fn cold_start_of(md: &DynamicObject) -> Option<ColdStart> {
+    let ttft_slo = parse_duration(md.data["spec"]["slo"]["ttftP95"].as_str()?)?;
+    Some(ColdStart {
+        expected: None,
+        ttft_slo,
+    })
+}
+
+/// Parses the resource's durations: one or more `<number><unit>` parts, units `ms`, `s`,
+/// `m`, `h` ("500ms", "1m30s", "1.5s"); `None` for anything else.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let mut rest = text;
+    let mut total_s = 0.0;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .filter(|&n| n > 0)?;
+        let number: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let (unit_s, len) = if rest.starts_with("ms") {
+            (0.001, 2)
+        } else if rest.starts_with('s') {
+            (1.0, 1)
+        } else if rest.starts_with('m') {
+            (60.0, 1)
+        } else if rest.starts_with('h') {
+            (3600.0, 1)
+        } else {
+            return None;
+        };
+        total_s += number * unit_s;
+        rest = &rest[len..];
+    }
+    Duration::try_from_secs_f64(total_s).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::{ApiResource, GroupVersionKind};
+
+    #[test]
+    fn durations_read_as_the_resource_writes_them() {
+        let ms = Duration::from_millis;
+        assert_eq!(parse_duration("500ms"), Some(ms(500)));
+        assert_eq!(parse_duration("1m30s"), Some(ms(90_000)));
+        assert_eq!(parse_duration("1.5s"), Some(ms(1500)));
+        assert_eq!(parse_duration("2h"), Some(ms(7_200_000)));
+        for bad in ["", "5", "-1s", "1 s", "s", "1d", "1.2.3s"] {
+            assert_eq!(parse_duration(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_cold_start_carries_the_ttft_slo() {
+        let (group, version, kind) = super::super::kubernetes::MODEL_DEPLOYMENT;
+        let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+        let mut md = DynamicObject::new("llama", &resource);
+        md.data = serde_json::json!({"spec": {"slo": {"ttftP95": "800ms", "tpotP95": "50ms"}}});
+        assert_eq!(
+            cold_start_of(&md),
+            Some(ColdStart {
+                expected: None,
+                ttft_slo: Duration::from_millis(800)
+            })
+        );
+        md.data = serde_json::json!({"spec": {}});
+        assert_eq!(cold_start_of(&md), None);
+    }
+}

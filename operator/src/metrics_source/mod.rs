@@ -9,6 +9,7 @@ pub mod prometheus;
 pub mod readings;
 pub mod scrape;
 pub mod source;
+pub mod waiting;
 pub mod window;
 
 /// The one Prometheus text parser (shared with the gateway and the CLI).

@@ -70,28 +70,41 @@ pub struct ScrapeSource {
 }
 
 impl ScrapeSource {
-    async fn targets(&self, model: &ModelRef) -> Vec<(String, String, TargetKind)> {
-        let mut targets = Vec::new();
+    /// `(name, /metrics URL)` of each gateway replica now.
+    async fn gateways(&self) -> Vec<(String, String)> {
         match &self.gateway {
-            GatewayTargets::None => {}
-            GatewayTargets::Urls(urls) => {
-                targets.extend(
-                    urls.iter()
-                        .map(|u| (u.clone(), u.clone(), TargetKind::Gateway)),
-                );
-            }
+            GatewayTargets::None => Vec::new(),
+            GatewayTargets::Urls(urls) => urls.iter().map(|u| (u.clone(), u.clone())).collect(),
             GatewayTargets::Service {
                 namespace,
                 name,
                 port,
             } => match service_endpoints(self.client.clone(), namespace, name, *port).await {
-                Ok(eps) => targets.extend(
-                    eps.into_iter()
-                        .map(|e| (e.name, e.url, TargetKind::Gateway)),
-                ),
-                Err(e) => tracing::warn!(error = %e, "listing gateway endpoints failed"),
+                Ok(eps) => eps.into_iter().map(|e| (e.name, e.url)).collect(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "listing gateway endpoints failed");
+                    Vec::new()
+                }
             },
         }
+    }
+
+    /// The `/metrics` URLs of the gateway replicas now.
+    pub(super) async fn gateway_urls(&self) -> Vec<String> {
+        self.gateways()
+            .await
+            .into_iter()
+            .map(|(_, url)| url)
+            .collect()
+    }
+
+    async fn targets(&self, model: &ModelRef) -> Vec<(String, String, TargetKind)> {
+        let mut targets: Vec<_> = self
+            .gateways()
+            .await
+            .into_iter()
+            .map(|(name, url)| (name, url, TargetKind::Gateway))
+            .collect();
         match service_endpoints(
             self.client.clone(),
             &model.namespace,

@@ -194,6 +194,15 @@ async fn a_new_leader_starts_from_the_last_leaders_status_and_decides_as_it_woul
     let b_next = reconcile_once(&b, &handed_over, &log_b).await;
     assert_eq!(decided(&b_next), decided(&a_next));
     assert_eq!(b_next["desiredReplicas"], 5, "{b_next}");
+    // The SLO held: every minute met; 2 000 good tokens/s on four GPUs.
+    assert_eq!(b_next["slo"]["attainment"]["lastHour"], 1.0);
+    assert_eq!(b_next["goodput"], 500.0);
+    assert!(
+        b_next["slo"]["history"]["minutes"]
+            .as_str()
+            .is_some_and(|m| m.ends_with('1')),
+        "{b_next}"
+    );
 
     // Without the status it would have started from the hint and scaled to twice as many.
     let (c, log_c) = leader(steady(), &object, engine);

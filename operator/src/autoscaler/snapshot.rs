@@ -286,8 +286,8 @@ mod tests {
         Timestamp::from_second(unix_s).expect("in range")
     }
 
-    /// The policy run for `periods` of 10 s on a clock starting at `start_s`; returns the
-    /// state and the replica count it left.
+    /// The policy run for `periods` of 10 s on a clock starting at `start_s`, the replicas it
+    /// asks for ready by the next period; returns each decision's replicas and message.
     fn run(
         state: &mut PolicyState,
         start_s: f64,
@@ -310,7 +310,7 @@ mod tests {
     #[test]
     fn a_restored_state_decides_as_the_original_on_the_same_observations() {
         // Leader A's clock starts at 0; it runs 12 periods (rise and burst) and writes a
-        // snapshot at t = 110 s, 12:00:00 on the wall.
+        // snapshot at t = 110 s, 2027-01-15T08:00:00Z on the wall.
         let mut original = PolicyState::new(&spec());
         let before = run(&mut original, 0.0, 0, 12, 2);
         let ready = before.last().map(|(r, _)| *r).expect("decided");
@@ -335,10 +335,10 @@ mod tests {
         let next_original = run(&mut original, 0.0, 12, 30, ready);
         let next_restored = run(&mut restored, 5_000.0 - 110.0, 12, 30, ready);
         assert_eq!(next_original, next_restored);
-        let reasons: Vec<u32> = next_original.iter().map(|(r, _)| *r).collect();
+        let replicas: Vec<u32> = next_original.iter().map(|(r, _)| *r).collect();
         assert!(
-            reasons.windows(2).any(|w| w[1] < w[0]),
-            "the run scales down, so the stabilisation memory was exercised: {reasons:?}"
+            replicas.windows(2).any(|w| w[1] < w[0]),
+            "the run scales down, so the stabilisation memory was exercised: {replicas:?}"
         );
     }
 

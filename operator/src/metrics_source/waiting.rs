@@ -94,6 +94,55 @@ mod tests {
         assert_eq!(queued_models(&parse(&text).samples), set(&["cold"]));
     }
 
+    /// A stand-in gateway answering every `/metrics` with `model`'s queue at `depth()`.
+    async fn gateway(depth: std::sync::Arc<std::sync::atomic::AtomicU64>) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut request = [0u8; 1024];
+                let _ = socket.read(&mut request).await;
+                let depth = depth.load(std::sync::atomic::Ordering::SeqCst);
+                let body = format!("{}{{model_name=\"cold\"}} {depth}\n", gateway::QUEUE_DEPTH);
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(reply.as_bytes()).await;
+            }
+        });
+        format!("http://{addr}/metrics")
+    }
+
+    /// The first request queued at a model with no replica is named at the next poll (a
+    /// second; the bound leaves room for a slow machine, far below a 15 s period), once.
+    #[tokio::test]
+    async fn a_queue_that_fills_is_named_within_a_second() {
+        let depth = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (service, _api) = tower_test::mock::pair::<
+            http::Request<kube::client::Body>,
+            http::Response<kube::client::Body>,
+        >();
+        let source = ScrapeSource {
+            client: kube::Client::new(service, "default"),
+            gateway: GatewayTargets::Urls(vec![gateway(depth.clone()).await]),
+        };
+        let (sender, mut named) = mpsc::channel(4);
+        let watch = tokio::spawn(async move { source.watch_queues(sender).await });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(named.try_recv().is_err(), "nothing queued yet");
+        depth.store(1, std::sync::atomic::Ordering::SeqCst);
+        let first = tokio::time::timeout(Duration::from_secs(3), named.recv()).await;
+        assert_eq!(first.ok().flatten().as_deref(), Some("cold"));
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        assert!(named.try_recv().is_err(), "still queued: not named again");
+        drop(named);
+        watch.abort();
+    }
+
     #[test]
     fn a_model_is_named_when_its_queue_fills_not_while_it_stays_full() {
         let mut edges = QueueEdges::default();

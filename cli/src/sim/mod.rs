@@ -2,6 +2,7 @@
 //! policies (the operator's real policy among them) and scores SLO attainment against
 //! GPU-hours. A fluid discrete-time model: see `replica` for the approximation.
 
+mod family;
 mod fleet;
 mod knee;
 mod metrics;
@@ -65,8 +66,9 @@ pub enum SimError {
 /// `tokenscale sim` arguments.
 #[derive(Debug, Clone, Args)]
 pub struct SimArgs {
-    /// Trace: `diurnal`, `bursty`, `ramp` (bundled), a YAML rate-curve spec, or a `.jsonl`
-    /// recording (`{"t": s, "input_tokens": n, "output_tokens": m}` a line).
+    /// Trace: `diurnal`, `bursty`, `ramp` (bundled), `family:SEED` (a generated member of the
+    /// trace family: steps, on/off load, ramps, flash crowds, diurnal curves), a YAML
+    /// rate-curve spec, or a `.jsonl` recording (`{"t": s, "input_tokens": n, "output_tokens": m}` a line).
     #[arg(long, default_value = "diurnal")]
     pub trace: String,
     /// Performance profile: `llama3-8b-h100`, `smollm2-cpu`, or a YAML/JSON file.

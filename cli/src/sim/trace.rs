@@ -79,6 +79,9 @@ pub struct TraceSpec {
 enum Source {
     /// Poisson arrivals around a curve scaled by `scale`.
     Curve { spec: TraceSpec, scale: f64 },
+    /// Poisson arrivals around a rate given every second (a generated trace), scaled by
+    /// `scale`, held at its last rate past its end.
+    Sampled { per_second: Vec<f64>, scale: f64 },
     /// Recorded requests `(t_s, class)`, sorted by time, plus per-second counts for the oracle.
     Recorded {
         requests: Vec<(f64, u8)>,
@@ -107,8 +110,17 @@ pub const BUNDLED: [(&str, &str); 3] = [
 ];
 
 impl Trace {
-    /// Loads a bundled trace by name, a `.jsonl` recording, or a YAML trace spec file.
+    /// Loads a bundled trace by name, a member of the trace family (`family:SEED`), a `.jsonl`
+    /// recording, or a YAML trace spec file.
     pub fn load(name_or_path: &str) -> Result<Self, SimError> {
+        if let Some(seed) = name_or_path.strip_prefix("family:") {
+            let seed = seed.trim().parse::<u64>().map_err(|_| {
+                SimError::Usage(format!(
+                    "trace `{name_or_path}`: the family takes a seed, e.g. `family:7`"
+                ))
+            })?;
+            return Ok(Self::family(seed));
+        }
         if let Some((_, text)) = BUNDLED.iter().find(|(name, _)| *name == name_or_path) {
             return Self::from_spec_yaml(text, name_or_path);
         }
@@ -120,6 +132,20 @@ impl Trace {
             Self::from_jsonl(&text, name_or_path)
         } else {
             Self::from_spec_yaml(&text, name_or_path)
+        }
+    }
+
+    /// The trace family's member `seed` (see `family`).
+    pub fn family(seed: u64) -> Self {
+        let generated = super::family::generate(seed);
+        Self {
+            name: format!("family:{seed} ({})", generated.description),
+            duration_s: super::family::DURATION_S,
+            classes: generated.classes,
+            source: Source::Sampled {
+                per_second: generated.per_second,
+                scale: 1.0,
+            },
         }
     }
 
@@ -253,7 +279,7 @@ impl Trace {
     /// hold their last rate); a recording can only be cut shorter.
     pub fn set_duration(&mut self, duration_s: f64) {
         self.duration_s = match self.source {
-            Source::Curve { .. } => duration_s,
+            Source::Curve { .. } | Source::Sampled { .. } => duration_s,
             Source::Recorded { .. } => self.duration_s.min(duration_s),
         };
     }
@@ -262,7 +288,7 @@ impl Trace {
     pub fn scale_peak(&mut self, peak_rps: f64) -> Result<(), SimError> {
         let peak = self.peak_rps();
         match &mut self.source {
-            Source::Curve { scale, .. } if peak > 0.0 => {
+            Source::Curve { scale, .. } | Source::Sampled { scale, .. } if peak > 0.0 => {
                 *scale *= peak_rps / peak;
                 Ok(())
             }
@@ -283,6 +309,15 @@ impl Trace {
     pub fn rate_rps(&self, t_s: f64) -> f64 {
         match &self.source {
             Source::Curve { spec, scale } => scale * curve_rate(spec, t_s),
+            Source::Sampled { per_second, scale } => {
+                let t = t_s.max(0.0);
+                let i = t.floor() as usize;
+                let at = |i: usize| per_second.get(i).or(per_second.last()).copied();
+                match (at(i), at(i + 1)) {
+                    (Some(a), Some(b)) => scale * (a + (b - a) * t.fract()),
+                    _ => 0.0,
+                }
+            }
             Source::Recorded { per_second, .. } => per_second
                 .get(t_s.max(0.0) as usize)
                 .copied()
@@ -302,7 +337,7 @@ impl Trace {
     pub fn arrivals(&mut self, t_s: f64, dt_s: f64, rng: &mut Rng) -> ClassCounts {
         let mut counts = [0.0; MAX_CLASSES];
         match &mut self.source {
-            Source::Curve { .. } => {
+            Source::Curve { .. } | Source::Sampled { .. } => {
                 let mean = self.rate_rps(t_s + dt_s / 2.0) * dt_s;
                 for (count, class) in counts.iter_mut().zip(&self.classes) {
                     *count = rng.poisson(mean * class.weight);

@@ -39,6 +39,7 @@ mod decision;
 #[cfg(test)]
 mod edge_tests;
 mod observations;
+mod oscillation;
 #[cfg(test)]
 mod props;
 pub mod snapshot;
@@ -51,7 +52,7 @@ mod zero;
 pub use capacity::slo_ratio;
 pub use decide::decide;
 pub use decision::{Decision, DecisionReason};
-pub use observations::{Demand, Observations, ReplicaLoad, WindowedRate};
+pub use observations::{Demand, DemandSource, Observations, ReplicaLoad, WindowedRate};
 pub use snapshot::{Clocks, PolicySnapshot, restore, snapshot};
 pub use spec::{PolicySpec, Slo, SpecError};
 pub use state::PolicyState;

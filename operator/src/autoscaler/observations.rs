@@ -26,6 +26,20 @@ pub struct Demand {
     pub running_requests: u64,
     /// Requests completed in the stable window: tells whether the p95s below mean anything.
     pub completed_requests: u64,
+    /// Where the arrivals were read from.
+    pub source: DemandSource,
+}
+
+/// Where a model's arrivals were measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DemandSource {
+    /// Counted by the gateway as requests arrive (admitted, queued, or refused for want of
+    /// capacity): offered load, not capped by the capacity that exists.
+    #[default]
+    GatewayArrivals,
+    /// No gateway in front: completions read from the engines stand in for arrivals (capped by
+    /// capacity; the engines' waiting queues show the rest).
+    EngineCompletions,
 }
 
 /// Load of one ready replica, for status and for picking which replica to drain.

@@ -66,6 +66,7 @@ fn random_observations(g: &mut Gen, spec: &PolicySpec, current: u32) -> Observat
         queued_requests: g.below(3) * g.below(500),
         running_requests: g.below(200),
         completed_requests: g.below(1000),
+        source: Default::default(),
     };
     Observations {
         ready_replicas: ready,

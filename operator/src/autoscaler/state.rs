@@ -42,6 +42,14 @@ pub struct PolicyState {
     /// Short-window throughput per ready replica `(time_s, tokens_per_s)` of recent periods:
     /// the load at the worst moment of the window a p95 covers.
     pub(crate) burst_history: VecDeque<(f64, f64)>,
+    /// The scale-in stabilisation window now in force, seconds (`None`: the spec's). Grows
+    /// when load came back soon after a scale-in, shrinks back while it stays down.
+    pub scale_in_window_s: Option<f64>,
+    /// When the fleet's last run of scale-in steps began, and the count it began from (load
+    /// that comes back undoes it; see `oscillation`).
+    pub last_scale_in: Option<(f64, u32)>,
+    /// When the scale-in window last changed.
+    pub(crate) scale_in_window_changed_s: Option<f64>,
 }
 
 impl PolicyState {

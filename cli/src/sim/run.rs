@@ -61,6 +61,8 @@ pub struct PolicyResult {
     pub policy: String,
     /// Share of minutes whose p95 TTFT and p95 TPOT met the SLO.
     pub slo_minute_attainment: f64,
+    /// The minutes (from the start) that missed it.
+    pub missed_minutes: Vec<u32>,
     /// Share of requests within both targets.
     pub request_attainment: f64,
     /// Device-hours held (ready, starting or draining).
@@ -235,9 +237,11 @@ fn score(
     control: Controller,
 ) -> PolicyResult {
     let minutes = ((duration_s / 60.0).floor() as usize).max(1);
-    let met = (0..minutes)
-        .filter(|&m| rec.minutes.get(m).is_none_or(|minute| minute.met()))
-        .count();
+    let missed_minutes: Vec<u32> = (0..minutes)
+        .filter(|&m| rec.minutes.get(m).is_some_and(|minute| !minute.met()))
+        .map(|m| m as u32)
+        .collect();
+    let met = minutes - missed_minutes.len();
     let last_reason = match control {
         Controller::Tokenscale { last_reason, .. } => last_reason,
         _ => String::new(),
@@ -245,6 +249,7 @@ fn score(
     PolicyResult {
         policy: kind.to_string(),
         slo_minute_attainment: met as f64 / minutes as f64,
+        missed_minutes,
         request_attainment: if rec.completed > 0.0 {
             rec.completed_ok / rec.completed
         } else {

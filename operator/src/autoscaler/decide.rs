@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 
 use super::capacity::{learn, slo_ratio};
 use super::decision::{Decision, DecisionReason};
-use super::observations::{Demand, Observations};
+use super::observations::{Demand, DemandSource, Observations};
+use super::oscillation;
 use super::spec::PolicySpec;
 use super::state::PolicyState;
 use super::zero::{track_idle, zero_edges};
@@ -24,6 +25,9 @@ struct Need {
     panic_tokens_per_s: f64,
     stable_replicas: u32,
     panic_replicas: u32,
+    /// The same without the backlog's drain: the level demand asks for.
+    stable_level_replicas: u32,
+    panic_level_replicas: u32,
 }
 
 /// Decides the replica count for one model. `now_s` is any monotonic clock in seconds (the
@@ -73,8 +77,15 @@ pub fn decide(
     } else {
         need.stable_replicas
     };
-    let window_s = spec.scale_down_stabilization.as_secs_f64();
-    let stabilized = state.stabilized(now_s, window_s, raw);
+    let window_s = oscillation::window_s(spec, state);
+    // Replicas asked for only to drain a backlog are a transient need: the stabilisation
+    // window remembers the level demand asked for, so they go once the queue is gone.
+    let level = if panicking {
+        need.stable_level_replicas.max(need.panic_level_replicas)
+    } else {
+        need.stable_level_replicas
+    };
+    let stabilized = state.stabilized(now_s, window_s, level);
     let planned = Some(if panicking {
         need.panic_tokens_per_s.max(need.stable_tokens_per_s)
     } else {
@@ -103,7 +114,13 @@ pub fn decide(
 
     if raw > current {
         // Not clamped here: `finish` clamps and says so (`Bounded`).
-        let replicas = raw.min(up_cap(spec, current));
+        // Arrivals counted by the gateway are demand not capped by the capacity that exists:
+        // the needed count is reached in one decision. Completions (no gateway) are capped by
+        // capacity, so each step can only see so far past it: there the step is capped.
+        let replicas = match demand.source {
+            DemandSource::GatewayArrivals => raw,
+            DemandSource::EngineCompletions => raw.min(up_cap(spec, current)),
+        };
         let reason = if panicking && need.panic_replicas > need.stable_replicas {
             DecisionReason::PanicScaleUp
         } else {
@@ -133,7 +150,8 @@ pub fn decide(
     } else {
         stabilized
     };
-    let (replicas, reason, why) = scale_down(spec, obs, state, current, raw, stabilized, panicking);
+    let (replicas, reason, why) =
+        scale_down(spec, obs, current, raw, stabilized, window_s, panicking);
     let message = format!("{numbers}: {why}");
     finish(
         spec, state, replicas, reason, message, planned, now_s, current,
@@ -145,10 +163,10 @@ pub fn decide(
 fn scale_down(
     spec: &PolicySpec,
     obs: &Observations,
-    state: &PolicyState,
     current: u32,
     raw: u32,
     stabilized: u32,
+    window_s: f64,
     panicking: bool,
 ) -> (u32, DecisionReason, String) {
     let hold = clamp(spec, current);
@@ -174,7 +192,6 @@ fn scale_down(
         );
     }
     if stabilized >= current {
-        let window_s = spec.scale_down_stabilization.as_secs_f64();
         let why = format!(
             "{raw} would do, but demand needed {stabilized} within the last {window_s:.0} s"
         );
@@ -191,7 +208,6 @@ fn scale_down(
         spec,
         stabilized.max(current.saturating_sub(step)).max(floor),
     );
-    let _ = state;
     (
         replicas,
         DecisionReason::ScaleDown,
@@ -278,13 +294,16 @@ fn need(
         let spare = f64::from(replicas(tokens_per_s)) * capacity - tokens_per_s;
         tokens_per_s + (backlog_tokens_per_s - spare.max(0.0)).max(0.0)
     };
-    let stable = with_backlog(stable + rise - fall);
-    let panic = with_backlog(panic);
+    let (stable_level, panic_level) = (stable + rise - fall, panic);
+    let stable = with_backlog(stable_level);
+    let panic = with_backlog(panic_level);
     Some(Need {
         stable_tokens_per_s: stable,
         panic_tokens_per_s: panic,
         stable_replicas: replicas(stable),
         panic_replicas: replicas(panic),
+        stable_level_replicas: replicas(stable_level),
+        panic_level_replicas: replicas(panic_level),
     })
 }
 
@@ -373,6 +392,7 @@ pub(super) fn finish(
     if bounded != current {
         state.last_scale_s = Some(now_s);
     }
+    oscillation::note(spec, state, current, bounded, now_s);
     Decision {
         replicas: bounded,
         reason,

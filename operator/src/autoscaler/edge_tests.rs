@@ -251,3 +251,38 @@ fn a_steady_fall_is_planned_where_it_is_not_where_the_window_mean_trails() {
         "planned {planned}, mean {mean}"
     );
 }
+
+#[test]
+fn gateway_arrivals_reach_the_needed_count_in_one_decision_completions_step() {
+    // Demand of 20 replicas at target (1000 tokens/s each at 80%) on a fleet of 3.
+    let spec = spec();
+    let mut state = PolicyState::new(&spec);
+    let d = decide(&spec, &obs(3, 0, 16_000.0), &mut state, 0.0);
+    assert_eq!(d.replicas, 20, "{}", d.message);
+
+    // Without a gateway, completions are capped by the capacity that exists: one step at a
+    // time, at most max(2×, +4).
+    let mut engines = obs(3, 0, 16_000.0);
+    if let Some(demand) = engines.demand.as_mut() {
+        demand.source = DemandSource::EngineCompletions;
+    }
+    let mut state = PolicyState::new(&spec);
+    let d = decide(&spec, &engines, &mut state, 0.0);
+    assert_eq!(d.replicas, 7, "{}", d.message);
+}
+
+#[test]
+fn replicas_added_for_a_backlog_are_not_held_once_it_drains() {
+    let spec = spec();
+    let mut state = PolicyState::new(&spec).seen_since(-1000.0);
+    // 4 replicas' worth of demand and a backlog of 3,000 requests (300,000 tokens): more.
+    let mut backlog = obs(4, 0, 3_000.0);
+    if let Some(demand) = backlog.demand.as_mut() {
+        demand.queued_requests = 3_000;
+    }
+    let up = decide(&spec, &backlog, &mut state, 0.0);
+    assert!(up.replicas > 4, "{}", up.message);
+    // The queue is gone 30 s later, within the stabilisation window: the level is what holds.
+    let drained = decide(&spec, &obs(up.replicas, 0, 3_000.0), &mut state, 30.0);
+    assert!(drained.replicas < up.replicas, "{}", drained.message);
+}

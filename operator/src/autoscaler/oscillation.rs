@@ -18,10 +18,10 @@ use super::spec::PolicySpec;
 use super::state::PolicyState;
 
 /// Load that returns within this long after a scale-in is load that came back; after it, new.
-pub const REGRET_HORIZON_S: f64 = 30.0 * 60.0;
+pub const REGRET_HORIZON_S: f64 = 10.0 * 60.0;
 /// The longest scale-in window learned: holding through longer dips costs more than a cold
 /// start's worth of SLO breaches is worth.
-pub const MAX_WINDOW_S: f64 = 30.0 * 60.0;
+pub const MAX_WINDOW_S: f64 = 10.0 * 60.0;
 /// A learned window covers the dip it failed on with this margin (dips vary in length).
 const MARGIN: f64 = 1.25;
 
@@ -42,11 +42,17 @@ pub(super) fn note(
     let base = spec.scale_down_stabilization.as_secs_f64();
     let window = window_s(spec, state);
     if let Some((at_s, before)) = state.last_scale_in {
-        let undone = replicas > current && 2 * (replicas - current) >= before.saturating_sub(current);
+        let dip = before.saturating_sub(current);
+        // Noise moves a fleet by a replica or so: only a dip of a quarter of the fleet (two
+        // replicas at least) taken back by half is load that came back.
+        let significant = dip >= 2 && 4 * dip >= before;
+        let undone = significant && replicas > current && 2 * (replicas - current) >= dip;
         if undone && now_s - at_s <= REGRET_HORIZON_S {
             // Load came back: the dip lasted from (about) a window before the scale-in to now.
             let dip_s = now_s - at_s + window;
-            let grown = (MARGIN * dip_s).max(2.0 * window).min(MAX_WINDOW_S.max(base));
+            let grown = (MARGIN * dip_s)
+                .max(2.0 * window)
+                .min(MAX_WINDOW_S.max(base));
             set(state, grown, base, now_s);
             state.last_scale_in = None;
         } else if now_s - at_s > REGRET_HORIZON_S {
@@ -119,7 +125,7 @@ mod tests {
         for round in 0..10 {
             let t = f64::from(round) * 1000.0;
             note(&spec, &mut state, 10, 5, t);
-            note(&spec, &mut state, 5, 10, t + 900.0);
+            note(&spec, &mut state, 5, 10, t + 0.5 * REGRET_HORIZON_S);
         }
         assert_eq!(window_s(&spec, &state), MAX_WINDOW_S);
         // A rise after the horizon, or one that stays below the scaled-in count, is new load.

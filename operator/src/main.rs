@@ -94,11 +94,22 @@ fn render(file: &std::path::Path, namespace: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn metrics_source(args: &Args, client: &Client) -> anyhow::Result<Arc<dyn MetricsSource>> {
+/// The metrics source the flags ask for, and a scrape source once more as itself, for its
+/// queue watch (a Prometheus server is too slow to wake a model within a second).
+struct Sources {
+    metrics: Arc<dyn MetricsSource>,
+    scrape: Option<Arc<ScrapeSource>>,
+}
+
+fn metrics_source(args: &Args, client: &Client) -> anyhow::Result<Sources> {
     if let Some(url) = &args.prometheus_url {
-        return Ok(Arc::new(PrometheusSource {
+        let metrics = Arc::new(PrometheusSource {
             base_url: url.clone(),
-        }));
+        });
+        return Ok(Sources {
+            metrics,
+            scrape: None,
+        });
     }
     let gateway = match (&args.gateway_service, args.gateway_metrics_url.is_empty()) {
         (Some(_), false) => bail!("pass --gateway-service or --gateway-metrics-url, not both"),
@@ -115,10 +126,14 @@ fn metrics_source(args: &Args, client: &Client) -> anyhow::Result<Arc<dyn Metric
         (None, false) => GatewayTargets::Urls(args.gateway_metrics_url.clone()),
         (None, true) => GatewayTargets::None,
     };
-    Ok(Arc::new(ScrapeSource {
+    let source = Arc::new(ScrapeSource {
         client: client.clone(),
         gateway,
-    }))
+    });
+    Ok(Sources {
+        metrics: source.clone(),
+        scrape: Some(source),
+    })
 }
 
 #[tokio::main]
@@ -142,7 +157,10 @@ async fn main() -> anyhow::Result<()> {
         args.metrics_listen,
         metrics.clone(),
     ));
-    let source = metrics_source(&args, &client)?;
+    let Sources {
+        metrics: source,
+        scrape,
+    } = metrics_source(&args, &client)?;
     let ctx = Arc::new(Context::new(
         client.clone(),
         metrics.clone(),
@@ -160,11 +178,17 @@ async fn main() -> anyhow::Result<()> {
         },
     ));
     let controllers = async {
+        // Started with the controllers, so only the leader polls the gateway's queues.
+        let queue_watch =
+            scrape.map(|s| tokio::spawn(controller::wake::watch_queues(s, ctx.clone())));
         let runs = scope
             .controllers()
             .into_iter()
             .map(|ns| controller::run(ctx.clone(), ns));
         futures::future::join_all(runs).await;
+        if let Some(watch) = queue_watch {
+            watch.abort();
+        }
     };
     if args.no_leader_election || !args.leader_election {
         tracing::info!("leader election off");

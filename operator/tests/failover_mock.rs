@@ -184,7 +184,7 @@ async fn a_new_leader_starts_from_the_last_leaders_status_and_decides_as_it_woul
         .expect("the learned capacity is in status");
     assert!(learned >= 500.0, "learned {learned}");
     assert!(written["autoscaler"]["watchingSince"].is_string());
-    a.decided.lock().expect("decided").clear();
+    a.wake(&object);
     let a_next = reconcile_once(&a, &object, &log_a).await;
 
     // Leader B has never seen the model; it reads A's status and makes A's next decision.

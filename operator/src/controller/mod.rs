@@ -4,9 +4,11 @@
 pub mod apply;
 pub mod attainment;
 pub mod conflict;
+pub mod due;
 pub mod scaling;
 pub mod scope;
 pub mod status;
+pub mod wake;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -26,6 +28,7 @@ use crate::crd::ModelDeployment;
 use crate::error::{Error, Result};
 use crate::metrics_source::MetricsSource;
 use crate::telemetry::Metrics;
+use due::DueGate;
 use scaling::{BudgetBook, ModelMemory};
 pub use scope::{WatchScope, check_access};
 
@@ -57,9 +60,13 @@ pub struct Context {
     pub budget: Mutex<BudgetBook>,
     /// Consecutive failures per model, for the backoff.
     pub failures: Mutex<HashMap<String, u32>>,
-    /// When each model last decided, and at which generation: the status write of a decision
-    /// triggers another reconcile, which must not decide again before the period is up.
-    pub decided: Mutex<HashMap<String, (f64, Option<i64>)>>,
+    /// When each model last decided, and which the queue watch woke: the status write of a
+    /// decision triggers another reconcile, which must not decide again before the period is
+    /// up, unless a first request is waiting at zero replicas.
+    pub due: Mutex<DueGate>,
+    /// Served names whose gateway admission queue has just filled (see [`wake`]), for every
+    /// controller [`run`] starts to map onto its ModelDeployments.
+    pub queue_filled: tokio::sync::broadcast::Sender<String>,
     /// Origin of the policy's clock.
     pub started: Instant,
     /// Every ModelDeployment the controller watches (its cache), for the one-owner-per-
@@ -88,7 +95,8 @@ impl Context {
             memory: Mutex::default(),
             budget: Mutex::default(),
             failures: Mutex::default(),
-            decided: Mutex::default(),
+            due: Mutex::default(),
+            queue_filled: tokio::sync::broadcast::channel(wake::QUEUE_FILLED_BUFFER).0,
             started: Instant::now(),
             deployments: std::sync::OnceLock::new(),
         }
@@ -108,20 +116,22 @@ impl Context {
     }
 
     /// Time left before `md` is due for its next decision; `None` when due now (first time,
-    /// a new generation, or a period has passed).
+    /// a new generation, a period has passed, or woken; see [`DueGate::not_due_for`]).
     pub fn not_due_for(&self, md: &ModelDeployment) -> Option<Duration> {
         let period_s = md.spec.scaling.period.as_secs_f64();
-        let (last_s, generation) = *lock(&self.decided).get(&model_key(md))?;
-        let elapsed_s = self.now_s() - last_s;
-        // 5% slack: a requeue after exactly one period must find the model due.
-        let due = generation != md.metadata.generation || elapsed_s >= 0.95 * period_s;
-        (!due).then(|| Duration::from_secs_f64((period_s - elapsed_s).max(0.0)))
+        let now_s = self.now_s();
+        lock(&self.due).not_due_for(&model_key(md), md.metadata.generation, period_s, now_s)
     }
 
     /// Records that `md` decided now.
     pub fn mark_decided(&self, md: &ModelDeployment) {
         let now_s = self.now_s();
-        lock(&self.decided).insert(model_key(md), (now_s, md.metadata.generation));
+        lock(&self.due).mark_decided(&model_key(md), md.metadata.generation, now_s);
+    }
+
+    /// Lets `md` decide at its next reconcile, however recently it decided.
+    pub fn wake(&self, md: &ModelDeployment) {
+        lock(&self.due).wake(&model_key(md));
     }
 }
 
@@ -139,7 +149,7 @@ pub async fn reconcile(md: Arc<ModelDeployment>, ctx: Arc<Context>) -> Result<Ac
         // only recreate what is being deleted. Forget the model's memory and budget share.
         lock(&ctx.memory).remove(&key);
         lock(&ctx.budget).forget(&key);
-        lock(&ctx.decided).remove(&key);
+        lock(&ctx.due).forget(&key);
         ctx.metrics.models.remove(&md);
         return Ok(Action::await_change());
     }
@@ -196,10 +206,16 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         watcher::Config::default().labels("app.kubernetes.io/managed-by=tokenscale-operator");
     let controller = Controller::new(mds, watcher::Config::default().any_semantic());
     let _ = ctx.deployments.set(controller.store());
+    let wakes = wake::triggers(ctx.clone(), controller.store());
     controller
         .owns(deployments, children.clone())
         .owns(services, children.clone())
         .owns(pdbs, children)
+        // `reconcile_on(wakes)` would reconcile only the woken models, but kube gates it
+        // behind its `unstable-runtime-reconcile-on` feature. Reconciling every model instead
+        // re-applies the others' children (server-side no-ops) and leaves them behind their
+        // due-gate; it happens once per model's cold start, not per period.
+        .reconcile_all_on(wakes.map(|_| ()))
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

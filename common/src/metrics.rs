@@ -179,10 +179,14 @@ pub mod gateway {
     /// broke mid-answer (reset, idle timeout, in-band error), each counted once per break.
     pub const STREAM_INTERRUPTIONS_TOTAL: &str = "tokenscale_gateway_stream_interruptions_total";
 
-    /// Upper bounds (seconds) of the TTFT histogram buckets (`+Inf` implied).
+    /// Upper bounds (seconds) of the TTFT histogram buckets (`+Inf` implied). A p95 read from
+    /// a histogram is interpolated inside one bucket: bounds at most ~1.33× apart (2× apart
+    /// before) keep that read close to what clients measure — with 25–50 ms in one bucket, a
+    /// true 25 ms p95 read as 32 ms, and the autoscaler acts on the read.
     pub const TTFT_BUCKETS_S: &[f64] = &[
-        0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0,
-        7.5, 10.0, 20.0, 40.0, 80.0,
+        0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.06, 0.075, 0.1, 0.125, 0.15, 0.2,
+        0.25, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.5, 10.0, 15.0,
+        20.0, 30.0, 40.0, 80.0,
     ];
     /// Upper bounds (seconds) of the time-per-output-token histogram buckets.
     pub const TPOT_BUCKETS_S: &[f64] = &[

@@ -31,10 +31,33 @@ fn manifest(profile: &Path) -> String {
 /// Starts `up` on a free port; returns its pid and the gateway address once a replica is
 /// ready behind it.
 fn start_up(procs: &mut Procs, dir: &Path) -> (u32, std::net::SocketAddr) {
+    let up = start_up_logged(procs, dir);
+    (up.pid, up.addr)
+}
+
+/// The same, keeping the path of `up`'s log (its status lines).
+fn start_up_logged(procs: &mut Procs, dir: &Path) -> cli_support::Up {
     let profile = dir.join("profile.yaml");
     std::fs::write(&profile, PROFILE).expect("profile written");
-    let up = cli_support::start_up(procs, dir, &manifest(&profile), MODEL, 1);
-    (up.pid, up.addr)
+    cli_support::start_up(procs, dir, &manifest(&profile), MODEL, 1)
+}
+
+/// The `ttft p95 …ms/` figures of the status lines `up` wrote to its log after byte `from`.
+fn status_ttft_s(log: &Path, from: usize) -> Vec<f64> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.get(from..)
+        .unwrap_or("")
+        .lines()
+        .filter_map(|line| {
+            let rest = line.split("ttft p95 ").nth(1)?;
+            let ms = rest.split("ms/").next()?;
+            ms.trim().parse::<f64>().ok().map(|ms| ms / 1e3)
+        })
+        .collect()
+}
+
+fn log_len(log: &Path) -> usize {
+    std::fs::metadata(log).map_or(0, |m| m.len() as usize)
 }
 
 fn ready_replicas(addr: std::net::SocketAddr) -> Option<u32> {
@@ -100,7 +123,8 @@ fn assert_all_ok(point: &serde_json::Value) {
 fn a_load_ramp_scales_the_replicas_up_and_back_down_within_the_slo() {
     let dir = scratch_dir("up-e2e");
     let mut procs = Procs::default();
-    let (up_pid, addr) = start_up(&mut procs, &dir);
+    let up = start_up_logged(&mut procs, &dir);
+    let (up_pid, addr) = (up.pid, up.addr);
 
     // Watch the ready replicas through the gateway while the ramp runs.
     let seen = Arc::new(Mutex::new(Vec::<u32>::new()));
@@ -126,7 +150,19 @@ fn a_load_ramp_scales_the_replicas_up_and_back_down_within_the_slo() {
         .copied()
         .max()
         .unwrap_or(0);
-    let settled = bench(addr, &dir, "settled", BASE_RATE, 30);
+    // The status lines of the settled run's last 20 s: their 6 s window holds only its
+    // traffic (the peak has left it), so they must tell what its clients felt.
+    let settled = std::thread::scope(|scope| {
+        let log = &up.log;
+        let marks = scope.spawn(move || {
+            std::thread::sleep(Duration::from_secs(10));
+            log_len(log)
+        });
+        let point = bench(addr, &dir, "settled", BASE_RATE, 30);
+        (point, marks.join().expect("log mark"))
+    });
+    let (settled, settled_from) = settled;
+    let mut status_ttft = status_ttft_s(&up.log, settled_from);
     wait_for(
         "the replicas to fall back to ≤ 2",
         Duration::from_secs(60),
@@ -151,6 +187,19 @@ fn a_load_ramp_scales_the_replicas_up_and_back_down_within_the_slo() {
     assert!(
         ttft_p95 <= SLO_TTFT_S,
         "settled p95 TTFT {ttft_p95} s above the SLO"
+    );
+    // What `up` reports is what users feel: the median of its status lines' p95 TTFT over
+    // the settled run is within 25% of the clients' own p95.
+    assert!(!status_ttft.is_empty(), "no status lines in {:?}", up.log);
+    status_ttft.sort_by(f64::total_cmp);
+    let reported = status_ttft[status_ttft.len() / 2];
+    println!(
+        "settled TTFT p95: clients {ttft_p95:.4} s, up's status line (median of {}) {reported:.4} s",
+        status_ttft.len()
+    );
+    assert!(
+        (reported - ttft_p95).abs() <= 0.25 * ttft_p95,
+        "up reports p95 TTFT {reported} s, its clients measured {ttft_p95} s: {status_ttft:?}"
     );
 
     // SIGTERM: up drains, stops every engine, and exits.

@@ -23,6 +23,22 @@ fn main() {
             r.slo_minute_attainment * 100.0,
             r.gpu_hours
         );
+        let peak = r.series.iter().map(|p| p.replicas).max().unwrap_or(0);
+        if let Some(at) = r.series.iter().position(|p| p.replicas == peak) {
+            println!(
+                "  peak {peak} replicas at {:.0} min; around it (t min, req/s, held, ready):",
+                r.series[at].t_s / 60.0
+            );
+            for p in &r.series[at.saturating_sub(6)..(at + 6).min(r.series.len())] {
+                println!(
+                    "    {:.1} {:.0} {} {}",
+                    p.t_s / 60.0,
+                    p.demand_rps,
+                    p.replicas,
+                    p.ready
+                );
+            }
+        }
         for m in &r.missed_minutes {
             let t = f64::from(*m) * 60.0;
             let at = |t: f64| {

@@ -249,14 +249,26 @@ fn need(
     } else {
         0.0
     };
-    let stable = demand
-        .output_tokens_per_s
-        .stable
-        .max(offered(demand.arrival_requests_per_s.stable));
-    let panic = demand
-        .output_tokens_per_s
-        .panic
-        .max(offered(demand.arrival_requests_per_s.panic));
+    // Arrivals counted by the gateway are the demand. Served throughput is not: while a
+    // backlog drains it runs far above the arrivals, and counting it ordered a second and
+    // third wave of replicas after a flash crowd (272 where 74 served its peak). Completions
+    // (no gateway) are capped by capacity, so there the larger of the two counts.
+    let from_arrivals = demand.source == DemandSource::GatewayArrivals && tokens_per_request > 0.0;
+    let pick = |served: f64, arrivals: f64| {
+        if from_arrivals {
+            offered(arrivals)
+        } else {
+            served.max(offered(arrivals))
+        }
+    };
+    let stable = pick(
+        demand.output_tokens_per_s.stable,
+        demand.arrival_requests_per_s.stable,
+    );
+    let panic = pick(
+        demand.output_tokens_per_s.panic,
+        demand.arrival_requests_per_s.panic,
+    );
     let slope_per_s = state.demand_trend(now_s, window_s, stable);
     let lead_s = startup_s + spec.period.as_secs_f64() + 0.5 * window_s;
     // A rise smaller than the noise of two window means is no trend; and the extrapolation
@@ -288,10 +300,15 @@ fn need(
     let per_replica = capacity * spec.target_utilization;
     let replicas =
         |tokens_per_s: f64| (tokens_per_s / per_replica).ceil().min(f64::from(u32::MAX)) as u32;
-    // The replicas a demand needs run below full capacity (target utilisation, rounding up):
-    // that spare drains the backlog first; only the rest asks for more replicas.
+    // The replicas a demand needs run below full capacity (target utilisation, rounding up),
+    // and the fleet may already hold more than that (ready after a burst): that spare drains
+    // the backlog first; only the rest asks for more replicas. (Counting only the needed
+    // replicas' spare ordered a second wave for a flash crowd's backlog that the first wave,
+    // just ready, was already draining: 272 replicas where 74 served the peak.)
+    let existing = obs.ready_replicas.saturating_add(obs.pending_replicas);
     let with_backlog = |tokens_per_s: f64| {
-        let spare = f64::from(replicas(tokens_per_s)) * capacity - tokens_per_s;
+        let serving = replicas(tokens_per_s).max(existing);
+        let spare = f64::from(serving) * capacity - tokens_per_s;
         tokens_per_s + (backlog_tokens_per_s - spare.max(0.0)).max(0.0)
     };
     let (stable_level, panic_level) = (stable + rise - fall, panic);

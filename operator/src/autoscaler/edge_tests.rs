@@ -218,7 +218,10 @@ fn a_rise_that_levelled_off_is_not_extrapolated() {
             let mean = 4000.0 + 250.0 * f64::from(k);
             let mut o = obs(8, 0, mean);
             if let Some(d) = o.demand.as_mut() {
-                d.output_tokens_per_s.panic = if levelled { 5000.0 } else { mean + 750.0 };
+                let panic = if levelled { 5000.0 } else { mean + 750.0 };
+                d.output_tokens_per_s.panic = panic;
+                // Arrivals are the demand: 100 output tokens a request.
+                d.arrival_requests_per_s.panic = panic / 100.0;
             }
             last = Some(decide(&spec, &o, &mut state, f64::from(k) * 10.0));
         }
@@ -285,4 +288,28 @@ fn replicas_added_for_a_backlog_are_not_held_once_it_drains() {
     // The queue is gone 30 s later, within the stabilisation window: the level is what holds.
     let drained = decide(&spec, &obs(up.replicas, 0, 3_000.0), &mut state, 30.0);
     assert!(drained.replicas < up.replicas, "{}", drained.message);
+}
+
+#[test]
+fn a_draining_backlog_is_not_demand_when_arrivals_are_counted() {
+    // A fleet just ready after a flash crowd serves 8,000 tokens/s while it drains the
+    // queue, but only 4,000 tokens/s arrive: with gateway arrivals it plans for 4,000.
+    let spec = spec();
+    let mut state = PolicyState::new(&spec).seen_since(-1000.0);
+    let mut draining = obs(10, 0, 8_000.0);
+    if let Some(demand) = draining.demand.as_mut() {
+        demand.arrival_requests_per_s = WindowedRate {
+            stable: 40.0,
+            panic: 40.0,
+        };
+    }
+    let d = decide(&spec, &draining, &mut state, 0.0);
+    assert_eq!(d.demand_tokens_per_s, Some(4_000.0), "{}", d.message);
+    // From engine completions (capped by capacity) the served figure still counts.
+    if let Some(demand) = draining.demand.as_mut() {
+        demand.source = DemandSource::EngineCompletions;
+    }
+    let mut state = PolicyState::new(&spec).seen_since(-1000.0);
+    let d = decide(&spec, &draining, &mut state, 0.0);
+    assert_eq!(d.demand_tokens_per_s, Some(8_000.0), "{}", d.message);
 }

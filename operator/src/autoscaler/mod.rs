@@ -8,10 +8,13 @@
 //!   window the p95 covers (a spike breaks a p95 while the mean stays low); latency headroom
 //!   at the planned load (not at a light one: latency is flat far below the knee) lets C creep
 //!   up.
-//! - **Demand** `D` = max(served tokens/s, arrivals × mean output tokens) over the stable
-//!   window, plus queued requests spread over that window and a startup time, less what the
-//!   spare of the needed replicas drains anyway (only when nothing is starting: starting
-//!   replicas will absorb the queue, counting it twice would cascade). A rising demand is
+//! - **Demand** `D` = arrivals × mean output tokens over the stable window when the gateway
+//!   counts arrivals (served throughput runs above arrivals while a backlog drains: it is not
+//!   demand); max(served tokens/s, that) when only engine completions are known. Plus queued
+//!   requests spread over that window and a startup time, less what the spare of the needed
+//!   (or already present) replicas drains anyway (only when nothing is starting: starting
+//!   replicas will absorb the queue, counting it twice would cascade); the stabilisation
+//!   window remembers the demand without that backlog, a transient need. A rising demand is
 //!   extrapolated over the startup time, one period and half a window, so the new replicas
 //!   are ready when the demand gets there; the rise must show in both halves of the window
 //!   (a step is already all in the demand), at most doubles it, and stops counting once the
@@ -19,11 +22,12 @@
 //! - **Desired** = ceil(D / (C × targetUtilization)); the panic window (Knative: a burst that
 //!   needs ≥ 2× the ready replicas) turns on panic mode for a stable window, in which the burst
 //!   demand counts and nothing scales down.
-//! - **Up** fast: at once, capped at max(2× current, current + 4) per period. Starting
+//! - **Up** fast: at once, to the needed count in one decision from gateway arrivals; capped
+//!   at max(2× current, current + 4) per period from engine completions (capped by capacity). Starting
 //!   replicas are part of `current`, so a replica that never becomes ready is not replaced
 //!   again and again; past 3× the startup time the message says so.
-//! - **Down** slowly: only to the highest recommendation of the stabilisation window (default
-//!   one stable window), at most a quarter of the replicas per period, never while panicking,
+//! - **Down** slowly: only to the highest recommendation of the scale-in window (the spec's,
+//!   lengthened for load that comes back: `oscillation`), at most a quarter of the replicas per period, never while panicking,
 //!   never while a p95 is above 0.8 × its SLO (Dynamo's headroom check; the re-prediction at
 //!   N/(N−1) is built in since the target is computed from demand at the smaller count). A
 //!   steady fall is not extrapolated, but the window mean's half-window lag is corrected, so

@@ -241,14 +241,7 @@ fn need(
     let offered = |arrivals: f64| arrivals * tokens_per_request;
     let window_s = spec.stable_window.as_secs_f64();
     let startup_s = spec.startup_time.as_secs_f64();
-    // Work already queued is drained over the window plus a startup (replicas added for it
-    // arrive no sooner), but only when nothing is starting: starting replicas will absorb it,
-    // and counting it again would cascade.
-    let backlog_tokens_per_s = if obs.pending_replicas == 0 {
-        demand.queued_requests as f64 * tokens_per_request / (window_s + startup_s)
-    } else {
-        0.0
-    };
+    let queued_tokens = demand.queued_requests as f64 * tokens_per_request;
     // Arrivals counted by the gateway are the demand. Served throughput is not: while a
     // backlog drains it runs far above the arrivals, and counting it ordered a second and
     // third wave of replicas after a flash crowd (272 where 74 served its peak). Completions
@@ -300,18 +293,31 @@ fn need(
     let per_replica = capacity * spec.target_utilization;
     let replicas =
         |tokens_per_s: f64| (tokens_per_s / per_replica).ceil().min(f64::from(u32::MAX)) as u32;
+    let (stable_level, panic_level) = (stable + rise - fall, panic);
+    // The backlog: what is queued, plus what will queue until replicas ordered now are ready
+    // (the ready replicas' shortfall over a startup, once requests are seen waiting: a
+    // shortfall on paper with no queue is headroom the target utilisation left). It is drained over the window plus a
+    // startup (replicas added for it arrive no sooner). Ignoring what queues meanwhile left
+    // the third minute after an abrupt rise to a backlog the new replicas met unplanned.
+    let ready_capacity = f64::from(obs.ready_replicas) * capacity;
+    let shortfall_tokens = if demand.queued_requests > 0 {
+        (stable_level - ready_capacity).max(0.0) * startup_s
+    } else {
+        0.0
+    };
+    let backlog_tokens_per_s = (queued_tokens + shortfall_tokens) / (window_s + startup_s);
     // The replicas a demand needs run below full capacity (target utilisation, rounding up),
-    // and the fleet may already hold more than that (ready after a burst): that spare drains
-    // the backlog first; only the rest asks for more replicas. (Counting only the needed
-    // replicas' spare ordered a second wave for a flash crowd's backlog that the first wave,
-    // just ready, was already draining: 272 replicas where 74 served the peak.)
+    // and the fleet may already hold more (ready after a burst, or starting): that spare drains
+    // the backlog first, and only the rest asks for more replicas, so a backlog that starting
+    // replicas will absorb is not ordered twice. (Counting only the needed replicas' spare
+    // ordered a second wave for a flash crowd's backlog that the first wave, just ready, was
+    // already draining.)
     let existing = obs.ready_replicas.saturating_add(obs.pending_replicas);
     let with_backlog = |tokens_per_s: f64| {
         let serving = replicas(tokens_per_s).max(existing);
         let spare = f64::from(serving) * capacity - tokens_per_s;
         tokens_per_s + (backlog_tokens_per_s - spare.max(0.0)).max(0.0)
     };
-    let (stable_level, panic_level) = (stable + rise - fall, panic);
     let stable = with_backlog(stable_level);
     let panic = with_backlog(panic_level);
     Some(Need {

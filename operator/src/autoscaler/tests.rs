@@ -180,7 +180,16 @@ fn step_load_scales_up_within_a_few_periods_and_settles() {
         replicas.last().is_some_and(|&r| r >= need && r <= need + 1),
         "{replicas:?}"
     );
-    assert_eq!(direction_changes(&replicas), 0, "{replicas:?}");
+    // The requests that queued through the cold start are drained by a few replicas more,
+    // ordered with the rest and let go once the queue is gone: at most one turn, and a
+    // transient of at most half the need.
+    assert!(direction_changes(&replicas) <= 1, "{replicas:?}");
+    assert!(
+        replicas
+            .iter()
+            .all(|&r| f64::from(r) <= 1.5 * f64::from(need)),
+        "{replicas:?}"
+    );
 }
 
 #[test]

@@ -25,6 +25,7 @@ use super::trace::{MAX_CLASSES, RequestClass};
 pub const DURATION_S: f64 = 12.0 * 3600.0;
 /// Request classes a family trace has.
 const CLASSES: usize = 6;
+const _: () = assert!(CLASSES <= MAX_CLASSES, "the fluid model holds at most MAX_CLASSES");
 /// A step's edges are this steep: abrupt, but not a discontinuity within one tick.
 const EDGE_S: f64 = 10.0;
 
@@ -258,7 +259,6 @@ fn mix(between: &mut dyn FnMut(f64, f64) -> f64) -> Vec<RequestClass> {
         let j = (between(0.0, (i + 1) as f64).floor() as usize).min(i);
         order.swap(i, j);
     }
-    debug_assert!(CLASSES <= MAX_CLASSES);
     (0..CLASSES)
         .map(|i| {
             let z = |k: usize| normal_quantile((k as f64 + 0.5) / CLASSES as f64);

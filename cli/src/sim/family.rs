@@ -25,7 +25,10 @@ use super::trace::{MAX_CLASSES, RequestClass};
 pub const DURATION_S: f64 = 12.0 * 3600.0;
 /// Request classes a family trace has.
 const CLASSES: usize = 6;
-const _: () = assert!(CLASSES <= MAX_CLASSES, "the fluid model holds at most MAX_CLASSES");
+const _: () = assert!(
+    CLASSES <= MAX_CLASSES,
+    "the fluid model holds at most MAX_CLASSES"
+);
 /// A step's edges are this steep: abrupt, but not a discontinuity within one tick.
 const EDGE_S: f64 = 10.0;
 

@@ -70,7 +70,11 @@ impl Controller {
         let decision = decide(&self.spec, &observations, &mut self.policy, now_s);
         if decision.replicas != counts.desired {
             if decision.replicas < counts.desired {
-                let _ = self.pool.mark_for_removal(&view.replica_loads).await;
+                let removed = counts.desired - decision.replicas;
+                let _ = self
+                    .pool
+                    .mark_many_for_removal(&view.replica_loads, removed, &[])
+                    .await;
             }
             if let Err(error) = self.pool.set_replicas(decision.replicas).await {
                 tracing::error!(%error, "scaling the process pool");

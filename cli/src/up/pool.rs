@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use tokenscale_gateway::Registry;
 use tokenscale_operator::autoscaler::ReplicaLoad;
-use tokenscale_operator::scale::{ReplicaCounts, ScaleError, ScaleTarget, least_loaded};
+use tokenscale_operator::scale::{
+    ReplicaCounts, ScaleError, ScaleTarget, least_loaded, removal_plan,
+};
 use tokio::process::Child;
 use tokio::sync::Mutex;
 
@@ -48,8 +50,9 @@ struct State {
     replicas: Vec<Replica>,
     desired: u32,
     next_id: u32,
-    /// Marked by `mark_for_removal`: the next scale-in removes it first.
-    marked: Option<String>,
+    /// Marked by `mark_for_removal` / `mark_many_for_removal`, least loaded first: the next
+    /// scale-in removes these first (after replicas that are not ready).
+    marked: Vec<String>,
     crash_loop: CrashLoop,
     /// No replica starts before this (crash-loop backoff).
     next_start: Option<Instant>,
@@ -349,22 +352,16 @@ impl ScaleTarget for ProcessPool {
             state.desired = replicas;
             self.start_missing(&mut state);
             while (state.replicas.len() as u32) > replicas {
-                // Not-ready ones first (they serve nothing), then the marked one, then the newest.
-                let index = state
-                    .replicas
-                    .iter()
-                    .position(|r| !r.ready)
-                    .or_else(|| {
-                        state
-                            .marked
-                            .as_ref()
-                            .and_then(|m| state.replicas.iter().position(|r| &r.name == m))
-                    })
-                    .unwrap_or(state.replicas.len() - 1);
+                let index = next_to_remove(
+                    state.replicas.iter().map(|r| (r.name.as_str(), r.ready)),
+                    &state.marked,
+                );
                 let replica = state.replicas.remove(index);
-                state.marked = None;
+                state.marked.retain(|m| m != &replica.name);
                 retiring.push(replica);
             }
+            // Marks are for this scale-in: the next one picks from the loads it sees then.
+            state.marked.clear();
         }
         for replica in retiring {
             self.spawn_retire(replica).await;
@@ -374,7 +371,60 @@ impl ScaleTarget for ProcessPool {
 
     async fn mark_for_removal(&self, loads: &[ReplicaLoad]) -> Result<Option<String>, ScaleError> {
         let picked = least_loaded(loads).map(|l| l.name.clone());
-        self.state.lock().await.marked = picked.clone();
+        self.state.lock().await.marked = picked.iter().cloned().collect();
         Ok(picked)
+    }
+
+    async fn mark_many_for_removal(
+        &self,
+        loads: &[ReplicaLoad],
+        count: u32,
+        _marked_before: &[String],
+    ) -> Result<Vec<String>, ScaleError> {
+        // The pool's marks live in its memory and are replaced, so nothing stale is left to
+        // clear.
+        let mark = removal_plan(loads, count, &[]).mark;
+        self.state.lock().await.marked = mark.clone();
+        Ok(mark)
+    }
+}
+
+/// Which replica a scale-in removes next, of `replicas` (name, ready) oldest first: one that
+/// is not ready (it serves nothing), then the first marked one still here (least loaded),
+/// then the newest.
+fn next_to_remove<'a>(
+    replicas: impl Iterator<Item = (&'a str, bool)> + Clone,
+    marked: &[String],
+) -> usize {
+    let count = replicas.clone().count();
+    replicas
+        .clone()
+        .position(|(_, ready)| !ready)
+        .or_else(|| {
+            marked
+                .iter()
+                .find_map(|m| replicas.clone().position(|(name, _)| name == m))
+        })
+        .unwrap_or(count.saturating_sub(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_to_remove;
+
+    #[test]
+    fn a_scale_in_removes_unready_then_every_marked_replica_then_the_newest() {
+        let names = ["a", "b", "c", "d"];
+        let mut replicas: Vec<(&str, bool)> = names.iter().map(|n| (*n, true)).collect();
+        replicas[3].1 = false;
+        let mut marked = vec!["b".to_string(), "a".to_string()];
+        let mut order = Vec::new();
+        while !replicas.is_empty() {
+            let i = next_to_remove(replicas.iter().copied(), &marked);
+            let (name, _) = replicas.remove(i);
+            marked.retain(|m| m != name);
+            order.push(name);
+        }
+        assert_eq!(order, ["d", "b", "a", "c"]);
     }
 }

@@ -195,6 +195,9 @@ fn bad_input_is_a_clear_error() {
         SimError::Read { .. }
     ));
     assert!(matches!(err(&["--duration", "soon"]), SimError::Usage(m) if m.contains("soon")));
+    assert!(
+        matches!(err(&["--trace", "family:seven"]), SimError::Usage(m) if m.contains("family:7"))
+    );
     assert!(matches!(
         err(&["--min-replicas", "5", "--max-replicas", "2"]),
         SimError::Usage(_)

@@ -296,9 +296,10 @@ fn need(
     let (stable_level, panic_level) = (stable + rise - fall, panic);
     // The backlog: what is queued, plus what will queue until replicas ordered now are ready
     // (the ready replicas' shortfall over a startup, once requests are seen waiting: a
-    // shortfall on paper with no queue is headroom the target utilisation left). It is drained over the window plus a
-    // startup (replicas added for it arrive no sooner). Ignoring what queues meanwhile left
-    // the third minute after an abrupt rise to a backlog the new replicas met unplanned.
+    // shortfall on paper with no queue is headroom the target utilisation left). It is
+    // drained over the window plus a startup (replicas added for it arrive no sooner).
+    // Ignoring what queues meanwhile left the third minute after an abrupt rise to a backlog
+    // the new replicas met unplanned.
     let ready_capacity = f64::from(obs.ready_replicas) * capacity;
     let shortfall_tokens = if demand.queued_requests > 0 {
         (stable_level - ready_capacity).max(0.0) * startup_s

@@ -153,6 +153,31 @@ pub mod gateway {
     /// Counter (tokens), labels `tenant`, `model_name`: completion tokens from the engines' usage.
     pub const TENANT_GENERATION_TOKENS_TOTAL: &str =
         "tokenscale_gateway_tenant_generation_tokens_total";
+    /// Counter (requests), labels `model_name`, `tenant`, `outcome`: lines of Batch API jobs
+    /// answered, by `outcome`: `completed` (a 2xx answer, in the output file) or `failed`
+    /// (in the error file). Batch lines are not in the interactive request metrics above
+    /// (`REQUESTS_TOTAL`, the latency histograms, `ARRIVALS_TOTAL`): they are the `batch`
+    /// class, reported apart.
+    pub const BATCH_REQUESTS_TOTAL: &str = "tokenscale_gateway_batch_requests_total";
+    /// Counter (tokens), labels `model_name`, `tenant`: prompt tokens of batch lines answered.
+    pub const BATCH_PROMPT_TOKENS_TOTAL: &str = "tokenscale_gateway_batch_prompt_tokens_total";
+    /// Counter (tokens), labels `model_name`, `tenant`: completion tokens of batch lines.
+    pub const BATCH_GENERATION_TOKENS_TOTAL: &str =
+        "tokenscale_gateway_batch_generation_tokens_total";
+    /// Gauge (requests), label `model_name`: batch lines this pod has in flight now.
+    pub const BATCH_IN_FLIGHT_REQUESTS: &str = "tokenscale_gateway_batch_in_flight_requests";
+    /// Gauge (tokens), label `model_name`: output tokens the unfinished lines of running
+    /// batches may still generate (`max_tokens`, or the default, per line), over every batch
+    /// of the model (shared state: every gateway pod reports the same figure).
+    pub const BATCH_BACKLOG_OUTPUT_TOKENS: &str = "tokenscale_gateway_batch_backlog_output_tokens";
+    /// Gauge (tokens/s), label `model_name`: output tokens per second the model must serve to
+    /// finish every running batch by its deadline: the most, over the batches' deadlines `d`,
+    /// of (backlog due by `d`) / (`d` − now − finalising margin). The autoscaler compares it
+    /// with the capacity interactive traffic leaves.
+    pub const BATCH_REQUIRED_OUTPUT_TOKENS_PER_SECOND: &str =
+        "tokenscale_gateway_batch_required_output_tokens_per_second";
+    /// Gauge (batches), label `status`: Batch API jobs by status (shared state).
+    pub const BATCHES: &str = "tokenscale_gateway_batches";
     /// Gauge (connections): client connections open on the pod.
     pub const CONNECTIONS: &str = "tokenscale_gateway_connections";
     /// Counter (connections): client connections refused at `bounds.max_connections`.

@@ -8,6 +8,7 @@
 
 pub mod admission;
 pub mod auth;
+pub mod batch;
 pub mod body;
 pub mod config;
 pub mod discovery;

@@ -75,6 +75,7 @@ fn main() -> anyhow::Result<()> {
     let _in_control = control.enter();
     let gateway = Gateway::new(&config)?;
     gateway.start_membership();
+    gateway.start_batches();
     let tenants_path = config.tenants_path(&args.config);
     control.spawn(watch_tenants(
         tenants_path,

@@ -22,6 +22,8 @@ use tower::ServiceExt;
 use crate::Body;
 use crate::admission::{GatewayShare, InFlightCounts};
 use crate::auth::{ClientAddr, TenantDirectory, authenticate};
+use crate::batch::Batches;
+use crate::batch::runner::Runner;
 use crate::body::Guarded;
 use crate::config::{Config, Discovery, Http2Config};
 use crate::discovery::{DiscoveryHealth, Registry, RegistryError};
@@ -31,7 +33,7 @@ use crate::metrics::Metrics;
 use crate::proxy::{FailoverSettings, Upstream, UpstreamClient, UpstreamSettings};
 use crate::request::ParseSettings;
 use crate::routing::Router;
-use crate::stack::{self, Stack, StackParts};
+use crate::stack::{self, BatchStack, Stack, StackParts};
 use connection::{Activity, ConnectionLimit};
 
 /// Why a gateway could not be built from its (validated) config.
@@ -43,6 +45,9 @@ pub enum GatewayBuildError {
     /// The limits store cannot be set up from its settings.
     #[error("limits store: {0}")]
     Store(#[from] crate::store::StoreError),
+    /// The Batch API's stores cannot be opened.
+    #[error(transparent)]
+    Batch(#[from] crate::batch::BatchSetupError),
     /// The engine key cannot be read.
     #[error("upstream.engine_api_key_env names `{variable}`, but {reason}")]
     EngineKey {
@@ -66,6 +71,8 @@ pub struct Gateway {
     shutting_down: Arc<AtomicBool>,
     discovery_health: Arc<DiscoveryHealth>,
     connections: Arc<ConnectionLimit>,
+    /// The Batch API and the path its lines take (`batch.enabled`).
+    batches: Option<(Arc<Batches>, BatchStack)>,
     header_timeout: Duration,
     idle_timeout: Duration,
     http2: Http2Config,
@@ -100,7 +107,7 @@ impl Gateway {
             max_response_bytes: 64 << 20,
             engine_authorization: engine_authorization(config)?,
         };
-        let stack = stack::build(StackParts {
+        let parts = StackParts {
             tenants: tenants.clone(),
             router: router.clone(),
             limiter: limiter.clone(),
@@ -117,7 +124,14 @@ impl Gateway {
                 max_resumptions: config.upstream.max_resumptions,
             },
             upstream: Upstream::new(client, metrics.clone(), upstream_settings),
-        });
+        };
+        let batches = if config.batch.enabled {
+            let batches = Batches::open(config, limiter.redis())?;
+            Some((batches, stack::build_batch(parts.clone())))
+        } else {
+            None
+        };
+        let stack = stack::build(parts);
         Ok(Self {
             stack,
             router,
@@ -129,6 +143,7 @@ impl Gateway {
             shutting_down: Arc::default(),
             discovery_health: Arc::default(),
             connections: Arc::new(ConnectionLimit::new(config.bounds.max_connections)),
+            batches,
             header_timeout: Duration::from_millis(config.client_header_timeout_ms),
             idle_timeout: Duration::from_millis(config.client_idle_timeout_ms),
             http2: config.http2.clone(),
@@ -155,6 +170,24 @@ impl Gateway {
             share,
             move |_, _| router.shares_changed(),
         ));
+    }
+
+    /// Starts running batches on the current runtime (with `batch.enabled`).
+    pub fn start_batches(&self) {
+        if let Some((batches, stack)) = &self.batches {
+            let runner = Runner::new(
+                batches.clone(),
+                stack.clone(),
+                self.router.clone(),
+                self.tenants.clone(),
+            );
+            tokio::spawn(runner.run());
+        }
+    }
+
+    /// The Batch API, when enabled.
+    pub fn batches(&self) -> Option<&Arc<Batches>> {
+        self.batches.as_ref().map(|(batches, _)| batches)
     }
 
     /// Kubernetes discovery's health, which `/health` reports.
@@ -190,6 +223,14 @@ impl Gateway {
                     Err(never) => match never {},
                 }
             }
+            (_, path) if crate::batch::api::is_batch_path(path) => match &self.batches {
+                Some((batches, _)) => batches.handle(request, &self.tenants).await,
+                None => GatewayError::PathNotFound(format!(
+                    "{} {path} (the Batch API is off: batch.enabled)",
+                    request.method()
+                ))
+                .into_response(),
+            },
             (&Method::GET, "/v1/models") => match authenticate(&request, &self.tenants) {
                 Ok(tenant) => self.models(&tenant.models),
                 Err(error) => error.into_response(),
@@ -204,6 +245,9 @@ impl Gateway {
                     self.connections.refused(),
                     self.in_flight.in_flight(),
                 );
+                if let Some((batches, _)) = &self.batches {
+                    batches.metrics.render(&mut text);
+                }
                 text_response(text, "text/plain; version=0.0.4; charset=utf-8")
             }
             (&Method::GET, "/health") => {
@@ -549,6 +593,7 @@ impl RunningGateway {
             let _ = stopped.await;
         };
         gateway.start_membership();
+        gateway.start_batches();
         let task = tokio::spawn(serve(
             listener,
             gateway.clone(),

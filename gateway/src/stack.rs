@@ -47,7 +47,12 @@ use crate::routing::{PickLayer, Router};
 /// The built request path.
 pub type Stack = BoxCloneSyncService<Request<Incoming>, Response<Body>, Infallible>;
 
+/// The path of Batch API lines (see [`build_batch`]).
+pub type BatchStack =
+    BoxCloneSyncService<Request<http_body_util::Full<bytes::Bytes>>, Response<Body>, Infallible>;
+
 /// What the stack is built from.
+#[derive(Clone)]
 pub struct StackParts {
     /// Tenants and keys.
     pub tenants: Arc<TenantDirectory>,
@@ -81,6 +86,25 @@ pub fn build(parts: StackParts) -> Stack {
         .layer(ParseLayer::new(parts.router, parts.parse))
         .layer(MetricsLayer::new(parts.metrics.clone()))
         .layer(LimitsLayer::new(parts.limiter, parts.metrics.clone()))
+        .layer(AdmissionLayer::new(parts.metrics.clone()))
+        .layer(FailoverLayer::new(parts.failover, parts.metrics))
+        .layer(PickLayer)
+        .service(parts.upstream);
+    BoxCloneSyncService::new(stack)
+}
+
+/// The path a Batch API line takes: the same parse, admission queue (in the `batch` class),
+/// failover, replica picking and upstream as an interactive request, sharing their state.
+/// Left out: authentication (the line runs as the tenant that created the batch, whose
+/// `Arc<Tenant>` the runner inserts), the interactive in-flight caps and rate limits (batch
+/// work has its own limits, checked when a batch is created), and the interactive metrics
+/// (batch lines are counted apart, so they neither pollute the latency the SLO is measured
+/// on nor look like interactive demand to the autoscaler).
+pub fn build_batch(parts: StackParts) -> BatchStack {
+    let stack = ServiceBuilder::new()
+        .layer(RequestIdLayer)
+        .layer(ErrorsLayer)
+        .layer(ParseLayer::new(parts.router, parts.parse))
         .layer(AdmissionLayer::new(parts.metrics.clone()))
         .layer(FailoverLayer::new(parts.failover, parts.metrics))
         .layer(PickLayer)

@@ -13,7 +13,7 @@ use crate::auth::Tenant;
 use crate::body::Guarded;
 use crate::error::GatewayError;
 use crate::metrics::Metrics;
-use crate::request::Info;
+use crate::request::{BatchLine, Info};
 use crate::routing::ModelPool;
 use crate::routing::layer_missing as missing;
 
@@ -90,7 +90,13 @@ where
             let started = Instant::now();
             let tokens = info.estimated_prompt_tokens + info.reserved_output_tokens;
             let model = metrics.model(&info.model);
+            // A Batch API line is not interactive demand: the autoscaler reads batch work
+            // from the batch backlog instead.
+            let batch_line = request.extensions().get::<BatchLine>().is_some();
             let arrived = |outcome| {
+                if batch_line {
+                    return;
+                }
                 model.arrived(
                     outcome,
                     info.estimated_prompt_tokens,

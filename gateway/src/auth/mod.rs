@@ -29,6 +29,8 @@ pub struct Tenant {
     pub models: ModelAccess,
     /// Its cap on requests in flight over all gateway pods.
     pub max_in_flight: Option<u32>,
+    /// Its Batch API limits.
+    pub batch: crate::config::BatchLimitsConfig,
 }
 
 impl Tenant {
@@ -40,6 +42,7 @@ impl Tenant {
             total_limits: None,
             models: ModelAccess::All,
             max_in_flight: None,
+            batch: Default::default(),
         }
     }
 
@@ -54,6 +57,7 @@ impl Tenant {
             total_limits: config.total_limits,
             models,
             max_in_flight: config.max_in_flight,
+            batch: config.batch.unwrap_or_default(),
         }
     }
 }
@@ -161,6 +165,18 @@ impl TenantDirectory {
     /// The tenant for keyless requests, when configured.
     pub fn anonymous(&self) -> Option<Arc<Tenant>> {
         self.snapshot().anonymous.clone()
+    }
+
+    /// The tenant named `name` as configured now (a batch's lines run as the tenant that
+    /// created it, with its current model access; `None` once it is removed).
+    pub fn by_name(&self, name: &str) -> Option<Arc<Tenant>> {
+        let directory = self.snapshot();
+        let mut tenants = directory
+            .keys
+            .iter()
+            .map(|(_, t)| t)
+            .chain(&directory.anonymous);
+        tenants.find(|t| &*t.name == name).cloned()
     }
 
     fn snapshot(&self) -> Arc<Directory> {

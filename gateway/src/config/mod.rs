@@ -76,6 +76,82 @@ pub struct Config {
     /// HTTP/2 settings of client connections.
     #[serde(default)]
     pub http2: Http2Config,
+    /// The Batch API (`/v1/files`, `/v1/batches`): where its jobs and files live.
+    #[serde(default)]
+    pub batch: BatchConfig,
+}
+
+/// The Batch API's stores and how much of the replicas batch lines may take (`batch:`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BatchConfig {
+    /// `false`: `/v1/files` and `/v1/batches` answer 404 and nothing runs.
+    pub enabled: bool,
+    /// Local store: job state and (unless `objects` says otherwise) files, on this pod's disk
+    /// (a PersistentVolume in a cluster). Absent: `$XDG_DATA_HOME/tokenscale/batch`, else
+    /// `~/.local/share/tokenscale/batch`.
+    pub dir: Option<PathBuf>,
+    /// `local` (default: `dir`) or `redis`: job state and work claims in the Redis of
+    /// `limits:`, shared by every gateway pod.
+    pub state: BatchStateKind,
+    /// Where files go: absent, `dir/objects`; `file:///ABSOLUTE/PATH`; or
+    /// `s3://BUCKET/PREFIX` (an S3-compatible store; endpoint, region and credentials from
+    /// the usual `AWS_*` environment variables).
+    pub objects: Option<String>,
+    /// Most of a model's concurrency (this pod's share of its replicas' slots) batch lines
+    /// may hold, interactive requests included: the rest stays free for interactive
+    /// arrivals. Batch lines never start while interactive requests queue.
+    pub max_fill: f64,
+    /// Most batch lines this pod runs at once per model.
+    pub max_concurrency: u32,
+    /// How long a pod's claim on a line lasts unless renewed (a dead pod's lines are taken
+    /// over after it), in milliseconds.
+    pub lease_ms: u64,
+    /// Largest input file, in bytes.
+    pub max_file_bytes: usize,
+    /// Most lines in a batch.
+    pub max_lines: usize,
+    /// Longest line, in bytes.
+    pub max_line_bytes: usize,
+}
+
+impl Default for BatchConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            dir: None,
+            state: BatchStateKind::Local,
+            objects: None,
+            max_fill: 0.75,
+            max_concurrency: 64,
+            lease_ms: 60_000,
+            max_file_bytes: 200 << 20,
+            max_lines: 50_000,
+            max_line_bytes: 1 << 20,
+        }
+    }
+}
+
+/// Where batch job state lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BatchStateKind {
+    /// On this pod's disk.
+    #[default]
+    Local,
+    /// In the Redis of `limits:` (needs `limits.store: redis`).
+    Redis,
+}
+
+/// A tenant's Batch API limits, apart from its interactive ones (`tenants[].batch:`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchLimitsConfig {
+    /// Most tokens (estimated prompt plus `max_tokens`) in its unfinished batches; a batch
+    /// that would pass it is refused with 429.
+    pub max_enqueued_tokens: Option<u64>,
+    /// Most of its batches unfinished at once.
+    pub max_batches_in_flight: Option<u32>,
 }
 
 /// One model and where its replicas are.
@@ -138,6 +214,9 @@ pub struct TenantConfig {
     /// takes its share); more get 429. Absent: no cap but the pod's.
     #[serde(default)]
     pub max_in_flight: Option<u32>,
+    /// Its Batch API limits (absent: none).
+    #[serde(default)]
+    pub batch: Option<BatchLimitsConfig>,
 }
 
 /// Per-tenant, per-model limits, each a bucket refilling continuously.

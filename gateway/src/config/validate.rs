@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_saphyr::Spanned;
 
-use super::{Config, Discovery, LimitsStoreConfig, StoreKind, TenantConfig};
+use super::{BatchStateKind, Config, Discovery, LimitsStoreConfig, StoreKind, TenantConfig};
 
 /// A configuration that cannot be used, with where and why.
 #[derive(Debug, thiserror::Error)]
@@ -187,6 +187,31 @@ impl Config {
                 self.limits.timeout_ms == 0,
                 "limits.timeout_ms must be at least 1",
             ),
+            (
+                !(self.batch.max_fill > 0.0 && self.batch.max_fill <= 1.0),
+                "batch.max_fill must be above 0 and at most 1",
+            ),
+            (
+                self.batch.lease_ms < 1000
+                    || self.batch.max_concurrency == 0
+                    || self.batch.max_file_bytes == 0
+                    || self.batch.max_lines == 0
+                    || self.batch.max_line_bytes == 0,
+                "batch: lease_ms must be at least 1000, and max_concurrency, max_file_bytes, \
+                 max_lines and max_line_bytes at least 1",
+            ),
+            (
+                self.batch.state == BatchStateKind::Redis && self.limits.store != StoreKind::Redis,
+                "batch.state: redis keeps batch jobs in the Redis of `limits:`, which needs \
+                 limits.store: redis",
+            ),
+            (
+                self.batch
+                    .objects
+                    .as_deref()
+                    .is_some_and(|o| crate::batch::objects::parse_location(o).is_err()),
+                "batch.objects must be `s3://BUCKET[/PREFIX]` or `file:///ABSOLUTE/PATH`",
+            ),
         ];
         if let Some((_, reason)) = checks.iter().find(|(bad, _)| *bad) {
             // These sections have no spans (defaults fill them); line 0 means "whole file".
@@ -312,6 +337,12 @@ pub(super) fn tenants(
                 let reason = "limits must be positive (leave a limit out for no limit)";
                 return Err(ConfigError::invalid(&tenant.name, reason));
             }
+        }
+        if let Some(batch) = &tenant.batch
+            && (batch.max_enqueued_tokens == Some(0) || batch.max_batches_in_flight == Some(0))
+        {
+            let reason = "batch limits must be positive (leave a limit out for no limit)";
+            return Err(ConfigError::invalid(&tenant.name, reason));
         }
         if tenant.max_in_flight == Some(0) {
             let reason = "max_in_flight must be at least 1 (leave it out for no cap)";

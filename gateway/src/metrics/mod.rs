@@ -3,7 +3,7 @@
 mod bounds;
 mod histogram;
 mod layer;
-mod render;
+pub(crate) mod render;
 mod tenants;
 
 pub use bounds::render_bounds;

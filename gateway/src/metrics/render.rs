@@ -17,13 +17,13 @@ type Family<T, V> = (&'static str, &'static str, fn(&T) -> V);
 type HistogramOf = for<'a> fn(&'a super::ModelMetrics) -> &'a super::Histogram;
 
 /// A family header.
-pub(super) fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+pub(crate) fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
 /// A label value with `\`, `"` and newlines escaped.
-pub(super) fn esc(value: &str) -> String {
+pub(crate) fn esc(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")

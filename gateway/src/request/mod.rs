@@ -15,6 +15,10 @@ use std::time::{Duration, Instant};
 
 pub use tokenscale_common::priority::Priority;
 
+/// Marks a request as a Batch API line (sent by the batch runner, not a client).
+#[derive(Debug, Clone, Copy)]
+pub struct BatchLine;
+
 /// Token counts the engine reported in `usage`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {

@@ -201,6 +201,21 @@ impl ModelPool {
         }
     }
 
+    /// How many more batch lines may start now: none while anyone waits (interactive
+    /// requests go first), else up to `max_fill` of this pod's share of the ready replicas'
+    /// slots minus those admitted; the rest stays free for interactive arrivals.
+    pub fn batch_room(&self, max_fill: f64) -> usize {
+        let state = self.lock();
+        if !state.queue.is_empty() {
+            return 0;
+        }
+        let capacity = self.capacity(&state);
+        // At least one slot where there is any: a model with one slot would never run a
+        // batch otherwise (the engine still schedules interactive work first).
+        let fill = ((capacity as f64 * max_fill).floor() as usize).max(capacity.min(1));
+        fill.saturating_sub(state.admitted)
+    }
+
     /// This pod's share of the ready replicas' concurrency: with N gateway pods, engines
     /// see at most what they were sized for in total.
     fn capacity(&self, state: &PoolState) -> usize {

@@ -1,0 +1,178 @@
+//! Where the Batch API's files are: the bytes of uploaded inputs and of the output and error
+//! files, through `object_store`: a local directory by default, an S3-compatible bucket when
+//! several gateway pods share the work.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+/// Where the files go, as `batch.objects` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// A local folder.
+    Dir(PathBuf),
+    /// An S3-compatible bucket and a key prefix.
+    S3 {
+        /// The bucket.
+        bucket: String,
+        /// Keys start with this (no leading or trailing `/`; may be empty).
+        prefix: String,
+    },
+}
+
+/// Parses `s3://BUCKET[/PREFIX]` or `file:///ABSOLUTE/PATH`.
+pub fn parse_location(text: &str) -> Result<Location, String> {
+    if let Some(rest) = text.strip_prefix("s3://") {
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(format!("`{text}` names no bucket"));
+        }
+        return Ok(Location::S3 {
+            bucket: bucket.to_string(),
+            prefix: prefix.trim_matches('/').to_string(),
+        });
+    }
+    if let Some(path) = text.strip_prefix("file://")
+        && path.starts_with('/')
+    {
+        return Ok(Location::Dir(PathBuf::from(path)));
+    }
+    Err(format!(
+        "`{text}` is neither `s3://BUCKET/PREFIX` nor `file:///ABSOLUTE/PATH`"
+    ))
+}
+
+/// Why a file's bytes could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    /// No such object.
+    #[error("no such file in the object store")]
+    NotFound,
+    /// The store failed.
+    #[error("object store: {0}")]
+    Store(String),
+}
+
+impl From<object_store::Error> for ObjectError {
+    fn from(error: object_store::Error) -> Self {
+        match error {
+            object_store::Error::NotFound { .. } => Self::NotFound,
+            other => Self::Store(other.to_string()),
+        }
+    }
+}
+
+/// The file store; clones share it.
+#[derive(Clone)]
+pub struct Objects {
+    store: Arc<dyn ObjectStore>,
+    prefix: String,
+    /// Said in logs and errors.
+    pub describe: Arc<str>,
+}
+
+impl Objects {
+    /// Opens `location` (a local folder is created).
+    pub fn open(location: &Location) -> Result<Self, String> {
+        match location {
+            Location::Dir(dir) => {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                let store = object_store::local::LocalFileSystem::new_with_prefix(dir)
+                    .map_err(|e| format!("{}: {e}", dir.display()))?;
+                Ok(Self {
+                    store: Arc::new(store),
+                    prefix: String::new(),
+                    describe: Arc::from(format!("the folder {}", dir.display())),
+                })
+            }
+            Location::S3 { bucket, prefix } => {
+                let store = object_store::aws::AmazonS3Builder::from_env()
+                    .with_bucket_name(bucket)
+                    .build()
+                    .map_err(|e| format!("s3://{bucket}: {e}"))?;
+                Ok(Self {
+                    store: Arc::new(store),
+                    prefix: prefix.clone(),
+                    describe: Arc::from(format!("s3://{bucket}/{prefix}")),
+                })
+            }
+        }
+    }
+
+    /// The store in `dir/objects` (the default beside the local state).
+    pub fn in_dir(dir: &Path) -> Result<Self, String> {
+        Self::open(&Location::Dir(dir.join("objects")))
+    }
+
+    fn path(&self, key: &str) -> ObjectPath {
+        if self.prefix.is_empty() {
+            ObjectPath::from(key)
+        } else {
+            ObjectPath::from(format!("{}/{key}", self.prefix))
+        }
+    }
+
+    /// Writes `bytes` under `key` (whole: readers see the old object or the new one).
+    pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), ObjectError> {
+        self.store.put(&self.path(key), bytes.into()).await?;
+        Ok(())
+    }
+
+    /// The bytes under `key`.
+    pub async fn get(&self, key: &str) -> Result<Bytes, ObjectError> {
+        Ok(self.store.get(&self.path(key)).await?.bytes().await?)
+    }
+
+    /// Deletes `key` (absent is fine).
+    pub async fn delete(&self, key: &str) -> Result<(), ObjectError> {
+        match self.store.delete(&self.path(key)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_parse_and_bad_ones_say_what_is_expected() {
+        assert_eq!(
+            parse_location("s3://jobs/batch/"),
+            Ok(Location::S3 {
+                bucket: "jobs".into(),
+                prefix: "batch".into()
+            })
+        );
+        assert_eq!(
+            parse_location("file:///var/lib/x"),
+            Ok(Location::Dir("/var/lib/x".into()))
+        );
+        assert!(parse_location("s3://").is_err());
+        assert!(parse_location("file://relative").is_err());
+        assert!(parse_location("gs://b").unwrap_err().contains("s3://"));
+    }
+
+    #[tokio::test]
+    async fn a_local_folder_round_trips_and_missing_is_not_found() {
+        let dir = std::env::temp_dir().join(format!("tokenscale-objects-{}", std::process::id()));
+        let objects = Objects::in_dir(&dir).unwrap();
+        objects
+            .put("files/a", Bytes::from_static(b"x\n"))
+            .await
+            .unwrap();
+        assert_eq!(&objects.get("files/a").await.unwrap()[..], b"x\n");
+        objects.delete("files/a").await.unwrap();
+        objects.delete("files/a").await.unwrap();
+        assert!(matches!(
+            objects.get("files/a").await,
+            Err(ObjectError::NotFound)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -176,7 +176,8 @@ pub mod gateway {
     /// with the capacity interactive traffic leaves.
     pub const BATCH_REQUIRED_OUTPUT_TOKENS_PER_SECOND: &str =
         "tokenscale_gateway_batch_required_output_tokens_per_second";
-    /// Gauge (batches), label `status`: Batch API jobs by status (shared state).
+    /// Gauge (batches), label `status`: unfinished Batch API jobs (`validating`,
+    /// `in_progress`, `finalizing`, `cancelling`) by status (shared state).
     pub const BATCHES: &str = "tokenscale_gateway_batches";
     /// Gauge (connections): client connections open on the pod.
     pub const CONNECTIONS: &str = "tokenscale_gateway_connections";

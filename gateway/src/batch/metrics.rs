@@ -74,10 +74,16 @@ impl BatchMetrics {
         inner.backlog.extend(backlog);
     }
 
-    /// Batches by status, replaced whole.
+    /// Unfinished batches by status, replaced whole.
     pub fn set_statuses(&self, counts: impl IntoIterator<Item = (BatchStatus, u64)>) {
         let mut inner = self.lock();
-        inner.statuses = BatchStatus::ALL.iter().map(|s| (s.as_str(), 0)).collect();
+        // Unfinished statuses only: finished batches are kept forever and counting them
+        // would cost a scan of every batch a few times a second.
+        inner.statuses = BatchStatus::ALL
+            .iter()
+            .filter(|s| !s.is_terminal())
+            .map(|s| (s.as_str(), 0))
+            .collect();
         for (status, n) in counts {
             *inner.statuses.entry(status.as_str()).or_default() += n;
         }
@@ -172,7 +178,12 @@ impl BatchMetrics {
                 esc(model)
             );
         }
-        family(out, names::BATCHES, "gauge", "Batch API jobs by status.");
+        family(
+            out,
+            names::BATCHES,
+            "gauge",
+            "Unfinished Batch API jobs by status.",
+        );
         for (status, n) in &inner.statuses {
             let _ = writeln!(
                 out,

@@ -49,6 +49,7 @@ fn one_queued() -> MetricsView {
             running_requests: 0,
             completed_requests: 0,
             source: Default::default(),
+            batch: Default::default(),
         }),
         ..MetricsView::default()
     }

@@ -185,6 +185,7 @@ fn observe(spec: &PolicySpec, input: &DecideInput) -> Observations {
             running_requests: stable.running.round() as u64,
             completed_requests: stable.completed.round() as u64,
             source: Default::default(),
+            batch: Default::default(),
         }),
         ttft_p95_s: stable.ttft_p95_s,
         tpot_p95_s: stable.tpot_p95_s,

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use super::batch;
 use super::capacity::{learn, slo_ratio};
 use super::decision::{Decision, DecisionReason};
 use super::observations::{Demand, DemandSource, Observations};
@@ -72,26 +73,41 @@ pub fn decide(
         return unknown_capacity(spec, obs, state, now_s);
     };
     let panicking = update_panic(spec, obs, &need, state, now_s);
-    let raw = if panicking {
+    let interactive = if panicking {
         need.stable_replicas.max(need.panic_replicas)
     } else {
         need.stable_replicas
     };
+    let planned_tokens_per_s = if panicking {
+        need.panic_tokens_per_s.max(need.stable_tokens_per_s)
+    } else {
+        need.stable_tokens_per_s
+    };
+    let planned = Some(planned_tokens_per_s);
+    let capacity = state.capacity_tokens_per_s_per_replica.unwrap_or(0.0);
+    let startup_s = spec.startup_time.as_secs_f64();
+    // Batch work adds replicas only when the capacity the interactive ones leave idle does not
+    // cover what the batches need by their deadlines (`batch`).
+    let batch = batch::need(
+        &demand.batch,
+        interactive,
+        planned_tokens_per_s,
+        capacity,
+        startup_s,
+    );
+    let raw = interactive.saturating_add(batch.replicas);
     let window_s = oscillation::window_s(spec, state);
     // Replicas asked for only to drain a backlog are a transient need: the stabilisation
-    // window remembers the level demand asked for, so they go once the queue is gone.
+    // window remembers the level demand asked for, so they go once the queue is gone. Replicas
+    // for batch work are a level (a batch's need lasts hours): remembered with it, so a
+    // period of tight rounding does not drain one to start it again a minute later, and the
+    // fleet keeps them while the batches need them.
     let level = if panicking {
         need.stable_level_replicas.max(need.panic_level_replicas)
     } else {
         need.stable_level_replicas
     };
-    let stabilized = state.stabilized(now_s, window_s, level);
-    let planned = Some(if panicking {
-        need.panic_tokens_per_s.max(need.stable_tokens_per_s)
-    } else {
-        need.stable_tokens_per_s
-    });
-    let capacity = state.capacity_tokens_per_s_per_replica.unwrap_or(0.0);
+    let stabilized = state.stabilized(now_s, window_s, level.saturating_add(batch.replicas));
     let mut numbers = format!(
         "demand {:.0} tokens/s (burst {:.0}), capacity {:.0} tokens/s per replica at {:.0}% target",
         need.stable_tokens_per_s,
@@ -99,9 +115,19 @@ pub fn decide(
         capacity,
         spec.target_utilization * 100.0
     );
+    if demand.batch.pending() {
+        // Writing to a `String` cannot fail.
+        let _ = write!(
+            numbers,
+            "; batches need {:.0} tokens/s by their deadlines, {:.0} left idle",
+            batch.required_tokens_per_s, batch.idle_tokens_per_s
+        );
+        if batch.replicas > 0 {
+            let _ = write!(numbers, " (+{} replicas for them)", batch.replicas);
+        }
+    }
     // Pending replicas count as capacity, so a stuck one is never replaced again and again;
     // but the reader must hear about it.
-    let startup_s = spec.startup_time.as_secs_f64();
     if startup_s > 0.0 && pending_for_s > STARTUP_TIMEOUT_FACTOR * startup_s {
         // Writing to a `String` cannot fail.
         let _ = write!(
@@ -123,6 +149,8 @@ pub fn decide(
         };
         let reason = if panicking && need.panic_replicas > need.stable_replicas {
             DecisionReason::PanicScaleUp
+        } else if interactive <= current {
+            DecisionReason::ScaleUpForBatch
         } else {
             DecisionReason::ScaleUp
         };

@@ -11,6 +11,9 @@ pub enum DecisionReason {
     ScaleUp,
     /// A burst (panic window) needs at least `panic_threshold` × the ready replicas.
     PanicScaleUp,
+    /// Interactive demand fits, but running batches need more than the capacity it leaves
+    /// idle to finish by their deadlines.
+    ScaleUpForBatch,
     /// Demand has been lower for the stabilisation window; one step down.
     ScaleDown,
     /// Would scale down, but the stabilisation window still remembers higher demand.
@@ -38,6 +41,7 @@ impl DecisionReason {
             Self::Steady => "Steady",
             Self::ScaleUp => "ScaleUp",
             Self::PanicScaleUp => "PanicScaleUp",
+            Self::ScaleUpForBatch => "ScaleUpForBatch",
             Self::ScaleDown => "ScaleDown",
             Self::Stabilizing => "Stabilizing",
             Self::HoldSloNotMet => "HoldSLONotMet",

@@ -39,6 +39,7 @@ fn obs(ready: u32, pending: u32, tokens_per_s: f64) -> Observations {
             running_requests: 4,
             completed_requests: 100,
             source: Default::default(),
+            batch: BatchDemand::default(),
         }),
         ttft_p95_s: Some(0.4),
         tpot_p95_s: Some(0.02),

@@ -32,11 +32,20 @@
 //!   N/(N−1) is built in since the target is computed from demand at the smaller count). A
 //!   steady fall is not extrapolated, but the window mean's half-window lag is corrected, so
 //!   the fleet follows a falling demand where it is, not where it was.
-//! - **Zero**: to zero only after `scale_to_zero_after` without demand (if min is 0), never by
-//!   a plain scale-down step; from zero at once when requests wait or arrive.
+//! - **Batch** (the gateway's Batch API, `batch`): batch lines are in no interactive figure
+//!   (the metrics sources take them off the engines' counts). Their required throughput (the
+//!   backlog over the time to its deadline) is compared with the capacity the interactive
+//!   replicas leave idle at the knee; only the shortfall adds replicas, as a level the
+//!   stabilisation window remembers, so they stay while the batches need them.
+//! - **Zero**: to zero only after `scale_to_zero_after` without demand or batch work (if min
+//!   is 0), never by a plain scale-down step; from zero at once when requests wait or arrive,
+//!   or a batch has work left.
 //! - **Missing metrics**: hold; never scale down blind.
 //! - Always within `[min_replicas, max_replicas]`; a clamped choice says `Bounded`.
 
+mod batch;
+#[cfg(test)]
+mod batch_tests;
 mod capacity;
 mod decide;
 mod decision;
@@ -56,7 +65,9 @@ mod zero;
 pub use capacity::slo_ratio;
 pub use decide::decide;
 pub use decision::{Decision, DecisionReason};
-pub use observations::{Demand, DemandSource, Observations, ReplicaLoad, WindowedRate};
+pub use observations::{
+    BatchDemand, Demand, DemandSource, Observations, ReplicaLoad, WindowedRate,
+};
 pub use snapshot::{Clocks, PolicySnapshot, restore, snapshot};
 pub use spec::{PolicySpec, Slo, SpecError};
 pub use state::PolicyState;

@@ -10,10 +10,13 @@ pub struct WindowedRate {
     pub panic: f64,
 }
 
-/// Demand and throughput for one model, summed over all its replicas.
+/// Demand and throughput for one model, summed over all its replicas. Every figure but
+/// `batch` is interactive traffic only: Batch API lines run in the same engines, on the
+/// capacity interactive traffic leaves, and are reported apart (a metrics source subtracts
+/// them from whatever engine figure counts them too).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Demand {
-    /// Output tokens generated per second (served throughput).
+    /// Output tokens generated per second (served throughput), batch lines excluded.
     pub output_tokens_per_s: WindowedRate,
     /// Requests arriving per second at the gateway (offered load, not capped by capacity).
     pub arrival_requests_per_s: WindowedRate,
@@ -28,6 +31,31 @@ pub struct Demand {
     pub completed_requests: u64,
     /// Where the arrivals were read from.
     pub source: DemandSource,
+    /// Batch API work on this model (all zero when the gateway exports none: an older
+    /// gateway, or engines alone).
+    pub batch: BatchDemand,
+}
+
+/// What the gateway's running Batch API jobs ask of one model, as it exports them.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct BatchDemand {
+    /// Output tokens/s the model must serve to finish every running batch by its deadline
+    /// (the gateway's figure: the most, over the deadlines, of the backlog due by then over
+    /// the time left).
+    pub required_output_tokens_per_s: f64,
+    /// Output tokens the unfinished lines may still generate.
+    pub backlog_output_tokens: f64,
+    /// Batch output tokens/s generated (served), over the policy's two windows.
+    pub output_tokens_per_s: WindowedRate,
+    /// Batch lines in flight now (sent to engines, not answered), over all gateway pods.
+    pub in_flight_requests: u64,
+}
+
+impl BatchDemand {
+    /// Whether any batch still has work left.
+    pub fn pending(&self) -> bool {
+        self.backlog_output_tokens > 0.0 || self.required_output_tokens_per_s > 0.0
+    }
 }
 
 /// Where a model's arrivals were measured.

@@ -67,6 +67,7 @@ fn random_observations(g: &mut Gen, spec: &PolicySpec, current: u32) -> Observat
         running_requests: g.below(200),
         completed_requests: g.below(1000),
         source: Default::default(),
+        batch: BatchDemand::default(),
     };
     Observations {
         ready_replicas: ready,

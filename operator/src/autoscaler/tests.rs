@@ -84,6 +84,7 @@ impl World {
                 running_requests: (served / TOKENS_PER_REQUEST * 5.0) as u64,
                 completed_requests: (served / TOKENS_PER_REQUEST * 60.0) as u64,
                 source: Default::default(),
+                batch: BatchDemand::default(),
             }),
             ttft_p95_s: (self.ready > 0).then_some(ratio * 1.0 + queue_delay_s),
             tpot_p95_s: (self.ready > 0).then_some(ratio.min(1.5) * 0.05),

@@ -10,8 +10,10 @@ use super::state::PolicyState;
 
 /// Remembers since when there has been no demand at all (nothing queued, running or arriving).
 pub(super) fn track_idle(state: &mut PolicyState, demand: &Demand, now_s: f64) {
+    // A batch with work left is demand: scaling to zero would stop it short of its deadline.
     let busy = demand.queued_requests > 0
         || demand.running_requests > 0
+        || demand.batch.pending()
         || demand.arrival_requests_per_s.stable > 0.0
         || demand.output_tokens_per_s.stable > 0.0;
     if busy {
@@ -32,13 +34,21 @@ pub(super) fn zero_edges(
     let current = obs.current_replicas;
     let wanted = demand.queued_requests > 0
         || demand.arrival_requests_per_s.panic > 0.0
-        || demand.arrival_requests_per_s.stable > 0.0;
+        || demand.arrival_requests_per_s.stable > 0.0
+        || demand.batch.pending();
     if current == 0 && wanted {
         let replicas = clamp(spec, 1);
-        let message = format!(
-            "{} requests waiting at zero replicas: starting {replicas}",
-            demand.queued_requests
-        );
+        let message = if demand.batch.pending() && demand.queued_requests == 0 {
+            format!(
+                "a batch has {:.0} output tokens left at zero replicas: starting {replicas}",
+                demand.batch.backlog_output_tokens
+            )
+        } else {
+            format!(
+                "{} requests waiting at zero replicas: starting {replicas}",
+                demand.queued_requests
+            )
+        };
         return Some(finish(
             spec,
             state,

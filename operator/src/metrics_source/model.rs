@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use tokenscale_common::engines::{Absent, Signal};
 
-use super::readings::{Gauges, Reading, TargetKind, keys};
+use super::readings::{BatchGauges, Gauges, Reading, TargetKind, keys};
 use super::window::{Accumulator, History};
-use crate::autoscaler::{Demand, DemandSource, ReplicaLoad, WindowedRate};
+use crate::autoscaler::{BatchDemand, Demand, DemandSource, ReplicaLoad, WindowedRate};
 
 /// The policy-facing part of one period's observations (replica counts come from the scale
 /// target, not from metrics).
@@ -52,6 +52,9 @@ pub struct ModelMetrics {
     accumulator: Accumulator,
     history: History,
     gauges_total: Gauges,
+    /// The engines' part of `gauges_total.waiting` (the rest is the gateway's queue).
+    engine_waiting: f64,
+    batch: BatchGauges,
     gateway_seen: bool,
     last_success_s: Option<f64>,
     replicas: BTreeMap<String, ReplicaMemory>,
@@ -64,6 +67,7 @@ impl ModelMetrics {
             return; // nothing answered: the view goes stale rather than reading zero demand
         }
         let mut gauges = Gauges::default();
+        let (mut engine_waiting, mut batch) = (0.0, BatchGauges::default());
         let mut alive = Vec::new();
         for (target, kind, reading) in &round.readings {
             self.accumulator.add(target, &reading.counters);
@@ -71,15 +75,19 @@ impl ModelMetrics {
             // The gateway's in-flight requests are the engines' running ones: count once.
             if *kind == TargetKind::Engine {
                 gauges.running += reading.gauges.running;
+                engine_waiting += reading.gauges.waiting;
                 self.note_replica(target, t_s, reading);
             } else {
                 self.gateway_seen = true;
+                batch.merge(&reading.batch);
             }
             alive.push(target.clone());
         }
         self.accumulator.retain_targets(&alive);
         self.replicas.retain(|name, _| alive.contains(name));
         self.gauges_total = gauges;
+        self.engine_waiting = engine_waiting;
+        self.batch = batch;
         self.last_success_s = Some(t_s);
         self.history.push(self.accumulator.snapshot(t_s), keep_s);
     }
@@ -197,14 +205,28 @@ impl ModelMetrics {
         } else {
             (requests, DemandSource::EngineCompletions)
         };
+        // Batch lines are in none of the gateway's interactive series (tokens, requests,
+        // arrivals, latency), but the engines count them among their waiting and running
+        // requests: those are taken off, so batch work never reads as interactive demand.
+        let (queued, running) = interactive_counts(
+            self.gauges_total,
+            self.engine_waiting,
+            self.batch.in_flight_requests,
+        );
         let demand = Demand {
             output_tokens_per_s: windowed(tokens),
             arrival_requests_per_s: windowed(arrivals),
             mean_output_tokens_per_request: (completed > 0.0).then(|| generated / completed),
-            queued_requests: self.gauges_total.waiting.max(0.0) as u64,
-            running_requests: self.gauges_total.running.max(0.0) as u64,
+            queued_requests: queued.max(0.0) as u64,
+            running_requests: running.max(0.0) as u64,
             completed_requests: completed as u64,
             source,
+            batch: BatchDemand {
+                required_output_tokens_per_s: self.batch.required_output_tokens_per_s.max(0.0),
+                backlog_output_tokens: self.batch.backlog_output_tokens.max(0.0),
+                output_tokens_per_s: windowed(keys::GW_BATCH_TOKENS),
+                in_flight_requests: self.batch.in_flight_requests.max(0.0) as u64,
+            },
         };
         MetricsView {
             demand: Some(demand),
@@ -215,6 +237,18 @@ impl ModelMetrics {
             missing,
         }
     }
+}
+
+/// Interactive requests `(waiting, running)` from the totals, of which `engine_waiting` wait in
+/// the engines (the rest in the gateway's queue), when the gateway has `batch_in_flight` batch
+/// lines at the engines. They come off the engines' waiting first (engines schedule
+/// interactive requests first, so a line left waiting is most likely a batch one), then off
+/// their running.
+fn interactive_counts(totals: Gauges, engine_waiting: f64, batch_in_flight: f64) -> (f64, f64) {
+    let batch = batch_in_flight.max(0.0);
+    let off_waiting = batch.min(engine_waiting.max(0.0));
+    let off_running = (batch - off_waiting).min(totals.running.max(0.0));
+    (totals.waiting - off_waiting, totals.running - off_running)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@ use tokenscale_common::metrics::{LABEL_MODEL_NAME, gateway};
 
 use super::model::MetricsView;
 use super::scrape::{ScrapeError, fetch_text};
-use crate::autoscaler::{Demand, DemandSource, WindowedRate};
+use crate::autoscaler::{BatchDemand, Demand, DemandSource, WindowedRate};
 
 /// The PromQL queries for one model (pure, so they can be read and tested).
 #[derive(Debug, Clone, PartialEq)]
@@ -24,6 +24,15 @@ pub struct Queries {
     pub queue: String,
     /// Requests in flight now.
     pub running: String,
+    /// Batch output tokens/s over the stable and panic windows.
+    pub batch_tokens: [String; 2],
+    /// Output tokens/s that finish every running batch by its deadline (every gateway pod
+    /// reports the same shared figure: the most of them, not their sum).
+    pub batch_required: String,
+    /// Output tokens batches have left (shared, like `batch_required`).
+    pub batch_backlog: String,
+    /// Batch lines in flight now, over the gateway pods.
+    pub batch_in_flight: String,
 }
 
 /// Builds the queries for `served_name` with windows in whole seconds.
@@ -55,6 +64,16 @@ pub fn queries(served_name: &str, stable_s: u64, panic_s: u64) -> Queries {
         ],
         queue: format!("sum({}{sel})", gateway::QUEUE_DEPTH),
         running: format!("sum({}{sel})", gateway::IN_FLIGHT_REQUESTS),
+        batch_tokens: [
+            rate(gateway::BATCH_GENERATION_TOKENS_TOTAL, stable_s),
+            rate(gateway::BATCH_GENERATION_TOKENS_TOTAL, panic_s),
+        ],
+        batch_required: format!(
+            "max({}{sel})",
+            gateway::BATCH_REQUIRED_OUTPUT_TOKENS_PER_SECOND
+        ),
+        batch_backlog: format!("max({}{sel})", gateway::BATCH_BACKLOG_OUTPUT_TOKENS),
+        batch_in_flight: format!("sum({}{sel})", gateway::BATCH_IN_FLIGHT_REQUESTS),
     }
 }
 
@@ -144,6 +163,14 @@ pub struct Answers {
     pub queue: Option<f64>,
     /// Requests in flight now.
     pub running: Option<f64>,
+    /// Batch output tokens/s, stable and panic windows (`None`: no batch series).
+    pub batch_tokens: [Option<f64>; 2],
+    /// Batch output tokens/s required by the deadlines.
+    pub batch_required: Option<f64>,
+    /// Batch output tokens left.
+    pub batch_backlog: Option<f64>,
+    /// Batch lines in flight.
+    pub batch_in_flight: Option<f64>,
 }
 
 /// Asks the server at `base_url` for one model's view.
@@ -153,6 +180,7 @@ pub async fn view(base_url: &str, q: &Queries) -> Result<MetricsView, QueryError
         (&mut answers.tokens, &q.tokens),
         (&mut answers.requests, &q.requests),
         (&mut answers.arrivals, &q.arrivals),
+        (&mut answers.batch_tokens, &q.batch_tokens),
     ] {
         for (value, query) in slot.iter_mut().zip(query) {
             *value = scalar(base_url, query).await?;
@@ -160,6 +188,9 @@ pub async fn view(base_url: &str, q: &Queries) -> Result<MetricsView, QueryError
     }
     answers.queue = scalar(base_url, &q.queue).await?;
     answers.running = scalar(base_url, &q.running).await?;
+    answers.batch_required = scalar(base_url, &q.batch_required).await?;
+    answers.batch_backlog = scalar(base_url, &q.batch_backlog).await?;
+    answers.batch_in_flight = scalar(base_url, &q.batch_in_flight).await?;
     Ok(MetricsView {
         demand: demand(&answers),
         ttft_p95_s: scalar(base_url, &q.p95[0]).await?,
@@ -191,10 +222,18 @@ pub fn demand(answers: &Answers) -> Option<Demand> {
             (Some(t), Some(r)) if r > 0.0 => Some(t / r),
             _ => None,
         },
+        // The gateway's queue and in-flight gauges are interactive requests: batch lines are
+        // reported apart, below (zero from a gateway without the Batch API).
         queued_requests: answers.queue.unwrap_or(0.0).max(0.0) as u64,
         running_requests: answers.running.unwrap_or(0.0).max(0.0) as u64,
         completed_requests: 0,
         source,
+        batch: BatchDemand {
+            required_output_tokens_per_s: answers.batch_required.unwrap_or(0.0).max(0.0),
+            backlog_output_tokens: answers.batch_backlog.unwrap_or(0.0).max(0.0),
+            output_tokens_per_s: windowed(answers.batch_tokens),
+            in_flight_requests: answers.batch_in_flight.unwrap_or(0.0).max(0.0) as u64,
+        },
     })
 }
 
@@ -234,6 +273,7 @@ mod tests {
             arrivals: [Some(5.0), Some(6.0)],
             queue: Some(30.0),
             running: Some(8.0),
+            ..Answers::default()
         };
         let demand = demand(&answers).expect("series present");
         assert_eq!(demand.source, DemandSource::GatewayArrivals);
@@ -256,6 +296,58 @@ mod tests {
             super::demand(&answers),
             None,
             "no series: missing, not zero"
+        );
+    }
+
+    #[test]
+    fn batch_figures_are_read_and_default_to_zero() {
+        let q = queries("m", 60, 6);
+        let sel = "{model_name=\"m\"}";
+        assert_eq!(
+            q.batch_required,
+            format!(
+                "max({}{sel})",
+                gateway::BATCH_REQUIRED_OUTPUT_TOKENS_PER_SECOND
+            )
+        );
+        assert_eq!(
+            q.batch_in_flight,
+            format!("sum({}{sel})", gateway::BATCH_IN_FLIGHT_REQUESTS)
+        );
+        assert!(q.batch_tokens[0].contains(gateway::BATCH_GENERATION_TOKENS_TOTAL));
+        let mut answers = Answers {
+            tokens: [Some(200.0), Some(210.0)],
+            requests: [Some(2.0), Some(2.1)],
+            arrivals: [Some(2.0), Some(2.0)],
+            batch_tokens: [Some(900.0), Some(1000.0)],
+            batch_required: Some(1200.0),
+            batch_backlog: Some(5e7),
+            batch_in_flight: Some(40.0),
+            ..Answers::default()
+        };
+        let batch = demand(&answers).expect("series present").batch;
+        assert_eq!(
+            batch,
+            BatchDemand {
+                required_output_tokens_per_s: 1200.0,
+                backlog_output_tokens: 5e7,
+                output_tokens_per_s: WindowedRate {
+                    stable: 900.0,
+                    panic: 1000.0
+                },
+                in_flight_requests: 40,
+            }
+        );
+        // A gateway without the Batch API: no series, zero batch work.
+        answers.batch_tokens = [None, None];
+        (
+            answers.batch_required,
+            answers.batch_backlog,
+            answers.batch_in_flight,
+        ) = (None, None, None);
+        assert_eq!(
+            demand(&answers).expect("series present").batch,
+            BatchDemand::default()
         );
     }
 

@@ -22,6 +22,8 @@ pub mod keys {
     pub const GW_TTFT: &str = "gateway.ttft";
     /// Time-per-output-token histogram (gateway).
     pub const GW_TPOT: &str = "gateway.tpot";
+    /// Output tokens of Batch API lines (gateway; not in `GW_TOKENS`).
+    pub const GW_BATCH_TOKENS: &str = "gateway.batch_generation_tokens";
     /// Output tokens (engines).
     pub const ENGINE_TOKENS: &str = "engine.generation_tokens";
     /// Finished requests (engines: the e2e histogram's count).
@@ -52,6 +54,29 @@ pub struct Gauges {
     pub kv_cache_usage: f64,
 }
 
+/// A gateway's Batch API gauges for one model (zero when it exports none).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BatchGauges {
+    /// Output tokens/s that finish every running batch by its deadline (shared state: every
+    /// gateway pod reports the same figure).
+    pub required_output_tokens_per_s: f64,
+    /// Output tokens the unfinished batch lines may still generate (shared state).
+    pub backlog_output_tokens: f64,
+    /// Batch lines this pod has in flight.
+    pub in_flight_requests: f64,
+}
+
+impl BatchGauges {
+    /// Folds another gateway pod's gauges in: the shared figures once, the pods' own summed.
+    pub fn merge(&mut self, other: &BatchGauges) {
+        self.required_output_tokens_per_s = self
+            .required_output_tokens_per_s
+            .max(other.required_output_tokens_per_s);
+        self.backlog_output_tokens = self.backlog_output_tokens.max(other.backlog_output_tokens);
+        self.in_flight_requests += other.in_flight_requests;
+    }
+}
+
 /// What one scrape of one target contributes.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reading {
@@ -59,6 +84,8 @@ pub struct Reading {
     pub counters: BTreeMap<SeriesKey, f64>,
     /// Gauges.
     pub gauges: Gauges,
+    /// Batch API gauges (gateways only).
+    pub batch: BatchGauges,
     /// The Hub commit the engine's model resolved to (its model info gauge), if any.
     pub revision: Option<String>,
     /// Signals the engine's `/metrics` did not carry (engines only).
@@ -89,6 +116,17 @@ fn read_gateway(samples: &[Sample], served_name: &str) -> Reading {
             k if k == gateway::ARRIVALS_TOTAL => add(keys::GW_ARRIVALS),
             k if k == gateway::QUEUE_DEPTH => reading.gauges.waiting += value,
             k if k == gateway::IN_FLIGHT_REQUESTS => reading.gauges.running += value,
+            // Batch lines are reported apart from the interactive series above.
+            k if k == gateway::BATCH_GENERATION_TOKENS_TOTAL => add(keys::GW_BATCH_TOKENS),
+            k if k == gateway::BATCH_REQUIRED_OUTPUT_TOKENS_PER_SECOND => {
+                reading.batch.required_output_tokens_per_s += value;
+            }
+            k if k == gateway::BATCH_BACKLOG_OUTPUT_TOKENS => {
+                reading.batch.backlog_output_tokens += value;
+            }
+            k if k == gateway::BATCH_IN_FLIGHT_REQUESTS => {
+                reading.batch.in_flight_requests += value;
+            }
             _ => bucket(
                 sample,
                 &mut reading,
@@ -206,6 +244,45 @@ mod tests {
             10.0
         );
         assert_eq!(reading.gauges.waiting, 4.0);
+    }
+
+    #[test]
+    fn gateway_batch_series_are_read_apart_from_the_interactive_ones() {
+        let text = format!(
+            "{t}{{model_name=\"a\"}} 100\n{bt}{{model_name=\"a\",tenant=\"x\"}} 700\n\
+             {bt}{{model_name=\"a\",tenant=\"y\"}} 300\n{bt}{{model_name=\"b\",tenant=\"x\"}} 5\n\
+             {req}{{model_name=\"a\"}} 2500.5\n{bl}{{model_name=\"a\"}} 9e6\n{inf}{{model_name=\"a\"}} 12\n",
+            t = gateway::GENERATION_TOKENS_TOTAL,
+            bt = gateway::BATCH_GENERATION_TOKENS_TOTAL,
+            req = gateway::BATCH_REQUIRED_OUTPUT_TOKENS_PER_SECOND,
+            bl = gateway::BATCH_BACKLOG_OUTPUT_TOKENS,
+            inf = gateway::BATCH_IN_FLIGHT_REQUESTS,
+        );
+        let reading = read(TargetKind::Gateway, &parse(&text).samples, "a");
+        assert_eq!(reading.counters[keys::GW_TOKENS], 100.0, "batch not in it");
+        assert_eq!(reading.counters[keys::GW_BATCH_TOKENS], 1000.0);
+        assert_eq!(
+            reading.batch,
+            BatchGauges {
+                required_output_tokens_per_s: 2500.5,
+                backlog_output_tokens: 9e6,
+                in_flight_requests: 12.0,
+            }
+        );
+        // A second pod reports the same shared figures and its own lines in flight.
+        let mut both = reading.batch;
+        both.merge(&BatchGauges {
+            in_flight_requests: 3.0,
+            ..reading.batch
+        });
+        assert_eq!(
+            (
+                both.required_output_tokens_per_s,
+                both.backlog_output_tokens
+            ),
+            (2500.5, 9e6)
+        );
+        assert_eq!(both.in_flight_requests, 15.0);
     }
 
     #[test]

@@ -22,6 +22,7 @@ fn engine_reading(tokens: f64, requests: f64, fast: f64, slow: f64, running: f64
         },
         revision: None,
         absent: Vec::new(),
+        batch: BatchGauges::default(),
     }
 }
 
@@ -237,4 +238,74 @@ fn without_gateway_arrivals_completions_stand_in() {
         .expect("fresh");
     assert_eq!(demand.source, DemandSource::EngineCompletions);
     assert!((demand.arrival_requests_per_s.stable - 2.0).abs() < 1e-9);
+}
+
+/// Two gateway pods and two engines while a batch runs: the batch figures are read (the shared
+/// ones once, the pods' lines in flight summed), and the batch lines the engines count among
+/// their waiting and running requests are taken off, waiting first: batch work never reads as
+/// interactive demand. The gateway's interactive series never held it.
+#[test]
+fn batch_lines_are_read_apart_and_taken_off_the_engines_counts() {
+    let mut m = ModelMetrics::default();
+    for step in 0..=6 {
+        let t = f64::from(step) * 10.0;
+        let pod = |in_flight: f64| {
+            let mut reading = gateway_reading(t, Some(t), 2.0);
+            reading
+                .counters
+                .insert(keys::GW_BATCH_TOKENS.to_string(), 150.0 * t);
+            reading.batch = BatchGauges {
+                required_output_tokens_per_s: 400.0,
+                backlog_output_tokens: 1e6,
+                in_flight_requests: in_flight,
+            };
+            reading
+        };
+        // Each engine: 1 waiting, 4 running (see `engine_reading`).
+        let engine = || engine_reading(t * 500.0, t, t, 0.0, 4.0);
+        let readings = vec![
+            ("gw-a".to_string(), TargetKind::Gateway, pod(3.0)),
+            ("gw-b".to_string(), TargetKind::Gateway, pod(2.0)),
+            ("pod-a".to_string(), TargetKind::Engine, engine()),
+            ("pod-b".to_string(), TargetKind::Engine, engine()),
+        ];
+        m.record(
+            t,
+            &ScrapeRound {
+                readings,
+                failed: 0,
+            },
+            120.0,
+        );
+    }
+    let demand = m.view(60.0, 60.0, 10.0, 30.0).demand.expect("fresh");
+    assert_eq!(
+        demand.batch,
+        BatchDemand {
+            required_output_tokens_per_s: 400.0,
+            backlog_output_tokens: 1e6,
+            output_tokens_per_s: WindowedRate {
+                stable: 300.0,
+                panic: 300.0
+            },
+            in_flight_requests: 5,
+        }
+    );
+    // Interactive: the gateway's own tokens (100 a request, 2 requests/s over two pods).
+    assert!((demand.output_tokens_per_s.stable - 200.0).abs() < 1e-9);
+    // Waiting: 2 + 2 at the gateways and 1 + 1 at the engines; 5 batch lines in flight take
+    // the engines' 2 waiting and 3 of their 8 running.
+    assert_eq!((demand.queued_requests, demand.running_requests), (4, 5));
+}
+
+#[test]
+fn without_batch_series_the_batch_figures_are_zero() {
+    let mut m = ModelMetrics::default();
+    for t in [0.0, 10.0] {
+        m.record(t, &gateway_round(gateway_reading(t, Some(t), 1.0)), 120.0);
+    }
+    let demand = m.view(10.0, 60.0, 10.0, 30.0).demand.expect("fresh");
+    assert_eq!(demand.batch, BatchDemand::default());
+    assert!(!demand.batch.pending());
+    assert_eq!(demand.queued_requests, 1);
 }

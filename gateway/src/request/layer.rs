@@ -275,19 +275,7 @@ fn read(
         .model(model)
         .ok_or_else(|| GatewayError::ModelNotFound(model.to_string()))?;
     let prompt = body.summarize_prompt(pool.settings.affinity_prefix_chars)?;
-    let n = match body.n {
-        None => 1,
-        Some(n) if (1..=128).contains(&n) => n as u64,
-        Some(_) => {
-            return Err(GatewayError::bad_request(
-                "`n` must be in 1..=128",
-                Some("n"),
-            ));
-        }
-    };
-    let max_output = body
-        .max_output_tokens()?
-        .unwrap_or(settings.tokens.default_max_tokens);
+    let reserved_output_tokens = body.reserved_output_tokens(settings.tokens.default_max_tokens)?;
     let priority = request_priority(headers, body.priority)?;
     let cold_start = pool.cold_start_while_empty();
     let deadline = arrival + request_deadline(headers, priority, &settings.queue, cold_start)?;
@@ -305,9 +293,8 @@ fn read(
         model: model.to_string(),
         stream,
         client_wants_usage,
-        reserved_output_tokens: max_output.saturating_mul(n),
-        estimated_prompt_tokens: (prompt.chars as f64 / settings.tokens.chars_per_token).ceil()
-            as u64,
+        reserved_output_tokens,
+        estimated_prompt_tokens: prompt.estimated_tokens(settings.tokens.chars_per_token),
         priority,
         arrival,
         deadline,

@@ -163,6 +163,31 @@ impl PartialBody<'_> {
             .map(Some)
             .map_err(|_| GatewayError::bad_request(format!("`{param}` must be ≥ 0"), Some(param)))
     }
+
+    /// Completion tokens to reserve against the output limit: the output cap (or
+    /// `default_max_tokens` when the client set none) times `n`, validated in 1..=128. One
+    /// definition for the live request path and batch input validation, so both reserve alike.
+    pub fn reserved_output_tokens(&self, default_max_tokens: u64) -> Result<u64, GatewayError> {
+        let n = match self.n {
+            None => 1,
+            Some(n) if (1..=128).contains(&n) => n as u64,
+            Some(_) => {
+                return Err(GatewayError::bad_request(
+                    "`n` must be in 1..=128",
+                    Some("n"),
+                ));
+            }
+        };
+        let max_output = self.max_output_tokens()?.unwrap_or(default_max_tokens);
+        Ok(max_output.saturating_mul(n))
+    }
+}
+
+impl PromptSummary {
+    /// Prompt tokens estimated from the prompt's characters, rounded up.
+    pub fn estimated_tokens(&self, chars_per_token: f64) -> u64 {
+        (self.chars as f64 / chars_per_token).ceil() as u64
+    }
 }
 
 /// Counts characters and hashes the leading ones as text arrives piece by piece.

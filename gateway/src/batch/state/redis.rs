@@ -1,24 +1,109 @@
-//! The batch state in Redis (shared by every gateway pod). Being written: see `LocalState`
-//! for the contract; until then a gateway configured with `batch.state: redis` refuses
-//! batch calls with this error.
+//! The batch state in Redis, shared by every gateway pod: the same contract as `LocalState`
+//! (see the module doc of `state`), kept by Lua scripts that run atomically on the server.
+//!
+//! Keys (`P` is the client's prefix; braces are Redis Cluster hash tags):
+//! - `P:batch:file:{FILE}`: a file's metadata (JSON);
+//! - `P:batch:tenant:{TENANT}:files` and `…:batches`: the tenant's ids, scored by
+//!   `created_at` (listings, newest first);
+//! - `P:batch:active`: ids of batches not yet terminal, scored by `created_at`;
+//! - `P:batch:job:{BATCH}:record` (a hash `{version, json}`: compare-and-set reads the
+//!   version), `:cursor`, `:leases`, `:returned`, `:results`, `:progress`: one batch's record
+//!   and work, all in the batch's slot, so each script touches one slot.
+//!
+//! A call that spans slots (a record and a listing) is several calls, ordered so that a pod
+//! dying between them leaves nothing wrong, only an id that points nowhere (skipped when
+//! read) or a terminal batch still in `active` (dropped by the next `active`).
 
+use std::collections::HashMap;
+use std::sync::LazyLock;
 use std::time::Duration;
 
+use futures::future::try_join_all;
+
 use super::StateError;
-use crate::batch::types::{BatchRecord, FileMeta, LineResult, Progress};
+use crate::batch::types::{BatchRecord, FileMeta, LineResult, Progress, now_ms};
 use crate::store::RedisClient;
 
-/// The shared store.
+/// The shared store; clones share the connection.
 #[derive(Clone)]
 pub struct RedisState {
-    #[allow(dead_code)]
     client: RedisClient,
 }
 
-fn unbuilt<T>() -> Result<T, StateError> {
-    Err(StateError::Corrupt(
-        "batch.state: redis is not built yet".into(),
-    ))
+/// Every script, hashed once per process (calls are EVALSHA, loading on first use).
+struct Scripts {
+    claim: redis::Script,
+    release: redis::Script,
+    renew: redis::Script,
+    record: redis::Script,
+    replace: redis::Script,
+    get: redis::Script,
+    set: redis::Script,
+    put_record: redis::Script,
+    get_record: redis::Script,
+    add: redis::Script,
+    remove: redis::Script,
+    newest_first: redis::Script,
+    oldest_first: redis::Script,
+    delete: redis::Script,
+    progress: redis::Script,
+    leased: redis::Script,
+    results_page: redis::Script,
+}
+
+static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
+    let inline = redis::Script::new;
+    Scripts {
+        claim: inline(include_str!("redis/claim.lua")),
+        release: inline(include_str!("redis/release.lua")),
+        renew: inline(include_str!("redis/renew.lua")),
+        record: inline(include_str!("redis/record.lua")),
+        replace: inline(include_str!("redis/replace.lua")),
+        get: inline("return redis.call('GET', KEYS[1])"),
+        set: inline("return redis.call('SET', KEYS[1], ARGV[1])"),
+        put_record: inline(
+            "return redis.call('HSET', KEYS[1], 'version', ARGV[1], 'json', ARGV[2])",
+        ),
+        get_record: inline("return redis.call('HGET', KEYS[1], 'json')"),
+        add: inline("return redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])"),
+        remove: inline("for _, m in ipairs(ARGV) do redis.call('ZREM', KEYS[1], m) end return 1"),
+        newest_first: inline("return redis.call('ZREVRANGE', KEYS[1], 0, -1)"),
+        oldest_first: inline("return redis.call('ZRANGE', KEYS[1], 0, -1)"),
+        delete: inline("for _, k in ipairs(KEYS) do redis.call('DEL', k) end return 1"),
+        progress: inline(
+            "return redis.call('HMGET', KEYS[1], 'completed', 'failed', 'prompt_tokens', \
+             'cached_tokens', 'completion_tokens')",
+        ),
+        leased: inline("return redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[1], '+inf')"),
+        results_page: inline("return redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])"),
+    }
+});
+
+/// Results read per call: a big batch's results in one reply would outlast the call deadline.
+const RESULTS_PAGE: u32 = 500;
+
+/// The parts of one batch's work, each a key in the batch's slot.
+#[derive(Clone, Copy)]
+enum Part {
+    Record,
+    Cursor,
+    Leases,
+    Returned,
+    Results,
+    Progress,
+}
+
+impl Part {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Record => "record",
+            Self::Cursor => "cursor",
+            Self::Leases => "leases",
+            Self::Returned => "returned",
+            Self::Results => "results",
+            Self::Progress => "progress",
+        }
+    }
 }
 
 impl RedisState {
@@ -26,68 +111,297 @@ impl RedisState {
     pub fn new(client: RedisClient) -> Self {
         Self { client }
     }
-    pub(super) async fn put_file(&self, _: &FileMeta) -> Result<(), StateError> {
-        unbuilt()
+
+    fn job(&self, id: &str, part: Part) -> String {
+        let (prefix, tag) = (&self.client.prefix, hash_tag_safe(id));
+        format!("{prefix}:batch:job:{{{tag}}}:{}", part.name())
     }
-    pub(super) async fn file(&self, _: &str) -> Result<Option<FileMeta>, StateError> {
-        unbuilt()
+
+    fn jobs(&self, id: &str, parts: &[Part]) -> Vec<String> {
+        parts.iter().map(|&part| self.job(id, part)).collect()
     }
-    pub(super) async fn files(&self, _: &str) -> Result<Vec<FileMeta>, StateError> {
-        unbuilt()
+
+    fn file_key(&self, id: &str) -> String {
+        format!(
+            "{}:batch:file:{{{}}}",
+            self.client.prefix,
+            hash_tag_safe(id)
+        )
     }
-    pub(super) async fn delete_file(&self, _: &str) -> Result<(), StateError> {
-        unbuilt()
+
+    fn tenant_key(&self, tenant: &str, listing: &str) -> String {
+        let tag = hash_tag_safe(tenant);
+        format!("{}:batch:tenant:{{{tag}}}:{listing}", self.client.prefix)
     }
-    pub(super) async fn put_batch(&self, _: &BatchRecord) -> Result<(), StateError> {
-        unbuilt()
+
+    fn active_key(&self) -> String {
+        format!("{}:batch:active", self.client.prefix)
     }
-    pub(super) async fn batch(&self, _: &str) -> Result<Option<BatchRecord>, StateError> {
-        unbuilt()
+
+    async fn run<T: redis::FromRedisValue>(
+        &self,
+        script: &redis::Script,
+        keys: &[String],
+        args: &[String],
+    ) -> Result<T, StateError> {
+        Ok(self.client.run_script(script, keys, args).await?)
     }
-    pub(super) async fn batches(&self, _: &str) -> Result<Vec<BatchRecord>, StateError> {
-        unbuilt()
+
+    pub(super) async fn put_file(&self, meta: &FileMeta) -> Result<(), StateError> {
+        // Metadata first: a listing never names a file that is not there yet.
+        let key = self.file_key(&meta.id);
+        let _: () = self.run(&SCRIPTS.set, &[key], &[encode(meta)?]).await?;
+        let listing = self.tenant_key(&meta.tenant, "files");
+        let args = [meta.created_at.to_string(), meta.id.clone()];
+        let _: () = self.run(&SCRIPTS.add, &[listing], &args).await?;
+        Ok(())
     }
+
+    pub(super) async fn file(&self, id: &str) -> Result<Option<FileMeta>, StateError> {
+        let text: Option<String> = self.run(&SCRIPTS.get, &[self.file_key(id)], &[]).await?;
+        text.map(|t| decode("a file", &t)).transpose()
+    }
+
+    pub(super) async fn files(&self, tenant: &str) -> Result<Vec<FileMeta>, StateError> {
+        let listing = self.tenant_key(tenant, "files");
+        let ids: Vec<String> = self.run(&SCRIPTS.newest_first, &[listing], &[]).await?;
+        let files = try_join_all(ids.iter().map(|id| self.file(id))).await?;
+        Ok(files.into_iter().flatten().collect())
+    }
+
+    pub(super) async fn delete_file(&self, id: &str) -> Result<(), StateError> {
+        let Some(meta) = self.file(id).await? else {
+            return Ok(());
+        };
+        // Out of the listing first: a listing never names a file that is gone.
+        let listing = self.tenant_key(&meta.tenant, "files");
+        let _: () = self.run(&SCRIPTS.remove, &[listing], &[meta.id]).await?;
+        let _: () = self.run(&SCRIPTS.delete, &[self.file_key(id)], &[]).await?;
+        Ok(())
+    }
+
+    pub(super) async fn put_batch(&self, batch: &BatchRecord) -> Result<(), StateError> {
+        // Listed (and active) before the record exists: ids without a record are skipped when
+        // read, so a pod dying in between leaves no batch that runs but is never listed.
+        let args = [batch.created_at.to_string(), batch.id.clone()];
+        let listing = self.tenant_key(&batch.tenant, "batches");
+        let _: () = self.run(&SCRIPTS.add, &[listing], &args).await?;
+        if !batch.status.is_terminal() {
+            let _: () = self.run(&SCRIPTS.add, &[self.active_key()], &args).await?;
+        }
+        let record = self.job(&batch.id, Part::Record);
+        let args = [batch.version.to_string(), encode(batch)?];
+        let _: () = self.run(&SCRIPTS.put_record, &[record], &args).await?;
+        Ok(())
+    }
+
+    pub(super) async fn batch(&self, id: &str) -> Result<Option<BatchRecord>, StateError> {
+        let record = self.job(id, Part::Record);
+        let text: Option<String> = self.run(&SCRIPTS.get_record, &[record], &[]).await?;
+        text.map(|t| decode("a batch record", &t)).transpose()
+    }
+
+    pub(super) async fn batches(&self, tenant: &str) -> Result<Vec<BatchRecord>, StateError> {
+        let listing = self.tenant_key(tenant, "batches");
+        let ids: Vec<String> = self.run(&SCRIPTS.newest_first, &[listing], &[]).await?;
+        let batches = try_join_all(ids.iter().map(|id| self.batch(id))).await?;
+        Ok(batches.into_iter().flatten().collect())
+    }
+
     pub(super) async fn active(&self) -> Result<Vec<BatchRecord>, StateError> {
-        unbuilt()
+        let ids: Vec<String> = self
+            .run(&SCRIPTS.oldest_first, &[self.active_key()], &[])
+            .await?;
+        let batches = try_join_all(ids.iter().map(|id| self.batch(id))).await?;
+        let (done, active): (Vec<_>, Vec<_>) = batches
+            .into_iter()
+            .flatten()
+            .partition(|b| b.status.is_terminal());
+        // Terminal batches left behind by a replace whose second call failed: a terminal
+        // batch never changes again, so dropping it from the set is always right.
+        if !done.is_empty() {
+            let ids: Vec<String> = done.into_iter().map(|b| b.id).collect();
+            let _: () = self
+                .run(&SCRIPTS.remove, &[self.active_key()], &ids)
+                .await?;
+        }
+        Ok(active)
     }
-    pub(super) async fn replace_batch(&self, _: &BatchRecord) -> Result<bool, StateError> {
-        unbuilt()
+
+    pub(super) async fn replace_batch(&self, batch: &BatchRecord) -> Result<bool, StateError> {
+        let record = self.job(&batch.id, Part::Record);
+        let args = [batch.version.to_string(), encode(batch)?];
+        let replaced: i64 = self.run(&SCRIPTS.replace, &[record], &args).await?;
+        if replaced == 1 && batch.status.is_terminal() {
+            // The record is already replaced; if this fails, the next `active` drops it.
+            let ids = [batch.id.clone()];
+            let removed: Result<(), _> =
+                self.run(&SCRIPTS.remove, &[self.active_key()], &ids).await;
+            if let Err(error) = removed {
+                tracing::debug!(batch = %batch.id, %error, "batch state: a finished batch stays in `active` until the next read");
+            }
+        }
+        Ok(replaced == 1)
     }
+
     pub(super) async fn claim(
         &self,
-        _: &str,
-        _: u32,
-        _: u32,
-        _: &str,
-        _: Duration,
+        id: &str,
+        total: u32,
+        max: u32,
+        _worker: &str,
+        lease: Duration,
     ) -> Result<Vec<u32>, StateError> {
-        unbuilt()
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let keys = self.jobs(
+            id,
+            &[Part::Leases, Part::Returned, Part::Results, Part::Cursor],
+        );
+        let now = now_ms();
+        let args = [
+            now.to_string(),
+            lease_end(now, lease).to_string(),
+            total.to_string(),
+            max.to_string(),
+        ];
+        self.run(&SCRIPTS.claim, &keys, &args).await
     }
+
     pub(super) async fn renew(
         &self,
-        _: &str,
-        _: &str,
-        _: &[u32],
-        _: Duration,
+        id: &str,
+        _worker: &str,
+        lines: &[u32],
+        lease: Duration,
     ) -> Result<(), StateError> {
-        unbuilt()
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let mut args = vec![lease_end(now_ms(), lease).to_string()];
+        args.extend(lines.iter().map(u32::to_string));
+        let keys = [self.job(id, Part::Leases)];
+        self.run(&SCRIPTS.renew, &keys, &args).await
     }
-    pub(super) async fn release(&self, _: &str, _: &[u32]) -> Result<(), StateError> {
-        unbuilt()
+
+    pub(super) async fn release(&self, id: &str, lines: &[u32]) -> Result<(), StateError> {
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let keys = self.jobs(id, &[Part::Leases, Part::Returned]);
+        let args: Vec<String> = lines.iter().map(u32::to_string).collect();
+        self.run(&SCRIPTS.release, &keys, &args).await
     }
-    pub(super) async fn record(&self, _: &str, _: u32, _: &LineResult) -> Result<bool, StateError> {
-        unbuilt()
+
+    pub(super) async fn record(
+        &self,
+        id: &str,
+        index: u32,
+        result: &LineResult,
+    ) -> Result<bool, StateError> {
+        let keys = self.jobs(id, &[Part::Results, Part::Leases, Part::Progress]);
+        let args = [
+            index.to_string(),
+            encode(result)?,
+            if result.ok { "1" } else { "0" }.to_string(),
+            result.prompt_tokens.to_string(),
+            result.cached_tokens.to_string(),
+            result.completion_tokens.to_string(),
+        ];
+        let recorded: i64 = self.run(&SCRIPTS.record, &keys, &args).await?;
+        Ok(recorded == 1)
     }
-    pub(super) async fn progress(&self, _: &str) -> Result<Progress, StateError> {
-        unbuilt()
+
+    pub(super) async fn progress(&self, id: &str) -> Result<Progress, StateError> {
+        let keys = [self.job(id, Part::Progress)];
+        let counts: Vec<Option<u64>> = self.run(&SCRIPTS.progress, &keys, &[]).await?;
+        let count = |i: usize| counts.get(i).copied().flatten().unwrap_or(0);
+        Ok(Progress {
+            completed: u32::try_from(count(0)).unwrap_or(u32::MAX),
+            failed: u32::try_from(count(1)).unwrap_or(u32::MAX),
+            prompt_tokens: count(2),
+            cached_tokens: count(3),
+            completion_tokens: count(4),
+        })
     }
-    pub(super) async fn leased(&self, _: &str) -> Result<u32, StateError> {
-        unbuilt()
+
+    pub(super) async fn leased(&self, id: &str) -> Result<u32, StateError> {
+        let keys = [self.job(id, Part::Leases)];
+        let live: u64 = self
+            .run(&SCRIPTS.leased, &keys, &[now_ms().to_string()])
+            .await?;
+        Ok(u32::try_from(live).unwrap_or(u32::MAX))
     }
-    pub(super) async fn results(&self, _: &str) -> Result<Vec<(u32, LineResult)>, StateError> {
-        unbuilt()
+
+    pub(super) async fn results(&self, id: &str) -> Result<Vec<(u32, LineResult)>, StateError> {
+        let keys = [self.job(id, Part::Results)];
+        // HSCAN may repeat a field across pages: the map keeps each line once.
+        let mut results = HashMap::new();
+        let mut cursor = "0".to_string();
+        loop {
+            let args = [cursor, RESULTS_PAGE.to_string()];
+            let (next, page): (String, Vec<String>) =
+                self.run(&SCRIPTS.results_page, &keys, &args).await?;
+            for pair in page.chunks_exact(2) {
+                let index: u32 = pair[0]
+                    .parse()
+                    .map_err(|_| StateError::Corrupt(format!("a result under `{}`", pair[0])))?;
+                results.insert(index, decode("a line result", &pair[1])?);
+            }
+            if next == "0" {
+                return Ok(results.into_iter().collect());
+            }
+            cursor = next;
+        }
     }
-    pub(super) async fn forget_work(&self, _: &str) -> Result<(), StateError> {
-        unbuilt()
+
+    pub(super) async fn forget_work(&self, id: &str) -> Result<(), StateError> {
+        let parts = [
+            Part::Cursor,
+            Part::Leases,
+            Part::Returned,
+            Part::Results,
+            Part::Progress,
+        ];
+        self.run(&SCRIPTS.delete, &self.jobs(id, &parts), &[]).await
+    }
+}
+
+/// When a lease taken at `now_ms` for `lease` ends, in ms since the epoch.
+fn lease_end(now_ms: u64, lease: Duration) -> u64 {
+    now_ms.saturating_add(u64::try_from(lease.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn encode<T: serde::Serialize>(value: &T) -> Result<String, StateError> {
+    serde_json::to_string(value).map_err(|e| StateError::Corrupt(e.to_string()))
+}
+
+fn decode<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, StateError> {
+    serde_json::from_str(text).map_err(|e| StateError::Corrupt(format!("{what}: {e}")))
+}
+
+/// `name` with its braces escaped, so it cannot end the hash tag early (ids come from URLs).
+fn hash_tag_safe(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.contains(['{', '}', '%']) {
+        name.replace('%', "%25")
+            .replace('{', "%7B")
+            .replace('}', "%7D")
+            .into()
+    } else {
+        name.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_from_urls_cannot_break_out_of_their_hash_tag() {
+        assert_eq!(hash_tag_safe("batch-1"), "batch-1");
+        assert_eq!(hash_tag_safe("}a{%"), "%7Da%7B%25");
+        assert_eq!(lease_end(5, Duration::from_secs(1)), 1_005);
+        assert_eq!(lease_end(u64::MAX, Duration::from_secs(1)), u64::MAX);
     }
 }

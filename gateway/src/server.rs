@@ -71,8 +71,8 @@ pub struct Gateway {
     shutting_down: Arc<AtomicBool>,
     discovery_health: Arc<DiscoveryHealth>,
     connections: Arc<ConnectionLimit>,
-    /// The Batch API and the path its lines take (`batch.enabled`).
-    batches: Option<(Arc<Batches>, BatchStack)>,
+    /// The Batch API and the path its lines take, or why it is off.
+    batches: Result<(Arc<Batches>, BatchStack), Arc<str>>,
     header_timeout: Duration,
     idle_timeout: Duration,
     http2: Http2Config,
@@ -126,10 +126,18 @@ impl Gateway {
             upstream: Upstream::new(client, metrics.clone(), upstream_settings),
         };
         let batches = if config.batch.enabled {
-            let batches = Batches::open(config, limiter.redis())?;
-            Some((batches, stack::build_batch(parts.clone())))
+            match Batches::open(config, limiter.redis()) {
+                Ok(batches) => Ok((batches, stack::build_batch(parts.clone()))),
+                // Nothing configured and the default folder cannot be made (a read-only
+                // container): serve everything else; the Batch API answers why it is off.
+                Err(error) if config.batch.is_default_local() => {
+                    tracing::warn!(%error, "the Batch API is off: set batch.dir to a writable folder");
+                    Err(Arc::from(format!("the Batch API is off: {error}")))
+                }
+                Err(error) => return Err(error.into()),
+            }
         } else {
-            None
+            Err(Arc::from("the Batch API is off (batch.enabled: false)"))
         };
         let stack = stack::build(parts);
         Ok(Self {
@@ -174,7 +182,7 @@ impl Gateway {
 
     /// Starts running batches on the current runtime (with `batch.enabled`).
     pub fn start_batches(&self) {
-        if let Some((batches, stack)) = &self.batches {
+        if let Ok((batches, stack)) = &self.batches {
             let runner = Runner::new(
                 batches.clone(),
                 stack.clone(),
@@ -187,7 +195,7 @@ impl Gateway {
 
     /// The Batch API, when enabled.
     pub fn batches(&self) -> Option<&Arc<Batches>> {
-        self.batches.as_ref().map(|(batches, _)| batches)
+        self.batches.as_ref().ok().map(|(batches, _)| batches)
     }
 
     /// Kubernetes discovery's health, which `/health` reports.
@@ -224,12 +232,11 @@ impl Gateway {
                 }
             }
             (_, path) if crate::batch::api::is_batch_path(path) => match &self.batches {
-                Some((batches, _)) => batches.handle(request, &self.tenants).await,
-                None => GatewayError::PathNotFound(format!(
-                    "{} {path} (the Batch API is off: batch.enabled)",
-                    request.method()
-                ))
-                .into_response(),
+                Ok((batches, _)) => batches.handle(request, &self.tenants).await,
+                Err(why) => {
+                    GatewayError::PathNotFound(format!("{} {path}: {why}", request.method()))
+                        .into_response()
+                }
             },
             (&Method::GET, "/v1/models") => match authenticate(&request, &self.tenants) {
                 Ok(tenant) => self.models(&tenant.models),
@@ -245,7 +252,7 @@ impl Gateway {
                     self.connections.refused(),
                     self.in_flight.in_flight(),
                 );
-                if let Some((batches, _)) = &self.batches {
+                if let Ok((batches, _)) = &self.batches {
                     batches.metrics.render(&mut text);
                 }
                 text_response(text, "text/plain; version=0.0.4; charset=utf-8")

@@ -583,12 +583,12 @@ mod tests {
     fn pages_follow_after_and_limit() {
         let ids = ["c", "b", "a"];
         let data: Vec<Value> = ids.iter().map(|id| json!(id)).collect();
-        let query = Query::parse("limit=2").unwrap();
+        let query = Query::parse("limit=2").expect("ok");
         let first = page(&ids, data.clone(), &query);
         assert_eq!(first["data"], json!(["c", "b"]));
         assert_eq!(first["has_more"], json!(true));
         assert_eq!(first["last_id"], json!("b"));
-        let query = Query::parse("limit=2&after=b").unwrap();
+        let query = Query::parse("limit=2&after=b").expect("ok");
         let second = page(&ids, data, &query);
         assert_eq!(second["data"], json!(["a"]));
         assert_eq!(second["has_more"], json!(false));

@@ -111,7 +111,8 @@ impl BatchMetrics {
                 );
             }
         }
-        let tokens: [(&str, &str, fn(&Lines) -> u64); 2] = [
+        type Read = fn(&Lines) -> u64;
+        let tokens: [(&str, &str, Read); 2] = [
             (
                 names::BATCH_PROMPT_TOKENS_TOTAL,
                 "Prompt tokens of batch lines answered (engines' usage).",

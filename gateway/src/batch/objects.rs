@@ -155,20 +155,24 @@ mod tests {
         );
         assert!(parse_location("s3://").is_err());
         assert!(parse_location("file://relative").is_err());
-        assert!(parse_location("gs://b").unwrap_err().contains("s3://"));
+        assert!(
+            parse_location("gs://b")
+                .expect_err("an error")
+                .contains("s3://")
+        );
     }
 
     #[tokio::test]
     async fn a_local_folder_round_trips_and_missing_is_not_found() {
         let dir = std::env::temp_dir().join(format!("tokenscale-objects-{}", std::process::id()));
-        let objects = Objects::in_dir(&dir).unwrap();
+        let objects = Objects::in_dir(&dir).expect("ok");
         objects
             .put("files/a", Bytes::from_static(b"x\n"))
             .await
-            .unwrap();
-        assert_eq!(&objects.get("files/a").await.unwrap()[..], b"x\n");
-        objects.delete("files/a").await.unwrap();
-        objects.delete("files/a").await.unwrap();
+            .expect("ok");
+        assert_eq!(&objects.get("files/a").await.expect("ok")[..], b"x\n");
+        objects.delete("files/a").await.expect("ok");
+        objects.delete("files/a").await.expect("ok");
         assert!(matches!(
             objects.get("files/a").await,
             Err(ObjectError::NotFound)

@@ -132,6 +132,13 @@ impl Default for BatchConfig {
     }
 }
 
+impl BatchConfig {
+    /// Whether nothing says where batches live (the local store in the default folder).
+    pub fn is_default_local(&self) -> bool {
+        self.dir.is_none() && self.state == BatchStateKind::Local && self.objects.is_none()
+    }
+}
+
 /// Where batch job state lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]

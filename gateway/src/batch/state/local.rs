@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::StateError;
-use crate::batch::types::{BatchRecord, FileMeta, LineResult, Progress, now_ms};
+use crate::batch::types::{BatchRecord, BatchStatus, FileMeta, LineResult, Progress, now_ms};
 
 /// The local store; clones share it.
 #[derive(Clone)]
@@ -250,6 +250,14 @@ impl LocalState {
     ) -> Result<bool, StateError> {
         let (id, result) = (id.to_string(), result.clone());
         self.with(move |inner, dir| {
+            // A line answered after its batch ended (expired, cancelled) is too late: the
+            // files are written; keeping it would only leave a log behind.
+            let open = inner.batches.get(&id).is_some_and(|b| {
+                matches!(b.status, BatchStatus::InProgress | BatchStatus::Cancelling)
+            });
+            if !open {
+                return Ok(false);
+            }
             let work = inner.work.entry(id.clone()).or_default();
             if work.results.contains_key(&index) {
                 return Ok(false);
@@ -379,7 +387,6 @@ fn read_log(path: &Path) -> Result<Work, StateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::types::BatchStatus;
 
     fn result(ok: bool) -> LineResult {
         LineResult {
@@ -401,31 +408,61 @@ mod tests {
         dir
     }
 
+    async fn running(state: &LocalState, id: &str) {
+        let mut batch = crate::batch::types::tests::sample();
+        batch.id = id.into();
+        batch.status = BatchStatus::InProgress;
+        state.put_batch(&batch).await.expect("ok");
+    }
+
+    #[tokio::test]
+    async fn a_line_answered_after_its_batch_ended_is_not_kept() {
+        let state = LocalState::open(&temporary_dir("late")).expect("ok");
+        let mut batch = crate::batch::types::tests::sample();
+        batch.status = BatchStatus::Expired;
+        state.put_batch(&batch).await.expect("ok");
+        assert!(!state.record("batch-1", 0, &result(true)).await.expect("ok"));
+        assert_eq!(
+            state.progress("batch-1").await.expect("ok"),
+            Progress::default()
+        );
+    }
+
     #[tokio::test]
     async fn claims_skip_answered_and_leased_lines_and_results_survive_a_restart() {
         let dir = temporary_dir("claims");
-        let state = LocalState::open(&dir).unwrap();
+        let state = LocalState::open(&dir).expect("ok");
+        running(&state, "b").await;
         let lease = Duration::from_secs(60);
-        assert_eq!(state.claim("b", 5, 2, "w", lease).await.unwrap(), [0, 1]);
-        assert_eq!(state.claim("b", 5, 2, "w", lease).await.unwrap(), [2, 3]);
-        assert!(state.record("b", 0, &result(true)).await.unwrap());
+        assert_eq!(
+            state.claim("b", 5, 2, "w", lease).await.expect("ok"),
+            [0, 1]
+        );
+        assert_eq!(
+            state.claim("b", 5, 2, "w", lease).await.expect("ok"),
+            [2, 3]
+        );
+        assert!(state.record("b", 0, &result(true)).await.expect("ok"));
         assert!(
-            !state.record("b", 0, &result(false)).await.unwrap(),
+            !state.record("b", 0, &result(false)).await.expect("ok"),
             "first wins"
         );
-        state.release("b", &[1]).await.unwrap();
-        assert_eq!(state.claim("b", 5, 5, "w", lease).await.unwrap(), [1, 4]);
-        assert_eq!(state.leased("b").await.unwrap(), 4);
-        assert!(state.record("b", 2, &result(false)).await.unwrap());
-        let progress = state.progress("b").await.unwrap();
+        state.release("b", &[1]).await.expect("ok");
+        assert_eq!(
+            state.claim("b", 5, 5, "w", lease).await.expect("ok"),
+            [1, 4]
+        );
+        assert_eq!(state.leased("b").await.expect("ok"), 4);
+        assert!(state.record("b", 2, &result(false)).await.expect("ok"));
+        let progress = state.progress("b").await.expect("ok");
         assert_eq!((progress.completed, progress.failed), (1, 1));
         assert_eq!(progress.completion_tokens, 10);
 
         // A restart: the answered lines stay answered, every other line is claimable.
-        let reopened = LocalState::open(&dir).unwrap();
-        assert_eq!(reopened.progress("b").await.unwrap(), progress);
+        let reopened = LocalState::open(&dir).expect("ok");
+        assert_eq!(reopened.progress("b").await.expect("ok"), progress);
         assert_eq!(
-            reopened.claim("b", 5, 10, "w", lease).await.unwrap(),
+            reopened.claim("b", 5, 10, "w", lease).await.expect("ok"),
             [1, 3, 4]
         );
         let _ = std::fs::remove_dir_all(&dir);
@@ -433,16 +470,19 @@ mod tests {
 
     #[tokio::test]
     async fn an_expired_lease_is_claimed_again() {
-        let state = LocalState::open(&temporary_dir("lease")).unwrap();
+        let state = LocalState::open(&temporary_dir("lease")).expect("ok");
         assert_eq!(
-            state.claim("b", 2, 1, "w", Duration::ZERO).await.unwrap(),
+            state
+                .claim("b", 2, 1, "w", Duration::ZERO)
+                .await
+                .expect("ok"),
             [0]
         );
         assert_eq!(
             state
                 .claim("b", 2, 2, "v", Duration::from_secs(9))
                 .await
-                .unwrap(),
+                .expect("ok"),
             [0, 1]
         );
     }
@@ -450,31 +490,38 @@ mod tests {
     #[tokio::test]
     async fn a_torn_last_log_line_is_dropped() {
         let dir = temporary_dir("torn");
-        let state = LocalState::open(&dir).unwrap();
-        state.record("b", 0, &result(true)).await.unwrap();
+        let state = LocalState::open(&dir).expect("ok");
+        running(&state, "b").await;
+        state.record("b", 0, &result(true)).await.expect("ok");
         let log = dir.join("results/b.jsonl");
-        let mut file = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
-        file.write_all(b"{\"index\":1,\"resu").unwrap();
-        let reopened = LocalState::open(&dir).unwrap();
-        assert_eq!(reopened.progress("b").await.unwrap().completed, 1);
-        assert_eq!(reopened.results("b").await.unwrap().len(), 1);
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .expect("ok");
+        file.write_all(b"{\"index\":1,\"resu").expect("ok");
+        let reopened = LocalState::open(&dir).expect("ok");
+        assert_eq!(reopened.progress("b").await.expect("ok").completed, 1);
+        assert_eq!(reopened.results("b").await.expect("ok").len(), 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
     async fn replace_is_compare_and_set_and_survives_a_restart() {
         let dir = temporary_dir("cas");
-        let state = LocalState::open(&dir).unwrap();
+        let state = LocalState::open(&dir).expect("ok");
         let mut batch = crate::batch::types::tests::sample();
-        state.put_batch(&batch).await.unwrap();
+        state.put_batch(&batch).await.expect("ok");
         batch.version = 1;
         batch.status = BatchStatus::InProgress;
-        assert!(state.replace_batch(&batch).await.unwrap());
-        assert!(!state.replace_batch(&batch).await.unwrap(), "stale version");
-        let reopened = LocalState::open(&dir).unwrap();
-        let stored = reopened.batch("batch-1").await.unwrap().unwrap();
+        assert!(state.replace_batch(&batch).await.expect("ok"));
+        assert!(
+            !state.replace_batch(&batch).await.expect("ok"),
+            "stale version"
+        );
+        let reopened = LocalState::open(&dir).expect("ok");
+        let stored = reopened.batch("batch-1").await.expect("ok").expect("ok");
         assert_eq!(stored.status, BatchStatus::InProgress);
-        assert_eq!(reopened.active().await.unwrap().len(), 1);
+        assert_eq!(reopened.active().await.expect("ok").len(), 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

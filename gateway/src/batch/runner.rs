@@ -526,10 +526,14 @@ impl Runner {
     async fn finalize(&self, batch: BatchRecord) -> Result<(), StateError> {
         let now = now_ms();
         let mut batch = batch;
-        let held_by_other = batch
-            .finalizer
-            .as_ref()
-            .is_some_and(|(pod, until)| pod != &self.batches.pod && *until > now);
+        // A local store has one gateway: a finalizer named there is this process or a
+        // previous run of it (killed while writing), never a live peer.
+        let shared = !matches!(self.batches.state, super::state::State::Local(_));
+        let held_by_other = shared
+            && batch
+                .finalizer
+                .as_ref()
+                .is_some_and(|(pod, until)| pod != &self.batches.pod && *until > now);
         if held_by_other {
             return Ok(());
         }
@@ -782,4 +786,68 @@ fn fail(batch: &mut BatchRecord, errors: Vec<LineError>) {
     batch.status = BatchStatus::Failed;
     batch.failed_at = Some(now_s());
     batch.errors = errors;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(custom_id: &str) -> Line {
+        Line {
+            number: 1,
+            custom_id: custom_id.into(),
+            body: serde_json::value::RawValue::from_string("{}".into()).expect("json"),
+            estimated_prompt_tokens: 1,
+            reserved_output_tokens: 1,
+        }
+    }
+
+    fn answered(ok: bool, text: &str) -> LineResult {
+        LineResult {
+            ok,
+            line: text.into(),
+            prompt_tokens: 2,
+            cached_tokens: 0,
+            completion_tokens: 3,
+        }
+    }
+
+    #[test]
+    fn an_expired_batch_lists_every_line_once_in_input_order() {
+        let batch = crate::batch::types::tests::sample();
+        let lines = [line("a"), line("b"), line("c"), line("d")];
+        let results: HashMap<u32, LineResult> = [
+            (2, answered(false, "{\"c\":1}")),
+            (0, answered(true, "{\"a\":1}")),
+        ]
+        .into();
+        let files = write_up(&batch, Closing::Expired, &results, Some(&lines));
+        assert_eq!(String::from_utf8_lossy(&files.output), "{\"a\":1}\n");
+        let errors = String::from_utf8_lossy(&files.errors).into_owned();
+        let ids: Vec<String> = errors
+            .lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap_or(Value::String(l.into()));
+                v.get("custom_id")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| l.to_string(), str::to_string)
+            })
+            .collect();
+        // The recorded failure keeps its own line; the two unanswered ones say why.
+        assert_eq!(ids, ["b", "{\"c\":1}", "d"]);
+        assert!(errors.contains("batch_expired"));
+        assert_eq!(files.errors_count, 3);
+        assert_eq!((files.progress.completed, files.progress.failed), (1, 3));
+        assert_eq!(files.progress.completion_tokens, 6);
+    }
+
+    #[test]
+    fn a_completed_batch_without_failures_writes_no_errors() {
+        let batch = crate::batch::types::tests::sample();
+        let results: HashMap<u32, LineResult> = [(0, answered(true, "{}"))].into();
+        let files = write_up(&batch, Closing::Completed, &results, Some(&[line("a")]));
+        assert_eq!(files.errors_count, 0);
+        assert!(files.errors.is_empty());
+        assert_eq!(files.output_bytes, 3);
+    }
 }

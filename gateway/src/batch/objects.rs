@@ -90,6 +90,10 @@ impl Objects {
                 })
             }
             Location::S3 { bucket, prefix } => {
+                // reqwest is built without a TLS provider of its own and panics building a
+                // client (even for an http:// endpoint) unless the process has one: ring, as
+                // kube and redis use. Installing twice is refused harmlessly.
+                let _ = rustls::crypto::ring::default_provider().install_default();
                 let store = object_store::aws::AmazonS3Builder::from_env()
                     .with_bucket_name(bucket)
                     .build()

@@ -14,6 +14,7 @@ use tokenscale_e2e::k8s_checks::{Object, Typed, parse_documents};
 use tokenscale_e2e::tools::{python_with, run};
 
 mod chart {
+    pub mod batch;
     pub mod crd;
     pub mod dashboard;
     pub mod engine_pods;
@@ -180,6 +181,11 @@ fn a_value_of_the_wrong_type_or_an_unknown_value_fails_lint() {
             "/gateway/tenants/list/0/keys/0",
         ),
         ("typo", "gatway:\n  replicas: 3\n", "gatway"),
+        (
+            "batch-objects-not-s3",
+            "gateway:\n  batch:\n    objects: gs://bucket/batches\n",
+            "/gateway/batch/objects",
+        ),
         (
             "no-memory-limit",
             "gateway:\n  resources:\n    requests: {cpu: 1, memory: 1Gi}\n    limits: {cpu: 1, memory: null}\n",

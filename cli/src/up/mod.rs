@@ -113,6 +113,13 @@ async fn run(args: &UpArgs) -> Result<(), UpError> {
             source,
         })?;
     gateway.registry.declare_default(&model);
+    match gateway.gateway.batches() {
+        Some(batches) => eprintln!(
+            "tokenscale up: Batch API (/v1/files, /v1/batches) keeps its jobs in {}",
+            batches.describe
+        ),
+        None => eprintln!("tokenscale up: the Batch API is off (its folder cannot be made)"),
+    }
     eprintln!(
         "tokenscale up: gateway on http://{} serving {model:?}; replica logs in {}; Ctrl-C stops",
         gateway.addr,

@@ -58,6 +58,8 @@ pub struct Batches {
     pub pod: String,
     /// Wakes the runner (a batch was created or cancelled).
     pub wake: tokio::sync::Notify,
+    /// Where the jobs are, for logs (`the folder …`, or Redis and the bucket).
+    pub describe: String,
 }
 
 impl Batches {
@@ -84,7 +86,13 @@ impl Batches {
                 Objects::open(&location).map_err(BatchSetupError::Objects)?
             }
         };
+        let describe = match settings.state {
+            BatchStateKind::Local => format!("{} (files in {})", dir.display(), objects.describe),
+            BatchStateKind::Redis => format!("Redis (files in {})", objects.describe),
+        };
+        tracing::info!(store = %describe, "Batch API on");
         Ok(Arc::new(Self {
+            describe,
             state,
             objects,
             config: settings.clone(),

@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 
 use super::Batches;
 use super::multipart;
-use super::types::{BatchRecord, BatchStatus, FileMeta, Purpose, new_id, now_s, parse_window};
+use super::types::{
+    BatchRecord, BatchStatus, FileMeta, NewBatch, Purpose, new_id, now_s, parse_window,
+};
 use super::validate::Endpoint;
 use crate::Body;
 use crate::auth::{Tenant, TenantDirectory, authenticate};
@@ -358,37 +360,15 @@ impl Batches {
                 });
             }
         }
-        let now = now_s();
-        let batch = BatchRecord {
-            id: new_id("batch"),
+        let new = NewBatch {
             tenant: tenant.name.to_string(),
-            version: 0,
             endpoint,
             input_file_id: file.id,
             completion_window: create.completion_window,
             window_s,
             metadata: create.metadata,
-            status: BatchStatus::Validating,
-            model: None,
-            total: 0,
-            reserved_output_tokens: 0,
-            estimated_prompt_tokens: 0,
-            errors: Vec::new(),
-            closing: None,
-            finalizer: None,
-            progress: Default::default(),
-            output_file_id: None,
-            error_file_id: None,
-            created_at: now,
-            expires_at: now + window_s,
-            in_progress_at: None,
-            finalizing_at: None,
-            completed_at: None,
-            failed_at: None,
-            expired_at: None,
-            cancelling_at: None,
-            cancelled_at: None,
         };
+        let batch = BatchRecord::new(new_id("batch"), new, now_s());
         self.state
             .put_batch(&batch)
             .await

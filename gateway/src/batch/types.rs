@@ -292,7 +292,58 @@ pub struct BatchRecord {
     pub cancelled_at: Option<u64>,
 }
 
+/// What a client asks for when it creates a batch.
+#[derive(Debug, Clone)]
+pub struct NewBatch {
+    /// The tenant whose key created it.
+    pub tenant: String,
+    /// The API its lines call.
+    pub endpoint: Endpoint,
+    /// Its input file.
+    pub input_file_id: String,
+    /// As the client gave it.
+    pub completion_window: String,
+    /// The window in seconds.
+    pub window_s: u64,
+    /// The client's metadata.
+    pub metadata: Option<BTreeMap<String, String>>,
+}
+
 impl BatchRecord {
+    /// A new batch, `validating`, created at `now_s`.
+    pub fn new(id: String, new: NewBatch, now_s: u64) -> Self {
+        Self {
+            id,
+            tenant: new.tenant,
+            version: 0,
+            endpoint: new.endpoint,
+            input_file_id: new.input_file_id,
+            completion_window: new.completion_window,
+            window_s: new.window_s,
+            metadata: new.metadata,
+            status: BatchStatus::Validating,
+            model: None,
+            total: 0,
+            reserved_output_tokens: 0,
+            estimated_prompt_tokens: 0,
+            errors: Vec::new(),
+            closing: None,
+            finalizer: None,
+            progress: Progress::default(),
+            output_file_id: None,
+            error_file_id: None,
+            created_at: now_s,
+            expires_at: now_s + new.window_s,
+            in_progress_at: None,
+            finalizing_at: None,
+            completed_at: None,
+            failed_at: None,
+            expired_at: None,
+            cancelling_at: None,
+            cancelled_at: None,
+        }
+    }
+
     /// OpenAI's batch object; `live` is the state store's progress while the batch runs.
     pub fn to_openai(&self, live: Option<Progress>) -> Value {
         let progress = live.unwrap_or(self.progress);
@@ -395,35 +446,14 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn sample() -> BatchRecord {
-        BatchRecord {
-            id: "batch-1".into(),
+        let new = NewBatch {
             tenant: "t".into(),
-            version: 0,
             endpoint: Endpoint::ChatCompletions,
             input_file_id: "file-1".into(),
             completion_window: "24h".into(),
             window_s: 86_400,
             metadata: None,
-            status: BatchStatus::Validating,
-            model: None,
-            total: 0,
-            reserved_output_tokens: 0,
-            estimated_prompt_tokens: 0,
-            errors: Vec::new(),
-            closing: None,
-            finalizer: None,
-            progress: Progress::default(),
-            output_file_id: None,
-            error_file_id: None,
-            created_at: 1,
-            expires_at: 86_401,
-            in_progress_at: None,
-            finalizing_at: None,
-            completed_at: None,
-            failed_at: None,
-            expired_at: None,
-            cancelling_at: None,
-            cancelled_at: None,
-        }
+        };
+        BatchRecord::new("batch-1".into(), new, 1)
     }
 }

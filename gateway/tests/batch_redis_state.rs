@@ -1,6 +1,8 @@
 //! The batch state in Redis keeps the state contract across pods: two `RedisState`s on one
 //! real `redis-server` (started here on a free loopback port) stand for two gateway pods.
 
+#![allow(clippy::unwrap_used)] // every store call must succeed here: its error is the failure
+
 #[allow(dead_code)]
 #[path = "it/processes.rs"]
 mod processes;

@@ -4,7 +4,7 @@
 //! requests, in the `batch` class), records each answer once, and writes the output and
 //! error files when a batch ends (done, expired or cancelled).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use http::{HeaderValue, Request, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 use tokenscale_common::headers;
+use tokio::task::AbortHandle;
 use tower::ServiceExt;
 
 use super::Batches;
@@ -49,8 +50,9 @@ pub struct Runner {
     tenants: Arc<TenantDirectory>,
     /// Checked input of the batches this pod works on, by batch id.
     inputs: Mutex<HashMap<String, Arc<Validated>>>,
-    /// Lines running on this pod, by batch id.
-    running: Mutex<HashMap<String, HashSet<u32>>>,
+    /// Lines running on this pod, by batch id (their tasks, to stop them when the batch
+    /// expires).
+    running: Mutex<HashMap<String, HashMap<u32, AbortHandle>>>,
     /// Lines running on this pod, by model.
     in_flight: Mutex<HashMap<String, u64>>,
     /// Tries of lines refused for capacity, by (batch id, line).
@@ -118,6 +120,15 @@ impl Runner {
     /// One look at every unfinished batch.
     async fn tick(self: &Arc<Self>) -> Result<(), StateError> {
         let active = self.batches.state.active().await?;
+        // Lines of a batch that ended elsewhere (another pod finalized it) stop here too.
+        let ended: Vec<String> = lock(&self.running)
+            .keys()
+            .filter(|id| !active.iter().any(|b| &b.id == *id))
+            .cloned()
+            .collect();
+        for id in ended {
+            self.stop_lines(&id);
+        }
         let mut statuses: HashMap<BatchStatus, u64> = HashMap::new();
         let mut due = Vec::new();
         for batch in active {
@@ -174,8 +185,26 @@ impl Runner {
                 }
                 Ok(())
             }
-            BatchStatus::Finalizing => self.finalize(batch).await,
+            BatchStatus::Finalizing => {
+                // An expired batch's running lines are stopped: their answers would not be
+                // written, and they hold slots other work could use. (Cancel lets them
+                // finish, as OpenAI's does.)
+                if batch.closing == Some(Closing::Expired) {
+                    self.stop_lines(&batch.id);
+                }
+                self.finalize(batch).await
+            }
             _ => Ok(()),
+        }
+    }
+
+    /// Stops the lines of batch `id` running here (dropping a request closes its upstream
+    /// connection, which stops its generation).
+    fn stop_lines(&self, id: &str) {
+        if let Some(lines) = lock(&self.running).get(id) {
+            for handle in lines.values() {
+                handle.abort();
+            }
         }
     }
 
@@ -357,10 +386,6 @@ impl Runner {
             let Some(line) = checked.lines.get(index as usize) else {
                 continue;
             };
-            lock(&self.running)
-                .entry(batch.id.clone())
-                .or_default()
-                .insert(index);
             *lock(&self.in_flight).entry(model.to_string()).or_default() += 1;
             let job = Job {
                 batch: batch.id.clone(),
@@ -371,13 +396,26 @@ impl Runner {
                 custom_id: line.custom_id.clone(),
                 body: Bytes::copy_from_slice(line.body.get().as_bytes()),
             };
-            tokio::spawn(self.clone().run_line(job));
+            // Held across the spawn, so the line's slot (which takes it to leave) cannot
+            // leave before it is entered.
+            let mut running = lock(&self.running);
+            let slot = Slot {
+                runner: self.clone(),
+                batch: batch.id.clone(),
+                model: model.to_string(),
+                index,
+            };
+            let task = tokio::spawn(self.clone().run_line(job, slot));
+            running
+                .entry(batch.id.clone())
+                .or_default()
+                .insert(index, task.abort_handle());
         }
         Ok(())
     }
 
     /// Runs one line and records its answer (or gives it back).
-    async fn run_line(self: Arc<Self>, job: Job) {
+    async fn run_line(self: Arc<Self>, job: Job, _slot: Slot) {
         let sent = self.send(&job).await;
         let state = &self.batches.state;
         match sent {
@@ -405,12 +443,6 @@ impl Runner {
                     tracing::warn!(batch = %job.batch, %error, "batch runner: a line could not be given back");
                 }
             }
-        }
-        if let Some(lines) = lock(&self.running).get_mut(&job.batch) {
-            lines.remove(&job.index);
-        }
-        if let Some(n) = lock(&self.in_flight).get_mut(&job.model) {
-            *n = n.saturating_sub(1);
         }
     }
 
@@ -506,7 +538,7 @@ impl Runner {
         let running: Vec<(String, Vec<u32>)> = lock(&self.running)
             .iter()
             .filter(|(_, lines)| !lines.is_empty())
-            .map(|(id, lines)| (id.clone(), lines.iter().copied().collect()))
+            .map(|(id, lines)| (id.clone(), lines.keys().copied().collect()))
             .collect();
         for (id, lines) in running {
             let renewed = self
@@ -648,6 +680,31 @@ async fn read_answer(mut body: crate::Body) -> Result<Bytes, String> {
         }
     }
     Ok(out.freeze())
+}
+
+/// A line running on this pod: leaving (answered, given back, or stopped) frees its place
+/// in the runner's counts.
+struct Slot {
+    runner: Arc<Runner>,
+    batch: String,
+    model: String,
+    index: u32,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut running = lock(&self.runner.running);
+        if let Some(lines) = running.get_mut(&self.batch) {
+            lines.remove(&self.index);
+            if lines.is_empty() {
+                running.remove(&self.batch);
+            }
+        }
+        drop(running);
+        if let Some(n) = lock(&self.runner.in_flight).get_mut(&self.model) {
+            *n = n.saturating_sub(1);
+        }
+    }
 }
 
 /// One line to run.

@@ -155,9 +155,10 @@ pub enum BatchStateKind {
 #[serde(deny_unknown_fields)]
 pub struct BatchLimitsConfig {
     /// Most tokens (estimated prompt plus `max_tokens`) in its unfinished batches; a batch
-    /// that would pass it is refused with 429.
+    /// that would pass it fails at validation with `token_limit_exceeded` (as OpenAI's
+    /// enqueued-token limit does), running nothing.
     pub max_enqueued_tokens: Option<u64>,
-    /// Most of its batches unfinished at once.
+    /// Most of its batches unfinished at once; creating one more answers 429.
     pub max_batches_in_flight: Option<u32>,
 }
 

@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use tokenscale_gateway::batch::state::{RedisState, State};
 use tokenscale_gateway::batch::types::{
-    BatchRecord, BatchStatus, FileMeta, LineResult, Progress, Purpose,
+    BatchRecord, BatchStatus, FileMeta, LineResult, NewBatch, Progress, Purpose,
 };
+use tokenscale_gateway::batch::validate::Endpoint;
 use tokenscale_gateway::config::Config;
 use tokenscale_gateway::store::RedisClient;
 
@@ -55,12 +56,22 @@ fn result(ok: bool, completion_tokens: u64) -> LineResult {
 }
 
 fn batch(id: &str, tenant: &str, created_at: u64) -> BatchRecord {
-    let text = serde_json::json!({
-        "id": id, "tenant": tenant, "version": 0, "endpoint": "/v1/chat/completions",
-        "input_file_id": "file-in", "completion_window": "24h", "window_s": 86_400,
-        "status": "validating", "created_at": created_at, "expires_at": created_at + 86_400,
-    });
-    serde_json::from_value(text).expect("a batch record")
+    let new = NewBatch {
+        tenant: tenant.into(),
+        endpoint: Endpoint::ChatCompletions,
+        input_file_id: "file-in".into(),
+        completion_window: "24h".into(),
+        window_s: 86_400,
+        metadata: None,
+    };
+    BatchRecord::new(id.into(), new, created_at)
+}
+
+/// Puts batch `id` in progress (lines are recorded only while their batch runs).
+async fn running(state: &State, id: &str) {
+    let mut record = batch(id, "t", 1);
+    record.status = BatchStatus::InProgress;
+    state.put_batch(&record).await.unwrap();
 }
 
 fn file(id: &str, tenant: &str, created_at: u64) -> FileMeta {
@@ -81,6 +92,7 @@ async fn claims_are_exclusive_between_pods_and_answers_count_once() {
     }
     let redis = processes::Redis::start(None).await;
     let (a, b) = (pod(&redis, "claims"), pod(&redis, "claims"));
+    running(&a, "b1").await;
 
     // Two pods claiming at once never get the same line, and together get all of them.
     let (mine, theirs) = tokio::join!(
@@ -153,6 +165,7 @@ async fn a_dead_pods_expired_leases_are_taken_over_and_renewed_ones_are_not() {
     }
     let redis = processes::Redis::start(None).await;
     let (a, b) = (pod(&redis, "leases"), pod(&redis, "leases"));
+    running(&a, "b2").await;
     let short = Duration::from_millis(300);
     assert_eq!(a.claim("b2", 4, 2, "pod-a", short).await.unwrap(), [0, 1]);
     assert_eq!(b.claim("b2", 4, 1, "pod-b", short).await.unwrap(), [2]);
@@ -309,6 +322,7 @@ async fn results_of_a_big_batch_come_back_whole_across_pages() {
     }
     let redis = processes::Redis::start(None).await;
     let state = pod(&redis, "big");
+    running(&state, "b3").await;
     let lines = 1_200;
     let claimed = state
         .claim("b3", lines, lines, "pod-a", LEASE)
@@ -328,4 +342,31 @@ async fn results_of_a_big_batch_come_back_whole_across_pages() {
     indices.sort_unstable();
     assert_eq!(indices, (0..lines).collect::<Vec<_>>());
     assert_eq!(state.progress("b3").await.unwrap().completed, lines);
+}
+
+#[tokio::test]
+async fn an_answer_after_its_batch_ended_is_not_recorded() {
+    if !redis_installed() {
+        return;
+    }
+    let redis = processes::Redis::start(None).await;
+    let (a, b) = (pod(&redis, "late"), pod(&redis, "late"));
+    assert!(
+        !a.record("b4", 0, &result(true, 1)).await.unwrap(),
+        "no such batch"
+    );
+    running(&a, "b4").await;
+    assert_eq!(a.claim("b4", 2, 2, "pod-a", LEASE).await.unwrap(), [0, 1]);
+    assert!(a.record("b4", 0, &result(true, 1)).await.unwrap());
+    // Pod b expires the batch while pod a still runs line 1.
+    let mut expired = b.batch("b4").await.unwrap().expect("stored");
+    expired.version += 1;
+    expired.status = BatchStatus::Finalizing;
+    assert!(b.replace_batch(&expired).await.unwrap());
+    assert!(
+        !a.record("b4", 1, &result(true, 1)).await.unwrap(),
+        "too late"
+    );
+    assert_eq!(b.progress("b4").await.unwrap().completed, 1);
+    assert_eq!(b.results("b4").await.unwrap().len(), 1);
 }

@@ -1,21 +1,15 @@
 //! The batch state in Redis, shared by every gateway pod: the same contract as `LocalState`
 //! (see the module doc of `state`), kept by Lua scripts that run atomically on the server.
 //!
-//! Keys (`P` is the client's prefix; braces are Redis Cluster hash tags):
-//! - `P:batch:file:{FILE}`: a file's metadata (JSON);
-//! - `P:batch:tenant:{TENANT}:files` and `…:batches`: the tenant's ids, scored by
-//!   `created_at` (listings, newest first);
-//! - `P:batch:active`: ids of batches not yet terminal, scored by `created_at`;
-//! - `P:batch:job:{BATCH}:record` (a hash `{version, json}`: compare-and-set reads the
-//!   version), `:cursor`, `:leases`, `:returned`, `:results`, `:progress`: one batch's record
-//!   and work, all in the batch's slot, so each script touches one slot.
-//!
-//! A call that spans slots (a record and a listing) is several calls, ordered so that a pod
-//! dying between them leaves nothing wrong, only an id that points nowhere (skipped when
-//! read) or a terminal batch still in `active` (dropped by the next `active`).
+//! Keys are laid out in `keys` (each batch's in one Cluster slot), scripts listed in
+//! `scripts`. A call that spans slots (a record and a listing) is several calls, ordered so
+//! that a pod dying between them leaves nothing wrong, only an id that points nowhere
+//! (skipped when read) or a terminal batch still in `active` (dropped by the next `active`).
+
+mod keys;
+mod scripts;
 
 use std::collections::HashMap;
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use futures::future::try_join_all;
@@ -23,119 +17,24 @@ use futures::future::try_join_all;
 use super::StateError;
 use crate::batch::types::{BatchRecord, FileMeta, LineResult, Progress, now_ms};
 use crate::store::RedisClient;
+use keys::{Keys, Part};
+use scripts::SCRIPTS;
 
 /// The shared store; clones share the connection.
 #[derive(Clone)]
 pub struct RedisState {
     client: RedisClient,
+    keys: Keys,
 }
-
-/// Every script, hashed once per process (calls are EVALSHA, loading on first use).
-struct Scripts {
-    claim: redis::Script,
-    release: redis::Script,
-    renew: redis::Script,
-    record: redis::Script,
-    replace: redis::Script,
-    get: redis::Script,
-    set: redis::Script,
-    put_record: redis::Script,
-    get_record: redis::Script,
-    add: redis::Script,
-    remove: redis::Script,
-    newest_first: redis::Script,
-    oldest_first: redis::Script,
-    delete: redis::Script,
-    progress: redis::Script,
-    leased: redis::Script,
-    results_page: redis::Script,
-}
-
-static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
-    let inline = redis::Script::new;
-    Scripts {
-        claim: inline(include_str!("redis/claim.lua")),
-        release: inline(include_str!("redis/release.lua")),
-        renew: inline(include_str!("redis/renew.lua")),
-        record: inline(include_str!("redis/record.lua")),
-        replace: inline(include_str!("redis/replace.lua")),
-        get: inline("return redis.call('GET', KEYS[1])"),
-        set: inline("return redis.call('SET', KEYS[1], ARGV[1])"),
-        put_record: inline(
-            "return redis.call('HSET', KEYS[1], 'version', ARGV[1], 'json', ARGV[2])",
-        ),
-        get_record: inline("return redis.call('HGET', KEYS[1], 'json')"),
-        add: inline("return redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])"),
-        remove: inline("for _, m in ipairs(ARGV) do redis.call('ZREM', KEYS[1], m) end return 1"),
-        newest_first: inline("return redis.call('ZREVRANGE', KEYS[1], 0, -1)"),
-        oldest_first: inline("return redis.call('ZRANGE', KEYS[1], 0, -1)"),
-        delete: inline("for _, k in ipairs(KEYS) do redis.call('DEL', k) end return 1"),
-        progress: inline(
-            "return redis.call('HMGET', KEYS[1], 'completed', 'failed', 'prompt_tokens', \
-             'cached_tokens', 'completion_tokens')",
-        ),
-        leased: inline("return redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[1], '+inf')"),
-        results_page: inline("return redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])"),
-    }
-});
 
 /// Results read per call: a big batch's results in one reply would outlast the call deadline.
 const RESULTS_PAGE: u32 = 500;
 
-/// The parts of one batch's work, each a key in the batch's slot.
-#[derive(Clone, Copy)]
-enum Part {
-    Record,
-    Cursor,
-    Leases,
-    Returned,
-    Results,
-    Progress,
-}
-
-impl Part {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Record => "record",
-            Self::Cursor => "cursor",
-            Self::Leases => "leases",
-            Self::Returned => "returned",
-            Self::Results => "results",
-            Self::Progress => "progress",
-        }
-    }
-}
-
 impl RedisState {
     /// The store on `client` (keys under its prefix).
     pub fn new(client: RedisClient) -> Self {
-        Self { client }
-    }
-
-    fn job(&self, id: &str, part: Part) -> String {
-        let (prefix, tag) = (&self.client.prefix, hash_tag_safe(id));
-        format!("{prefix}:batch:job:{{{tag}}}:{}", part.name())
-    }
-
-    fn jobs(&self, id: &str, parts: &[Part]) -> Vec<String> {
-        parts.iter().map(|&part| self.job(id, part)).collect()
-    }
-
-    fn file_key(&self, id: &str) -> String {
-        format!(
-            "{}:batch:file:{{{}}}",
-            self.client.prefix,
-            hash_tag_safe(id)
-        )
-    }
-
-    fn tenant_key(&self, tenant: &str, listing: &str) -> String {
-        let tag = hash_tag_safe(tenant);
-        format!("{}:batch:tenant:{{{tag}}}:{listing}", self.client.prefix)
-    }
-
-    fn active_key(&self) -> String {
-        format!("{}:batch:active", self.client.prefix)
+        let keys = Keys::new(client.prefix.clone());
+        Self { client, keys }
     }
 
     async fn run<T: redis::FromRedisValue>(
@@ -149,21 +48,21 @@ impl RedisState {
 
     pub(super) async fn put_file(&self, meta: &FileMeta) -> Result<(), StateError> {
         // Metadata first: a listing never names a file that is not there yet.
-        let key = self.file_key(&meta.id);
+        let key = self.keys.file(&meta.id);
         let _: () = self.run(&SCRIPTS.set, &[key], &[encode(meta)?]).await?;
-        let listing = self.tenant_key(&meta.tenant, "files");
+        let listing = self.keys.tenant(&meta.tenant, "files");
         let args = [meta.created_at.to_string(), meta.id.clone()];
         let _: () = self.run(&SCRIPTS.add, &[listing], &args).await?;
         Ok(())
     }
 
     pub(super) async fn file(&self, id: &str) -> Result<Option<FileMeta>, StateError> {
-        let text: Option<String> = self.run(&SCRIPTS.get, &[self.file_key(id)], &[]).await?;
+        let text: Option<String> = self.run(&SCRIPTS.get, &[self.keys.file(id)], &[]).await?;
         text.map(|t| decode("a file", &t)).transpose()
     }
 
     pub(super) async fn files(&self, tenant: &str) -> Result<Vec<FileMeta>, StateError> {
-        let listing = self.tenant_key(tenant, "files");
+        let listing = self.keys.tenant(tenant, "files");
         let ids: Vec<String> = self.run(&SCRIPTS.newest_first, &[listing], &[]).await?;
         let files = try_join_all(ids.iter().map(|id| self.file(id))).await?;
         Ok(files.into_iter().flatten().collect())
@@ -174,9 +73,11 @@ impl RedisState {
             return Ok(());
         };
         // Out of the listing first: a listing never names a file that is gone.
-        let listing = self.tenant_key(&meta.tenant, "files");
+        let listing = self.keys.tenant(&meta.tenant, "files");
         let _: () = self.run(&SCRIPTS.remove, &[listing], &[meta.id]).await?;
-        let _: () = self.run(&SCRIPTS.delete, &[self.file_key(id)], &[]).await?;
+        let _: () = self
+            .run(&SCRIPTS.delete, &[self.keys.file(id)], &[])
+            .await?;
         Ok(())
     }
 
@@ -184,25 +85,25 @@ impl RedisState {
         // Listed (and active) before the record exists: ids without a record are skipped when
         // read, so a pod dying in between leaves no batch that runs but is never listed.
         let args = [batch.created_at.to_string(), batch.id.clone()];
-        let listing = self.tenant_key(&batch.tenant, "batches");
+        let listing = self.keys.tenant(&batch.tenant, "batches");
         let _: () = self.run(&SCRIPTS.add, &[listing], &args).await?;
         if !batch.status.is_terminal() {
-            let _: () = self.run(&SCRIPTS.add, &[self.active_key()], &args).await?;
+            let _: () = self.run(&SCRIPTS.add, &[self.keys.active()], &args).await?;
         }
-        let record = self.job(&batch.id, Part::Record);
-        let args = [batch.version.to_string(), encode(batch)?];
+        let record = self.keys.job(&batch.id, Part::Record);
+        let args = record_args(batch)?;
         let _: () = self.run(&SCRIPTS.put_record, &[record], &args).await?;
         Ok(())
     }
 
     pub(super) async fn batch(&self, id: &str) -> Result<Option<BatchRecord>, StateError> {
-        let record = self.job(id, Part::Record);
+        let record = self.keys.job(id, Part::Record);
         let text: Option<String> = self.run(&SCRIPTS.get_record, &[record], &[]).await?;
         text.map(|t| decode("a batch record", &t)).transpose()
     }
 
     pub(super) async fn batches(&self, tenant: &str) -> Result<Vec<BatchRecord>, StateError> {
-        let listing = self.tenant_key(tenant, "batches");
+        let listing = self.keys.tenant(tenant, "batches");
         let ids: Vec<String> = self.run(&SCRIPTS.newest_first, &[listing], &[]).await?;
         let batches = try_join_all(ids.iter().map(|id| self.batch(id))).await?;
         Ok(batches.into_iter().flatten().collect())
@@ -210,7 +111,7 @@ impl RedisState {
 
     pub(super) async fn active(&self) -> Result<Vec<BatchRecord>, StateError> {
         let ids: Vec<String> = self
-            .run(&SCRIPTS.oldest_first, &[self.active_key()], &[])
+            .run(&SCRIPTS.oldest_first, &[self.keys.active()], &[])
             .await?;
         let batches = try_join_all(ids.iter().map(|id| self.batch(id))).await?;
         let (done, active): (Vec<_>, Vec<_>) = batches
@@ -222,21 +123,21 @@ impl RedisState {
         if !done.is_empty() {
             let ids: Vec<String> = done.into_iter().map(|b| b.id).collect();
             let _: () = self
-                .run(&SCRIPTS.remove, &[self.active_key()], &ids)
+                .run(&SCRIPTS.remove, &[self.keys.active()], &ids)
                 .await?;
         }
         Ok(active)
     }
 
     pub(super) async fn replace_batch(&self, batch: &BatchRecord) -> Result<bool, StateError> {
-        let record = self.job(&batch.id, Part::Record);
-        let args = [batch.version.to_string(), encode(batch)?];
+        let record = self.keys.job(&batch.id, Part::Record);
+        let args = record_args(batch)?;
         let replaced: i64 = self.run(&SCRIPTS.replace, &[record], &args).await?;
         if replaced == 1 && batch.status.is_terminal() {
             // The record is already replaced; if this fails, the next `active` drops it.
             let ids = [batch.id.clone()];
             let removed: Result<(), _> =
-                self.run(&SCRIPTS.remove, &[self.active_key()], &ids).await;
+                self.run(&SCRIPTS.remove, &[self.keys.active()], &ids).await;
             if let Err(error) = removed {
                 tracing::debug!(batch = %batch.id, %error, "batch state: a finished batch stays in `active` until the next read");
             }
@@ -255,7 +156,7 @@ impl RedisState {
         if max == 0 {
             return Ok(Vec::new());
         }
-        let keys = self.jobs(
+        let keys = self.keys.jobs(
             id,
             &[Part::Leases, Part::Returned, Part::Results, Part::Cursor],
         );
@@ -281,7 +182,7 @@ impl RedisState {
         }
         let mut args = vec![lease_end(now_ms(), lease).to_string()];
         args.extend(lines.iter().map(u32::to_string));
-        let keys = [self.job(id, Part::Leases)];
+        let keys = [self.keys.job(id, Part::Leases)];
         self.run(&SCRIPTS.renew, &keys, &args).await
     }
 
@@ -289,7 +190,7 @@ impl RedisState {
         if lines.is_empty() {
             return Ok(());
         }
-        let keys = self.jobs(id, &[Part::Leases, Part::Returned]);
+        let keys = self.keys.jobs(id, &[Part::Leases, Part::Returned]);
         let args: Vec<String> = lines.iter().map(u32::to_string).collect();
         self.run(&SCRIPTS.release, &keys, &args).await
     }
@@ -300,7 +201,8 @@ impl RedisState {
         index: u32,
         result: &LineResult,
     ) -> Result<bool, StateError> {
-        let keys = self.jobs(id, &[Part::Results, Part::Leases, Part::Progress]);
+        let parts = [Part::Results, Part::Leases, Part::Progress, Part::Record];
+        let keys = self.keys.jobs(id, &parts);
         let args = [
             index.to_string(),
             encode(result)?,
@@ -314,7 +216,7 @@ impl RedisState {
     }
 
     pub(super) async fn progress(&self, id: &str) -> Result<Progress, StateError> {
-        let keys = [self.job(id, Part::Progress)];
+        let keys = [self.keys.job(id, Part::Progress)];
         let counts: Vec<Option<u64>> = self.run(&SCRIPTS.progress, &keys, &[]).await?;
         let count = |i: usize| counts.get(i).copied().flatten().unwrap_or(0);
         Ok(Progress {
@@ -327,7 +229,7 @@ impl RedisState {
     }
 
     pub(super) async fn leased(&self, id: &str) -> Result<u32, StateError> {
-        let keys = [self.job(id, Part::Leases)];
+        let keys = [self.keys.job(id, Part::Leases)];
         let live: u64 = self
             .run(&SCRIPTS.leased, &keys, &[now_ms().to_string()])
             .await?;
@@ -335,7 +237,7 @@ impl RedisState {
     }
 
     pub(super) async fn results(&self, id: &str) -> Result<Vec<(u32, LineResult)>, StateError> {
-        let keys = [self.job(id, Part::Results)];
+        let keys = [self.keys.job(id, Part::Results)];
         // HSCAN may repeat a field across pages: the map keeps each line once.
         let mut results = HashMap::new();
         let mut cursor = "0".to_string();
@@ -364,8 +266,18 @@ impl RedisState {
             Part::Results,
             Part::Progress,
         ];
-        self.run(&SCRIPTS.delete, &self.jobs(id, &parts), &[]).await
+        self.run(&SCRIPTS.delete, &self.keys.jobs(id, &parts), &[])
+            .await
     }
+}
+
+/// A record as the record scripts take it: version, JSON, status (read by `record.lua`).
+fn record_args(batch: &BatchRecord) -> Result<[String; 3], StateError> {
+    Ok([
+        batch.version.to_string(),
+        encode(batch)?,
+        batch.status.as_str().to_string(),
+    ])
 }
 
 /// When a lease taken at `now_ms` for `lease` ends, in ms since the epoch.
@@ -381,26 +293,12 @@ fn decode<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, S
     serde_json::from_str(text).map_err(|e| StateError::Corrupt(format!("{what}: {e}")))
 }
 
-/// `name` with its braces escaped, so it cannot end the hash tag early (ids come from URLs).
-fn hash_tag_safe(name: &str) -> std::borrow::Cow<'_, str> {
-    if name.contains(['{', '}', '%']) {
-        name.replace('%', "%25")
-            .replace('{', "%7B")
-            .replace('}', "%7D")
-            .into()
-    } else {
-        name.into()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn ids_from_urls_cannot_break_out_of_their_hash_tag() {
-        assert_eq!(hash_tag_safe("batch-1"), "batch-1");
-        assert_eq!(hash_tag_safe("}a{%"), "%7Da%7B%25");
+    fn leases_end_later_and_never_wrap() {
         assert_eq!(lease_end(5, Duration::from_secs(1)), 1_005);
         assert_eq!(lease_end(u64::MAX, Duration::from_secs(1)), u64::MAX);
     }

@@ -4,6 +4,7 @@
 
 pub mod engines;
 pub mod headers;
+pub mod histogram;
 pub mod hub_source;
 pub mod metrics;
 pub mod openai;

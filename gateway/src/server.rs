@@ -188,6 +188,7 @@ impl Gateway {
                 stack.clone(),
                 self.router.clone(),
                 self.tenants.clone(),
+                self.metrics.clone(),
             );
             tokio::spawn(runner.run());
         }

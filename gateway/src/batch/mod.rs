@@ -14,6 +14,7 @@ pub mod backlog;
 pub mod metrics;
 pub mod multipart;
 pub mod objects;
+pub mod pace;
 pub mod runner;
 pub mod state;
 pub mod types;

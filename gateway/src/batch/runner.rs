@@ -18,6 +18,7 @@ use tower::ServiceExt;
 
 use super::Batches;
 use super::backlog::{self, Due};
+use super::pace::{Interval, Latency, Pace};
 use super::state::StateError;
 use super::types::{
     BatchRecord, BatchStatus, Closing, FileMeta, LineResult, Progress, Purpose, now_ms, now_s,
@@ -25,9 +26,11 @@ use super::types::{
 };
 use super::validate::{self, Line, LineError, Validated};
 use crate::auth::{Tenant, TenantDirectory};
+use crate::metrics::{Metrics, ModelMetrics};
 use crate::request::BatchLine;
 use crate::routing::Router;
 use crate::stack::BatchStack;
+use tokenscale_common::histogram::{bucket_delta, quantile};
 
 /// How often the runner looks at the batches when nothing wakes it.
 const TICK: Duration = Duration::from_millis(250);
@@ -38,6 +41,13 @@ const CLAIM_AT_ONCE: u32 = 32;
 /// A line refused for want of capacity (429, 502, 503, 504, a broken answer) goes back to
 /// be claimed again; after this many tries it is answered as failed.
 const MAX_TRIES: u32 = 5;
+
+/// How often each model's batch pace is updated from the interactive latency of the
+/// interval (see `pace`).
+const PACE_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Interactive requests an interval needs for its p95 to count.
+const PACE_MIN_SAMPLES: f64 = 10.0;
 
 /// Largest answer kept for one line.
 const MAX_ANSWER_BYTES: usize = 64 << 20;
@@ -57,6 +67,71 @@ pub struct Runner {
     in_flight: Mutex<HashMap<String, u64>>,
     /// Tries of lines refused for capacity, by (batch id, line).
     tries: Mutex<HashMap<(String, u32), u32>>,
+    /// The interactive metrics, which pace batch lines.
+    metrics: Arc<Metrics>,
+    /// Each model's pace, by model.
+    paces: Mutex<HashMap<String, Pacing>>,
+}
+
+/// One model's pace and the interval it is measuring.
+struct Pacing {
+    pace: Pace,
+    started: tokio::time::Instant,
+    /// Interactive histograms at the interval's start: TTFT, TPOT, end to end.
+    ttft: Vec<(f64, f64)>,
+    tpot: Vec<(f64, f64)>,
+    e2e: Vec<(f64, f64)>,
+    /// Whether a batch line ran in the interval.
+    batch_ran: bool,
+}
+
+impl Pacing {
+    fn start(model: &ModelMetrics, batch_ran: bool) -> Self {
+        Self {
+            pace: Pace::default(),
+            started: tokio::time::Instant::now(),
+            ttft: model.ttft.cumulative(),
+            tpot: model.tpot.cumulative(),
+            e2e: model.e2e.cumulative(),
+            batch_ran,
+        }
+    }
+
+    /// Ends the interval: the pace takes it into account, and the next one starts.
+    fn roll(&mut self, model: &ModelMetrics, running: bool, most: u32) {
+        let (ttft, tpot, e2e) = (
+            model.ttft.cumulative(),
+            model.tpot.cumulative(),
+            model.e2e.cumulative(),
+        );
+        let p95 = |newer: &[(f64, f64)], older: &[(f64, f64)]| {
+            let delta = bucket_delta(newer, older);
+            let count = delta.last().map_or(0.0, |&(_, c)| c);
+            (count >= PACE_MIN_SAMPLES)
+                .then(|| quantile(0.95, &delta))
+                .flatten()
+        };
+        // Streams show time to first token; without streams, end-to-end time stands in.
+        let first = p95(&ttft, &self.ttft).or_else(|| p95(&e2e, &self.e2e));
+        let interactive = first.map(|ttft_s| Latency {
+            ttft_s,
+            tpot_s: p95(&tpot, &self.tpot).unwrap_or(0.0),
+        });
+        let before = self.pace.limit();
+        self.pace.update(
+            Interval {
+                interactive,
+                batch_ran: self.batch_ran || running,
+            },
+            most,
+        );
+        if self.pace.limit() != before {
+            tracing::debug!(before, after = self.pace.limit(), ?interactive, baseline = ?self.pace.baseline(), "batch pace");
+        }
+        (self.ttft, self.tpot, self.e2e) = (ttft, tpot, e2e);
+        self.started = tokio::time::Instant::now();
+        self.batch_ran = running;
+    }
 }
 
 /// What became of one try of a line.
@@ -78,6 +153,7 @@ impl Runner {
         stack: BatchStack,
         router: Arc<Router>,
         tenants: Arc<TenantDirectory>,
+        metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         Arc::new(Self {
             batches,
@@ -88,6 +164,8 @@ impl Runner {
             running: Mutex::default(),
             in_flight: Mutex::default(),
             tries: Mutex::default(),
+            metrics,
+            paces: Mutex::default(),
         })
     }
 
@@ -357,7 +435,19 @@ impl Runner {
             return Ok(());
         };
         let mine = lock(&self.in_flight).get(model).copied().unwrap_or(0);
-        let cap = u64::from(self.batches.config.max_concurrency).saturating_sub(mine);
+        let most = self.batches.config.max_concurrency;
+        let paced = {
+            let mut paces = lock(&self.paces);
+            let interactive = self.metrics.model(model);
+            let pacing = paces
+                .entry(model.to_string())
+                .or_insert_with(|| Pacing::start(&interactive, mine > 0));
+            if pacing.started.elapsed() >= PACE_INTERVAL {
+                pacing.roll(&interactive, mine > 0, most);
+            }
+            pacing.pace.limit()
+        };
+        let cap = u64::from(most.min(paced)).saturating_sub(mine);
         let room = (pool.batch_room(self.batches.config.max_fill) as u64).min(cap);
         if room == 0 {
             return Ok(());
@@ -370,6 +460,9 @@ impl Runner {
                 return Ok(());
             }
         };
+        if let Some(pacing) = lock(&self.paces).get_mut(model) {
+            pacing.batch_ran = true;
+        }
         let max = (room as u32).min(CLAIM_AT_ONCE);
         let claimed = self
             .batches

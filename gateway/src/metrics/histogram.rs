@@ -48,6 +48,20 @@ impl Histogram {
         self.count.load(Ordering::Relaxed)
     }
 
+    /// The cumulative buckets `(upper bound, count)`, `+Inf` last (for quantiles of an
+    /// interval: `tokenscale_common::histogram::bucket_delta` of two of these).
+    pub fn cumulative(&self) -> Vec<(f64, f64)> {
+        let mut cumulative = 0;
+        let bounds = self.bounds.iter().copied().chain([f64::INFINITY]);
+        bounds
+            .zip(&self.counts)
+            .map(|(bound, count)| {
+                cumulative += count.load(Ordering::Relaxed);
+                (bound, cumulative as f64)
+            })
+            .collect()
+    }
+
     /// Writes `name_bucket{labels,le=..}`, `name_sum` and `name_count` lines.
     pub fn render(&self, out: &mut String, name: &str, labels: &str) {
         let sep = if labels.is_empty() { "" } else { "," };

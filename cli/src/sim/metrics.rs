@@ -57,6 +57,7 @@ struct Slot {
     second: u64,
     arrivals: f64,
     served_tokens: f64,
+    batch_tokens: f64,
     completed: f64,
     completed_tokens: f64,
     queued: f64,
@@ -88,8 +89,10 @@ impl Minute {
 pub struct WindowView {
     /// Requests arriving per second.
     pub arrivals_per_s: f64,
-    /// Output tokens served per second.
+    /// Output tokens served per second (interactive requests).
     pub served_tokens_per_s: f64,
+    /// Output tokens of batch lines served per second (the gateway's batch counter).
+    pub batch_tokens_per_s: f64,
     /// Requests completed in the window.
     pub completed: f64,
     /// Mean output tokens of completed requests.
@@ -195,6 +198,12 @@ impl Recorder {
         self.slot().served_tokens += tokens;
     }
 
+    /// Output tokens of batch lines generated: counted apart, in none of the interactive
+    /// figures (throughput, goodput, latency, the minutes' SLO).
+    pub fn batch_served(&mut self, tokens: f64) {
+        self.slot().batch_tokens += tokens;
+    }
+
     /// First tokens of `weight` requests at `t_s` after `ttft_s`.
     pub fn first_token(&mut self, t_s: f64, ttft_s: f64, weight: f64) {
         self.slot().ttft.add(ttft_s, weight);
@@ -253,6 +262,7 @@ impl Recorder {
         let end = self.now_second.saturating_sub(delay_s);
         let start = end.saturating_sub(len_s.max(1) - 1);
         let (mut arrivals, mut served, mut completed, mut tokens) = (0.0, 0.0, 0.0, 0.0);
+        let mut batch = 0.0;
         let (mut ttft, mut tpot) = (Histogram::default(), Histogram::default());
         let mut seconds = 0.0;
         for second in start..=end {
@@ -263,6 +273,7 @@ impl Recorder {
             seconds += 1.0;
             arrivals += slot.arrivals;
             served += slot.served_tokens;
+            batch += slot.batch_tokens;
             completed += slot.completed;
             tokens += slot.completed_tokens;
             ttft.merge(&slot.ttft);
@@ -273,6 +284,7 @@ impl Recorder {
         WindowView {
             arrivals_per_s: arrivals / seconds,
             served_tokens_per_s: served / seconds,
+            batch_tokens_per_s: batch / seconds,
             completed,
             mean_output_tokens: (completed > 0.0).then(|| tokens / completed),
             ttft_p95_s: ttft.quantile(0.95),

@@ -2,6 +2,7 @@
 //! policies (the operator's real policy among them) and scores SLO attainment against
 //! GPU-hours. A fluid discrete-time model: see `replica` for the approximation.
 
+mod batch;
 mod family;
 mod fleet;
 mod knee;
@@ -20,6 +21,7 @@ use clap::Args;
 use tokenscale_common::perf_model::{PerfModelError, PerfProfile};
 use tokenscale_operator::autoscaler::Slo;
 
+pub use batch::{BatchJob, BatchOutcome};
 pub use knee::Knee;
 pub use policy::PolicyKind;
 pub use run::{PolicyResult, SeriesPoint, SimConfig, simulate};
@@ -111,6 +113,12 @@ pub struct SimArgs {
     /// tokenscale's target utilisation of the learned capacity.
     #[arg(long, default_value_t = 0.9)]
     pub target_utilization: f64,
+    /// A Batch API job, repeatable: `at=2h,tokens=50M,window=24h` (output tokens, with K, M or
+    /// G). Served on the capacity interactive traffic leaves; the report says when each
+    /// finished, whether by its deadline, and the GPU-hours it added against the same run
+    /// without it.
+    #[arg(long = "batch", value_name = "SPEC")]
+    pub batches: Vec<String>,
     /// One JSON object per policy instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -119,7 +127,7 @@ pub struct SimArgs {
     pub plot: Option<PathBuf>,
 }
 
-/// Parses `1.5s`, `500ms`, `90m`, `2h` (a bare number is seconds).
+/// Parses `1.5s`, `500ms`, `90m`, `2h`, `1d` (a bare number is seconds).
 pub fn parse_duration_s(text: &str) -> Result<f64, SimError> {
     let text = text.trim();
     let (number, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
@@ -131,9 +139,10 @@ pub fn parse_duration_s(text: &str) -> Result<f64, SimError> {
         "s" => 1.0,
         "m" => 60.0,
         "h" => 3600.0,
+        "d" => 86_400.0,
         _ => {
             return Err(SimError::Usage(format!(
-                "duration `{text}`: use ms, s, m or h"
+                "duration `{text}`: use ms, s, m, h or d"
             )));
         }
     };
@@ -181,6 +190,9 @@ impl Comparison {
         let mut trace = Trace::load(&args.trace)?;
         if let Some(d) = &args.duration {
             trace.set_duration(parse_duration_s(d)?);
+        }
+        for spec in &args.batches {
+            trace.batches.push(BatchJob::parse(spec)?);
         }
         if let Some(peak) = args.peak_rps {
             if peak.is_nan() || peak <= 0.0 {
@@ -248,6 +260,61 @@ impl Comparison {
             .map(|&kind| simulate(kind, &self.config, &self.knee, &self.trace))
             .collect()
     }
+
+    /// The same comparison with the trace's batch jobs but `keep` (by index).
+    pub fn with_batches(&self, keep: impl Fn(usize) -> bool) -> Self {
+        let mut other = self.clone();
+        other.trace.batches = (self.trace.batches.iter().enumerate())
+            .filter(|(i, _)| keep(*i))
+            .map(|(_, b)| *b)
+            .collect();
+        other
+    }
+
+    /// What the batch jobs did to each policy's run (`results`, from [`Comparison::run`]):
+    /// the same runs without any job, and without each job in turn for its extra GPU-hours
+    /// (one job: the same run). Empty when the trace has no batch jobs.
+    pub fn batch_effects(&self, results: &[PolicyResult]) -> Vec<BatchEffect> {
+        let jobs = self.trace.batches.len();
+        if jobs == 0 {
+            return Vec::new();
+        }
+        let none = self.with_batches(|_| false);
+        self.policies
+            .iter()
+            .zip(results)
+            .map(|(&kind, with)| {
+                let without = simulate(kind, &none.config, &none.knee, &none.trace);
+                let extra_gpu_hours = (0..jobs)
+                    .map(|job| {
+                        let rest = if jobs == 1 {
+                            without.gpu_hours
+                        } else {
+                            let c = self.with_batches(|i| i != job);
+                            simulate(kind, &c.config, &c.knee, &c.trace).gpu_hours
+                        };
+                        with.gpu_hours - rest
+                    })
+                    .collect();
+                BatchEffect {
+                    with: with.clone(),
+                    without,
+                    extra_gpu_hours,
+                }
+            })
+            .collect()
+    }
+}
+
+/// One policy's run with the trace's batch jobs against the same run without them.
+#[derive(Debug, Clone)]
+pub struct BatchEffect {
+    /// The run with every job (its `batches` say what became of each).
+    pub with: PolicyResult,
+    /// The run without any.
+    pub without: PolicyResult,
+    /// GPU-hours each job added: the run with every job less the run without that one.
+    pub extra_gpu_hours: Vec<f64>,
 }
 
 /// `tokenscale sim`: runs and prints the table (or JSON), and writes the plot.
@@ -257,9 +324,12 @@ pub fn run_command(args: &SimArgs) -> Result<String, SimError> {
     if let Some(path) = &args.plot {
         plot::write(path, &comparison.trace.name, &results)?;
     }
+    let effects = comparison.batch_effects(&results);
     Ok(if args.json {
-        report::json(&results)
+        report::json(&results, &effects)
     } else {
-        report::table(&comparison, &results)
+        let mut table = report::table(&comparison, &results);
+        table.push_str(&report::batch_table(&effects));
+        table
     })
 }

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::fmt;
 
 use tokenscale_operator::autoscaler::{
-    Demand, Observations, PolicySpec, PolicyState, WindowedRate, decide,
+    BatchDemand, Demand, Observations, PolicySpec, PolicyState, WindowedRate, decide,
 };
 
 use super::SimError;
@@ -76,6 +76,10 @@ pub struct DecideInput<'a> {
     pub trace: &'a Trace,
     /// Metric scrape delay, seconds.
     pub scrape_delay_s: u64,
+    /// Output tokens running batch jobs have left (the gateway's gauge).
+    pub batch_backlog_tokens: f64,
+    /// Output tokens/s that finish every running batch by its deadline (the gateway's gauge).
+    pub batch_required_tokens_per_s: f64,
 }
 
 /// A running controller.
@@ -152,8 +156,15 @@ impl Controller {
                 let peak_rps = (0..=horizon_s.ceil() as u64)
                     .map(|s| input.trace.rate_rps(input.now_s + s as f64))
                     .fold(0.0, f64::max);
-                let need = (peak_rps * *tokens_per_request / *capacity_tokens_per_s).ceil() as u32;
-                need.clamp(*min, *max)
+                let peak = peak_rps * *tokens_per_request;
+                let need = (peak / *capacity_tokens_per_s).ceil();
+                // Batch work on what those replicas leave idle, and replicas for the rest: the
+                // same rule as tokenscale's, at the true capacity.
+                let idle = need * *capacity_tokens_per_s - peak;
+                let batch = ((input.batch_required_tokens_per_s - idle).max(0.0)
+                    / *capacity_tokens_per_s)
+                    .ceil();
+                ((need + batch) as u32).clamp(*min, *max)
             }
         }
     }
@@ -185,7 +196,17 @@ fn observe(spec: &PolicySpec, input: &DecideInput) -> Observations {
             running_requests: stable.running.round() as u64,
             completed_requests: stable.completed.round() as u64,
             source: Default::default(),
-            batch: Default::default(),
+            // The gateway's batch gauges and counter. Batch lines are served outside the
+            // fluid replicas, so no interactive figure above holds any to take off.
+            batch: BatchDemand {
+                required_output_tokens_per_s: input.batch_required_tokens_per_s,
+                backlog_output_tokens: input.batch_backlog_tokens,
+                output_tokens_per_s: WindowedRate {
+                    stable: stable.batch_tokens_per_s,
+                    panic: panic.batch_tokens_per_s,
+                },
+                in_flight_requests: 0,
+            },
         }),
         ttft_p95_s: stable.ttft_p95_s,
         tpot_p95_s: stable.tpot_p95_s,

@@ -2,15 +2,18 @@
 
 use serde_json::json;
 
+use super::BatchEffect;
 use super::Comparison;
+use super::batch::BatchOutcome;
 use super::run::PolicyResult;
 
-/// One JSON object per policy, a line each.
-pub fn json(results: &[PolicyResult]) -> String {
+/// One JSON object per policy, a line each; with batch jobs, what became of them.
+pub fn json(results: &[PolicyResult], effects: &[BatchEffect]) -> String {
     results
         .iter()
-        .map(|r| {
-            json!({
+        .enumerate()
+        .map(|(i, r)| {
+            let mut object = json!({
                 "policy": r.policy,
                 "slo_minute_attainment": r.slo_minute_attainment,
                 "request_attainment": r.request_attainment,
@@ -22,8 +25,31 @@ pub fn json(results: &[PolicyResult]) -> String {
                 "requests": r.requests,
                 "rejected_requests": r.rejected,
                 "preemptions": r.preemptions,
-            })
-            .to_string()
+            });
+            if let Some(effect) = effects.get(i) {
+                object["batches"] = r
+                    .batches
+                    .iter()
+                    .zip(&effect.extra_gpu_hours)
+                    .map(|(b, extra)| {
+                        json!({
+                            "at_s": b.job.at_s,
+                            "output_tokens": b.job.output_tokens,
+                            "window_s": b.job.window_s,
+                            "finished_at_s": b.finished_at_s,
+                            "left_tokens": b.left_tokens,
+                            "deadline_met": b.deadline_met(),
+                            "extra_gpu_hours": extra,
+                        })
+                    })
+                    .collect();
+                object["without_batches"] = json!({
+                    "slo_minute_attainment": effect.without.slo_minute_attainment,
+                    "request_attainment": effect.without.request_attainment,
+                    "gpu_hours": effect.without.gpu_hours,
+                });
+            }
+            object.to_string()
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -64,4 +90,75 @@ pub fn table(c: &Comparison, results: &[PolicyResult]) -> String {
         ));
     }
     out
+}
+
+/// Batch jobs, one row per policy and job: when it finished, whether by its deadline, the
+/// GPU-hours it added, and the interactive SLO attainment with the jobs and (in brackets)
+/// without them. Empty without batch jobs.
+pub fn batch_table(effects: &[BatchEffect]) -> String {
+    if effects.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\nbatch jobs (served on the capacity interactive traffic leaves; extra GPU-hours against the same run without the job)\n",
+    );
+    out.push_str(&format!(
+        "{:<12} {:>4} {:>7} {:>9} {:>8} {:>10} {:>9} {:>11} {:>19} {:>19}\n",
+        "policy",
+        "job",
+        "at h",
+        "tokens",
+        "window h",
+        "finished h",
+        "deadline",
+        "extra GPU-h",
+        "SLO min % (w/o)",
+        "SLO req % (w/o)"
+    ));
+    for effect in effects {
+        let (with, without) = (&effect.with, &effect.without);
+        for (i, (b, extra)) in with.batches.iter().zip(&effect.extra_gpu_hours).enumerate() {
+            out.push_str(&format!(
+                "{:<12} {:>4} {:>7.2} {:>9} {:>8.2} {:>10} {:>9} {:>11.1} {:>19} {:>19}\n",
+                with.policy,
+                i + 1,
+                b.job.at_s / 3600.0,
+                tokens(b.job.output_tokens),
+                b.job.window_s / 3600.0,
+                b.finished_at_s
+                    .map_or_else(|| "-".to_string(), |t| format!("{:.2}", t / 3600.0)),
+                deadline(b),
+                extra,
+                format!(
+                    "{:.2} ({:.2})",
+                    with.slo_minute_attainment * 100.0,
+                    without.slo_minute_attainment * 100.0
+                ),
+                format!(
+                    "{:.2} ({:.2})",
+                    with.request_attainment * 100.0,
+                    without.request_attainment * 100.0
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// `50.0M`-style token counts.
+fn tokens(n: f64) -> String {
+    match n {
+        n if n >= 1e9 => format!("{:.1}G", n / 1e9),
+        n if n >= 1e6 => format!("{:.1}M", n / 1e6),
+        n if n >= 1e3 => format!("{:.1}K", n / 1e3),
+        n => format!("{n:.0}"),
+    }
+}
+
+fn deadline(b: &BatchOutcome) -> &'static str {
+    match b.deadline_met() {
+        Some(true) => "met",
+        Some(false) => "MISSED",
+        None => "open",
+    }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokenscale_common::perf_model::PerfProfile;
 use tokenscale_operator::autoscaler::{PolicySpec, PolicyState, Slo};
 
+use super::batch::{BatchOutcome, Batches};
 use super::fleet::Fleet;
 use super::knee::Knee;
 use super::metrics::Recorder;
@@ -52,6 +53,10 @@ pub struct SeriesPoint {
     pub replicas: u32,
     /// Ready replicas.
     pub ready: u32,
+    /// Capacity the ready replicas had left within the SLO (at the knee) beyond the
+    /// interactive tokens they served, over the last sample interval, output tokens/s: what
+    /// batch work may use (and, with batch jobs, did in part).
+    pub idle_tokens_per_s: f64,
 }
 
 /// One policy's scores.
@@ -85,6 +90,8 @@ pub struct PolicyResult {
     pub series: Vec<SeriesPoint>,
     /// The last decision's reason (tokenscale only).
     pub last_reason: String,
+    /// What became of the trace's batch jobs, in the trace's order.
+    pub batches: Vec<BatchOutcome>,
 }
 
 const SAMPLE_S: f64 = 30.0;
@@ -156,6 +163,7 @@ pub fn simulate(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace) -
         slo: cfg.slo,
     };
     let devices = f64::from(cfg.profile.devices_per_replica());
+    let mut batches = Batches::new(&trace.batches);
 
     let ticks = (trace.duration_s / cfg.tick_s).ceil() as u64;
     // The first decision waits for one full stable window of metrics (a real operator reads
@@ -165,7 +173,7 @@ pub fn simulate(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace) -
     let (mut events, mut flips, mut last_direction, mut peak) =
         (0u32, 0u32, 0i8, fleet.allocated());
     let mut series = Vec::new();
-    let mut sampled_arrivals = 0.0;
+    let (mut sampled_arrivals, mut sampled_idle_tokens) = (0.0, 0.0);
     for tick in 0..ticks {
         let t_s = tick as f64 * cfg.tick_s;
         rec.set_time(t_s);
@@ -173,20 +181,35 @@ pub fn simulate(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace) -
         let arrived: f64 = arrivals.iter().sum();
         sampled_arrivals += arrived;
         rec.arrived(arrived);
+        let interactive_before = rec.served_tokens;
         fleet.dispatch(&arrivals, t_s, cfg.tick_s, &mut rec);
         fleet.tick(&ctx, t_s, cfg.tick_s, &mut rec);
+        // Batch lines get what the ready replicas can serve within the SLO (the knee) beyond
+        // the interactive tokens they served this tick; they are not in the fluid replicas, so
+        // the interactive requests' latencies never see them.
+        let interactive = rec.served_tokens - interactive_before;
+        let idle =
+            (f64::from(fleet.ready()) * knee.tokens_per_s * cfg.tick_s - interactive).max(0.0);
+        sampled_idle_tokens += idle;
+        if batches.any_left() {
+            let served = batches.serve(t_s, t_s + cfg.tick_s, idle);
+            rec.batch_served(served);
+        }
         let (queued, running) = fleet.queued_and_running();
         rec.gauges(queued, running);
         device_s += f64::from(fleet.allocated()) * devices * cfg.tick_s;
         peak = peak.max(fleet.allocated());
 
         if t_s >= next_decision_s {
+            let (batch_backlog_tokens, batch_required_tokens_per_s) = batches.gauges(t_s);
             let input = DecideInput {
                 now_s: t_s,
                 fleet: &fleet,
                 rec: &rec,
                 trace: &trace,
                 scrape_delay_s: cfg.scrape_delay_s,
+                batch_backlog_tokens,
+                batch_required_tokens_per_s,
             };
             let desired = control.decide(&input);
             let current = fleet.target();
@@ -204,14 +227,15 @@ pub fn simulate(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace) -
             series.push(SeriesPoint {
                 t_s,
                 demand_rps: sampled_arrivals / SAMPLE_S,
+                idle_tokens_per_s: sampled_idle_tokens / SAMPLE_S,
                 replicas: fleet.allocated(),
                 ready: fleet.ready(),
             });
-            sampled_arrivals = 0.0;
+            (sampled_arrivals, sampled_idle_tokens) = (0.0, 0.0);
             next_sample_s += SAMPLE_S;
         }
     }
-    score(
+    let mut result = score(
         kind,
         &rec,
         device_s,
@@ -221,7 +245,9 @@ pub fn simulate(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace) -
         peak,
         series,
         control,
-    )
+    );
+    result.batches = batches.outcomes();
+    result
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -269,5 +295,6 @@ fn score(
         preemptions: rec.preemptions,
         series,
         last_reason,
+        batches: Vec::new(),
     }
 }

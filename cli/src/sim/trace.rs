@@ -1,11 +1,13 @@
 //! Arrivals: a rate curve (diurnal or piecewise-linear, with bursts) and a request mix read
 //! from a YAML trace spec, or a recorded JSONL trace (`{"t": s, "input_tokens": n,
-//! "output_tokens": m}` a line). Requests are grouped into a few classes of similar length so
+//! "output_tokens": m}` a line, and Batch API jobs as `{"batch": {"at_s": s, "output_tokens":
+//! n, "window_s": w}}` lines). Requests are grouped into a few classes of similar length so
 //! the fluid fleet model can move them as cohorts.
 
 use serde::Deserialize;
 
 use super::SimError;
+use super::batch::BatchJob;
 use super::rng::Rng;
 
 /// Most request classes a trace may have.
@@ -99,6 +101,9 @@ pub struct Trace {
     pub duration_s: f64,
     /// Request classes, weights normalised to 1.
     pub classes: Vec<RequestClass>,
+    /// Batch API jobs submitted during the trace (served on the capacity interactive
+    /// traffic leaves; see `batch`).
+    pub batches: Vec<BatchJob>,
     source: Source,
 }
 
@@ -142,6 +147,7 @@ impl Trace {
             name: format!("family:{seed} ({})", generated.description),
             duration_s: super::family::DURATION_S,
             classes: generated.classes,
+            batches: Vec::new(),
             source: Source::Sampled {
                 per_second: generated.per_second,
                 scale: 1.0,
@@ -183,6 +189,7 @@ impl Trace {
             name: spec.name.clone(),
             duration_s: spec.duration_s,
             classes,
+            batches: Vec::new(),
             source: Source::Curve { spec, scale: 1.0 },
         })
     }
@@ -195,16 +202,43 @@ impl Trace {
             input_tokens: f64,
             output_tokens: f64,
         }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct BatchLine {
+            batch: BatchFields,
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct BatchFields {
+            at_s: f64,
+            output_tokens: f64,
+            window_s: f64,
+        }
         let mut lines = Vec::new();
+        let mut batches = Vec::new();
         for (n, line) in text
             .lines()
             .enumerate()
             .filter(|(_, l)| !l.trim().is_empty())
         {
-            let parsed: Line = serde_json::from_str(line).map_err(|e| SimError::Trace {
+            let bad = |message: String| SimError::Trace {
                 origin: origin.to_string(),
-                message: format!("line {}: {e}", n + 1),
-            })?;
+                message: format!("line {}: {message}", n + 1),
+            };
+            let value: serde_json::Value =
+                serde_json::from_str(line).map_err(|e| bad(e.to_string()))?;
+            if value.get("batch").is_some() {
+                let b: BatchLine = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
+                let job = BatchJob {
+                    at_s: b.batch.at_s,
+                    output_tokens: b.batch.output_tokens,
+                    window_s: b.batch.window_s,
+                };
+                job.validate().map_err(bad)?;
+                batches.push(job);
+                continue;
+            }
+            let parsed: Line = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
             let ok = parsed.t >= 0.0 && parsed.input_tokens >= 0.0 && parsed.output_tokens >= 1.0;
             if !ok || !parsed.t.is_finite() {
                 let message = format!(
@@ -267,6 +301,7 @@ impl Trace {
             name: origin.to_string(),
             duration_s,
             classes,
+            batches,
             source: Source::Recorded {
                 requests,
                 per_second,

@@ -159,3 +159,29 @@ fn batch_work_keeps_a_fleet_from_zero_and_wakes_one_there() {
     let after = run(&spec, 2, 20, |_, n| obs(n, 0.0, 0.0, 0.0));
     assert_eq!(*counts(&after).last().expect("decisions"), 0);
 }
+
+#[test]
+fn capacity_does_not_probe_up_while_batch_lines_share_the_replicas() {
+    // 11 replicas at 773 tokens/s each with p95s at 40% of the SLO: headroom at the planned
+    // load, so the estimate creeps up; not while a batch runs on the same replicas (its lines
+    // fill what interactive traffic leaves, the headroom is theirs).
+    let spec = spec(1);
+    let with_completions = |required: f64| {
+        move |_, n| {
+            let mut o = obs(n, 8_500.0, required, required * 3_600.0);
+            if let Some(d) = o.demand.as_mut() {
+                d.completed_requests = 5_000;
+            }
+            o
+        }
+    };
+    let capacity = |d: &[Decision]| {
+        d.last()
+            .and_then(|d| d.capacity_tokens_per_s_per_replica)
+            .expect("capacity known")
+    };
+    let alone = run(&spec, 11, 60, with_completions(0.0));
+    assert!(capacity(&alone) > C, "{}", capacity(&alone));
+    let shared = run(&spec, 11, 60, with_completions(1_000.0));
+    assert_eq!(capacity(&shared), C);
+}

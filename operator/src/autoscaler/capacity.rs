@@ -90,6 +90,12 @@ pub(crate) fn learn(
         state.capacity_ceiling_tokens_per_s = Some(x);
     }
     let ceiling = state.capacity_ceiling_tokens_per_s.unwrap_or(f64::INFINITY);
+    // Batch lines share the replicas, filling what interactive traffic leaves: the latency
+    // then depends on how much batch work the gateway sends, not on the interactive load `x`,
+    // and replicas added for batch work spread `x` thin. Headroom seen meanwhile says nothing
+    // about the knee: no probing up (crept up under a batch, the estimate sized the fleet
+    // below its need once the batch was done).
+    let batch_running = demand.batch.pending() || demand.batch.output_tokens_per_s.stable > 0.0;
     let next = match current {
         None if ratio > 1.0 => x_break,
         None => x / spec.target_utilization,
@@ -105,7 +111,8 @@ pub(crate) fn learn(
         // hour) is scaled up to it, linearly: headroom at 75% of the knee must not pass for
         // headroom at the plan.
         Some(c)
-            if x >= PROBE_MIN_LOAD * c * spec.target_utilization
+            if !batch_running
+                && x >= PROBE_MIN_LOAD * c * spec.target_utilization
                 && ratio * (c * spec.target_utilization / x).max(1.0) < PROBE_HEADROOM =>
         {
             (c * (1.0 + PROBE_STEP))

@@ -18,10 +18,6 @@
 
 use super::observations::BatchDemand;
 
-/// Replicas ordered now serve only after their startup; when less time is left than twice
-/// that, the lift for it stops at 2×: replicas then only shorten a delay, they cannot avoid it.
-const MAX_STARTUP_LIFT: f64 = 2.0;
-
 /// What running batches ask of the fleet on top of interactive demand.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct BatchNeed {
@@ -54,18 +50,22 @@ pub(super) fn need(
     if required <= idle || capacity_tokens_per_s <= 0.0 {
         return none;
     }
-    // Over the time left `T` (= backlog / required), the idle capacity serves `idle × T`; the
-    // added replicas carry the rest in `T − startup`: k × C ≥ (required − idle) × T / (T − s).
+    // Replicas ordered now serve only after their startup `s`. Over a horizon `H` the idle
+    // capacity serves `idle × H` and the added ones carry the rest in `H − s`:
+    // k × C × (H − s) ≥ backlog − idle × H. `H` is the time left `T` (= backlog / required)
+    // while that is at least two startups; closer to the deadline, replicas cannot make it
+    // anyway and `H` stays at two startups: they are ordered only for what the idle capacity
+    // would not serve by then. (Aiming at `T` there asked for hundreds of replicas when a
+    // batch paced to end at its deadline had a few tokens left at the last second.)
     let backlog = finite_or_zero(batch.backlog_output_tokens);
-    let lift = if backlog > 0.0 && startup_s > 0.0 {
-        let time_left_s = backlog / required;
-        (time_left_s / (time_left_s - startup_s).max(f64::MIN_POSITIVE))
-            .clamp(1.0, MAX_STARTUP_LIFT)
+    let shortfall_tokens_per_s = if backlog > 0.0 {
+        let horizon_s = (backlog / required).max(2.0 * startup_s);
+        (backlog - idle * horizon_s).max(0.0) / (horizon_s - startup_s)
     } else {
-        1.0
+        // No backlog figure: the rate alone, from now.
+        required - idle
     };
-    let shortfall = (required - idle) * lift;
-    let replicas = (shortfall / capacity_tokens_per_s)
+    let replicas = (shortfall_tokens_per_s / capacity_tokens_per_s)
         .ceil()
         .min(f64::from(u32::MAX)) as u32;
     BatchNeed { replicas, ..none }
@@ -119,15 +119,23 @@ mod tests {
     }
 
     #[test]
-    fn little_time_left_lifts_for_the_startup_up_to_twice() {
+    fn little_time_left_counts_the_startup() {
         // 600 s left, 60 s startup: the added replicas serve for 540 s, so 1,850 short needs
         // 1,850 × 600 / 540 = 2,056 tokens/s → 3 replicas, where 2 would do from now.
         let b = batch(3_350.0, 3_350.0 * 600.0);
         assert_eq!(need(&b, 10, 8_500.0, C, 60.0).replicas, 3);
         assert_eq!(need(&b, 10, 8_500.0, C, 0.0).replicas, 2);
-        // 30 s left with a 60 s startup: the lift stops at 2× (2,500 × 2 → 5).
+        // 30 s left (the gateway says one second once inside its margin): nothing the idle
+        // 1,500 tokens/s serve within two startups (180,000 tokens) asks for a replica ...
         let b = batch(4_000.0, 4_000.0 * 30.0);
-        assert_eq!(need(&b, 10, 8_500.0, C, 60.0).replicas, 5);
+        assert_eq!(need(&b, 10, 8_500.0, C, 60.0).replicas, 0);
+        assert_eq!(
+            need(&batch(5_000.0, 5_000.0), 10, 8_500.0, C, 60.0).replicas,
+            0
+        );
+        // ... the rest does, to be done a startup after they are ready: 2.82M over 60 s.
+        let b = batch(100_000.0, 3e6);
+        assert_eq!(need(&b, 10, 8_500.0, C, 60.0).replicas, 47);
     }
 
     #[test]

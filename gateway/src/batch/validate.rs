@@ -236,7 +236,8 @@ impl Checker<'_> {
         if url.as_deref() != Some(self.endpoint.path()) {
             let message = match url {
                 Some(url) => format!(
-                    "The line's `url` is `{url}`, but the batch's endpoint is `{}`.",
+                    "The line's `url` is `{}`, but the batch's endpoint is `{}`.",
+                    shorten(&url),
                     self.endpoint.path()
                 ),
                 None => format!(
@@ -281,7 +282,10 @@ impl Checker<'_> {
             return None;
         };
         if let Some(first) = self.ids.get(&id) {
-            let message = format!("The custom_id `{id}` is already used on line {first}.");
+            let message = format!(
+                "The custom_id `{}` is already used on line {first}.",
+                shorten(&id)
+            );
             self.errors
                 .push(error("duplicate_custom_id", message, Some("custom_id"), at));
             return None;
@@ -308,7 +312,7 @@ impl Checker<'_> {
         };
         if !(self.may_use)(&facts.model) {
             // The wording the live path gives: whether a model exists is not disclosed.
-            let message = GatewayError::ModelNotFound(facts.model).to_string();
+            let message = GatewayError::ModelNotFound(shorten(&facts.model)).to_string();
             self.errors
                 .push(error("model_not_found", message, Some("body.model"), at));
             return None;
@@ -317,8 +321,9 @@ impl Checker<'_> {
             None => self.model = Some((facts.model.clone(), number)),
             Some((first, line)) if *first != facts.model => {
                 let message = format!(
-                    "A batch uses one model: line {line} names `{first}`, this line `{}`.",
-                    facts.model
+                    "A batch uses one model: line {line} names `{}`, this line `{}`.",
+                    shorten(first),
+                    shorten(&facts.model)
                 );
                 self.errors
                     .push(error("mismatched_model", message, Some("body.model"), at));
@@ -381,6 +386,15 @@ fn body_facts(
 /// A raw member's value when it is a JSON string.
 fn string(raw: Option<&RawValue>) -> Option<String> {
     serde_json::from_str(raw?.get()).ok()
+}
+
+/// At most 100 characters of a client's value, for a message: the errors are kept with the
+/// batch, and a line may be 1 MiB.
+fn shorten(value: &str) -> String {
+    match value.char_indices().nth(100) {
+        Some((end, _)) => format!("{}...", &value[..end]),
+        None => value.to_string(),
+    }
 }
 
 fn error(
@@ -585,6 +599,13 @@ mod tests {
         let e = one_error(&file);
         assert_eq!((e.code.as_str(), e.line), ("duplicate_custom_id", Some(3)));
         assert_eq!(e.message, "The custom_id `a` is already used on line 1.");
+        let (long, body) = ("i".repeat(5000), r#"{"model":"m","messages":[]}"#);
+        let e = one_error(&format!("{}\n{}", chat(&long, body), chat(&long, body)));
+        assert!(
+            e.message.len() < 200,
+            "client values are shortened: {}",
+            e.message
+        );
     }
 
     #[test]

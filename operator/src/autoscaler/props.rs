@@ -133,3 +133,38 @@ fn constant_demand_converges_and_stays() {
         );
     }
 }
+
+#[test]
+fn batch_work_only_adds_replicas_and_none_when_idle_covers_it() {
+    let mut g = Gen(2024);
+    for _case in 0..300 {
+        let mut spec = random_spec(&mut g);
+        spec.max_replicas = spec.max_replicas.max(spec.min_replicas + 20);
+        let mut state = PolicyState::new(&spec);
+        let mut current = spec.min_replicas.max(1);
+        for period in 0..30 {
+            let now_s = f64::from(period) * 10.0;
+            let obs = random_observations(&mut g, &spec, current);
+            let required = 20_000.0 * g.unit();
+            let mut with = obs.clone();
+            if let Some(d) = with.demand.as_mut() {
+                d.batch.required_output_tokens_per_s = required;
+                d.batch.backlog_output_tokens = required * 3_600.0;
+            }
+            // From the same memory: the one decision with the batch against the one without.
+            let plain = decide(&spec, &obs, &mut state.clone(), now_s);
+            let batched = decide(&spec, &with, &mut state, now_s);
+            assert!(
+                batched.replicas >= plain.replicas,
+                "batch work lowered the count:\n{with:?}\n{plain:?}\n{batched:?}"
+            );
+            // Batch work also keeps a fleet from zero and wakes one there (`zero`).
+            let zero_edge = plain.reason == DecisionReason::ScaleToZero
+                || batched.reason == DecisionReason::ScaleFromZero;
+            if !batched.message.contains("replicas for them") && !zero_edge {
+                assert_eq!(batched.replicas, plain.replicas, "{batched:?}\n{plain:?}");
+            }
+            current = batched.replicas;
+        }
+    }
+}

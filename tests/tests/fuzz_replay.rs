@@ -10,7 +10,7 @@ use tokenscale_e2e::tools::workspace_root;
 /// Seconds of mutations per target (they run side by side).
 const SECONDS_PER_TARGET: &str = "4";
 
-const TARGETS: [(&str, &str); 10] = [
+const TARGETS: [(&str, &str); 12] = [
     ("gguf", env!("CARGO_BIN_EXE_fuzz_gguf")),
     ("openai_request", env!("CARGO_BIN_EXE_fuzz_openai_request")),
     ("metrics_text", env!("CARGO_BIN_EXE_fuzz_metrics_text")),
@@ -24,6 +24,11 @@ const TARGETS: [(&str, &str); 10] = [
     ("hf_config", env!("CARGO_BIN_EXE_fuzz_hf_config")),
     ("hub_listing", env!("CARGO_BIN_EXE_fuzz_hub_listing")),
     ("tool_calls", env!("CARGO_BIN_EXE_fuzz_tool_calls")),
+    (
+        "batch_multipart",
+        env!("CARGO_BIN_EXE_fuzz_batch_multipart"),
+    ),
+    ("batch_input", env!("CARGO_BIN_EXE_fuzz_batch_input")),
 ];
 
 #[test]

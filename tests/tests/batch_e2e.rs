@@ -48,10 +48,10 @@ struct Gateway {
 }
 
 impl Gateway {
-    /// Starts `tokenscale-gateway --config config` on `addr`, stderr appended to `log`, and
-    /// waits until it sees the engine ready.
+    /// Starts `tokenscale-gateway --config config` on `addr`, its log (stdout and stderr)
+    /// appended to `log`, and waits until it sees the engine ready.
     fn start(config: &Path, addr: SocketAddr, log: &Path) -> Self {
-        let stderr = std::fs::OpenOptions::new()
+        let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)
@@ -60,8 +60,8 @@ impl Gateway {
             .arg("--config")
             .arg(config)
             .args(["--listen", &addr.to_string()])
-            .stdout(Stdio::null())
-            .stderr(stderr)
+            .stdout(log.try_clone().expect("gateway log"))
+            .stderr(log)
             .spawn()
             .expect("gateway starts");
         let gateway = Self { child };

@@ -185,3 +185,21 @@ fn capacity_does_not_probe_up_while_batch_lines_share_the_replicas() {
     let shared = run(&spec, 11, 60, with_completions(1_000.0));
     assert_eq!(capacity(&shared), C);
 }
+
+#[test]
+fn a_required_rate_that_has_not_held_for_a_startup_adds_nothing() {
+    // A one-period spike (a batch inside its margin reads as due in a second) adds nothing; a
+    // rise that holds adds replicas once it has held for the 60 s startup.
+    let spec = spec(1);
+    let decisions = run(&spec, 11, 50, |p, n| {
+        let required = match p {
+            20 => 500_000.0,
+            30.. => 5_000.0,
+            _ => 1_000.0,
+        };
+        obs(n, 8_500.0, required, 2e8)
+    });
+    let replicas = counts(&decisions);
+    assert!(replicas[..36].iter().all(|&n| n == 11), "{replicas:?}");
+    assert!(replicas[36..].iter().all(|&n| n == 14), "{replicas:?}");
+}

@@ -87,9 +87,15 @@ pub fn decide(
     let capacity = state.capacity_tokens_per_s_per_replica.unwrap_or(0.0);
     let startup_s = spec.startup_time.as_secs_f64();
     // Batch work adds replicas only when the capacity the interactive ones leave idle does not
-    // cover what the batches need by their deadlines (`batch`).
+    // cover what the batches need by their deadlines (`batch`), at the rate that has held for
+    // a startup: replicas ordered for a shorter rise arrive after it. (The gateway reports a
+    // batch inside its deadline's margin as due in a second: with a few tokens left there and
+    // another batch's backlog beside it, one period asked for 92 replicas.)
+    let mut batch_demand = demand.batch;
+    batch_demand.required_output_tokens_per_s =
+        state.sustained_batch_required(now_s, startup_s, demand.batch.required_output_tokens_per_s);
     let batch = batch::need(
-        &demand.batch,
+        &batch_demand,
         interactive,
         planned_tokens_per_s,
         capacity,

@@ -208,6 +208,7 @@ pub fn restore(snapshot: &PolicySnapshot, clocks: Clocks) -> PolicyState {
         scale_in_window_s: snapshot.scale_in_window_seconds,
         last_scale_in: count(&snapshot.last_scale_in),
         scale_in_window_changed_s: policy(&snapshot.scale_in_window_changed),
+        batch_required_history: VecDeque::new(),
     }
 }
 

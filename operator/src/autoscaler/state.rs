@@ -50,6 +50,9 @@ pub struct PolicyState {
     pub last_scale_in: Option<(f64, u32)>,
     /// When the scale-in window last changed.
     pub(crate) scale_in_window_changed_s: Option<f64>,
+    /// The batches' required output tokens/s `(time_s, tokens_per_s)` of recent periods (not
+    /// in the snapshot: a new leader sizes for batches on its own readings a startup later).
+    pub(crate) batch_required_history: VecDeque<(f64, f64)>,
 }
 
 impl PolicyState {
@@ -137,6 +140,22 @@ impl PolicyState {
             .iter()
             .map(|&(_, x)| x)
             .fold(0.0, f64::max)
+    }
+
+    /// Remembers this period's required batch rate and returns the lowest within `window_s`:
+    /// the rate that has held that long.
+    pub(crate) fn sustained_batch_required(
+        &mut self,
+        now_s: f64,
+        window_s: f64,
+        tokens_per_s: f64,
+    ) -> f64 {
+        self.batch_required_history.push_back((now_s, tokens_per_s));
+        forget_before(&mut self.batch_required_history, now_s - window_s);
+        self.batch_required_history
+            .iter()
+            .map(|&(_, r)| r)
+            .fold(tokens_per_s, f64::min)
     }
 
     /// Remembers a raw recommendation and returns the highest one within `window_s`.

@@ -34,9 +34,10 @@
 //!   the fleet follows a falling demand where it is, not where it was.
 //! - **Batch** (the gateway's Batch API, `batch`): batch lines are in no interactive figure
 //!   (the metrics sources take them off the engines' counts). Their required throughput (the
-//!   backlog over the time to its deadline) is compared with the capacity the interactive
-//!   replicas leave idle at the knee; only the shortfall adds replicas, as a level the
-//!   stabilisation window remembers, so they stay while the batches need them.
+//!   backlog over the time to its deadline, as it has held for a startup) is compared with
+//!   the capacity the interactive replicas leave idle at the knee; only the shortfall adds
+//!   replicas, as a level the stabilisation window remembers, so they stay while the batches
+//!   need them. Capacity is not probed up while batch lines share the replicas.
 //! - **Zero**: to zero only after `scale_to_zero_after` without demand or batch work (if min
 //!   is 0), never by a plain scale-down step; from zero at once when requests wait or arrive,
 //!   or a batch has work left.

@@ -166,6 +166,10 @@ pub mod gateway {
         "tokenscale_gateway_batch_generation_tokens_total";
     /// Gauge (requests), label `model_name`: batch lines this pod has in flight now.
     pub const BATCH_IN_FLIGHT_REQUESTS: &str = "tokenscale_gateway_batch_in_flight_requests";
+    /// Gauge (requests), label `model_name`: batch lines this pod lets run at once now, as
+    /// paced by interactive latency (grows while interactive p95s hold their baseline, halves
+    /// when they move; 0 while it measures the baseline again).
+    pub const BATCH_PACE_LIMIT: &str = "tokenscale_gateway_batch_pace_limit";
     /// Gauge (tokens), label `model_name`: output tokens the unfinished lines of running
     /// batches may still generate (`max_tokens`, or the default, per line), over every batch
     /// of the model (shared state: every gateway pod reports the same figure).

@@ -23,6 +23,8 @@ struct Inner {
     lines: BTreeMap<(String, String), Lines>,
     /// model → lines in flight on this pod.
     in_flight: BTreeMap<String, u64>,
+    /// model → lines the pace allows.
+    pace: BTreeMap<String, u32>,
     /// model → (backlog output tokens, required output tokens/s).
     backlog: BTreeMap<String, (u64, f64)>,
     /// Batches by status (shared state).
@@ -61,6 +63,11 @@ impl BatchMetrics {
     /// Lines in flight on this pod for `model` now.
     pub fn set_in_flight(&self, model: &str, lines: u64) {
         self.lock().in_flight.insert(model.to_string(), lines);
+    }
+
+    /// The pace's limit for `model` now.
+    pub fn set_pace(&self, model: &str, limit: u32) {
+        self.lock().pace.insert(model.to_string(), limit);
     }
 
     /// The backlog gauges, replaced whole (models with no running batch read 0).
@@ -148,6 +155,20 @@ impl BatchMetrics {
                 out,
                 "{}{{{MODEL}=\"{}\"}} {n}",
                 names::BATCH_IN_FLIGHT_REQUESTS,
+                esc(model)
+            );
+        }
+        family(
+            out,
+            names::BATCH_PACE_LIMIT,
+            "gauge",
+            "Batch lines this gateway pod lets run at once, paced by interactive latency.",
+        );
+        for (model, n) in &inner.pace {
+            let _ = writeln!(
+                out,
+                "{}{{{MODEL}=\"{}\"}} {n}",
+                names::BATCH_PACE_LIMIT,
                 esc(model)
             );
         }

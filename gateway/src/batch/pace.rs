@@ -5,15 +5,19 @@
 //! slower. So the runner paces batch lines by the interactive latency the gateway measures,
 //! interval by interval (additive increase, multiplicative decrease, like TCP):
 //! - with no interactive traffic there is nothing to protect: the limit opens up;
-//! - in an interval with no batch line running, the interactive p95s are the baseline;
-//! - in an interval with batch lines running, interactive p95s past the baseline by more
+//! - in an interval with no batch line running, the interactive medians are the baseline;
+//! - in an interval with batch lines running, interactive medians past the baseline by more
 //!   than [`TOLERANCE`] halve the limit (down to zero, which makes the next intervals quiet
 //!   ones: the baseline is measured again); within it, the limit grows by a quarter.
+//!
+//! Medians, not p95s, steer: the p95 of a few seconds of requests is nearly their maximum
+//! and moves by a third between two quiet intervals, so it would stop batch work on noise;
+//! contention with batch steps slows every request, and shows in the median first.
 //!
 //! Until a baseline exists the limit stays at one line: a gateway restarted in the middle of
 //! a batch learns what interactive latency is without batch work before adding more.
 
-/// Interactive p95s, in seconds.
+/// Interactive latency of an interval (the runner passes medians), in seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Latency {
     /// Time to first token.
@@ -25,7 +29,7 @@ pub struct Latency {
 /// What one interval showed.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Interval {
-    /// The interactive p95s, when enough interactive requests were measured.
+    /// The interactive medians, when enough interactive requests were measured.
     pub interactive: Option<Latency>,
     /// Whether any batch line ran in it.
     pub batch_ran: bool,

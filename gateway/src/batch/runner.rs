@@ -46,8 +46,11 @@ const MAX_TRIES: u32 = 5;
 /// interval (see `pace`).
 const PACE_INTERVAL: Duration = Duration::from_secs(5);
 
-/// Interactive requests an interval needs for its p95 to count.
-const PACE_MIN_SAMPLES: f64 = 10.0;
+/// Interactive requests an interval waits for (up to [`PACE_LONGEST`]) for its medians.
+const PACE_MIN_SAMPLES: f64 = 20.0;
+
+/// Longest pacing interval, when interactive requests trickle in.
+const PACE_LONGEST: Duration = Duration::from_secs(30);
 
 /// Largest answer kept for one line.
 const MAX_ANSWER_BYTES: usize = 64 << 20;
@@ -97,25 +100,35 @@ impl Pacing {
         }
     }
 
-    /// Ends the interval: the pace takes it into account, and the next one starts.
+    /// Ends the interval when it has shown enough (see [`PACE_INTERVAL`]): the pace takes it
+    /// into account, and the next one starts. An interval lasts until it saw either no
+    /// interactive request at all in [`PACE_INTERVAL`], or [`PACE_MIN_SAMPLES`] of them, or
+    /// [`PACE_LONGEST`] went by: a trickle of interactive requests is still someone to
+    /// protect, not an idle model.
     fn roll(&mut self, model: &ModelMetrics, running: bool, most: u32) {
+        let elapsed = self.started.elapsed();
+        if elapsed < PACE_INTERVAL {
+            return;
+        }
         let (ttft, tpot, e2e) = (
             model.ttft.cumulative(),
             model.tpot.cumulative(),
             model.e2e.cumulative(),
         );
-        let p95 = |newer: &[(f64, f64)], older: &[(f64, f64)]| {
-            let delta = bucket_delta(newer, older);
+        let e2e_delta = bucket_delta(&e2e, &self.e2e);
+        let seen = e2e_delta.last().map_or(0.0, |&(_, c)| c);
+        if seen > 0.0 && seen < PACE_MIN_SAMPLES && elapsed < PACE_LONGEST {
+            return;
+        }
+        let median = |delta: Vec<(f64, f64)>| {
             let count = delta.last().map_or(0.0, |&(_, c)| c);
-            (count >= PACE_MIN_SAMPLES)
-                .then(|| quantile(0.95, &delta))
-                .flatten()
+            (count > 0.0).then(|| quantile(0.5, &delta)).flatten()
         };
         // Streams show time to first token; without streams, end-to-end time stands in.
-        let first = p95(&ttft, &self.ttft).or_else(|| p95(&e2e, &self.e2e));
+        let first = median(bucket_delta(&ttft, &self.ttft)).or_else(|| median(e2e_delta));
         let interactive = first.map(|ttft_s| Latency {
             ttft_s,
-            tpot_s: p95(&tpot, &self.tpot).unwrap_or(0.0),
+            tpot_s: median(bucket_delta(&tpot, &self.tpot)).unwrap_or(0.0),
         });
         let before = self.pace.limit();
         self.pace.update(
@@ -442,11 +455,10 @@ impl Runner {
             let pacing = paces
                 .entry(model.to_string())
                 .or_insert_with(|| Pacing::start(&interactive, mine > 0));
-            if pacing.started.elapsed() >= PACE_INTERVAL {
-                pacing.roll(&interactive, mine > 0, most);
-            }
+            pacing.roll(&interactive, mine > 0, most);
             pacing.pace.limit()
         };
+        self.batches.metrics.set_pace(model, paced);
         let cap = u64::from(most.min(paced)).saturating_sub(mine);
         let room = (pool.batch_room(self.batches.config.max_fill) as u64).min(cap);
         if room == 0 {

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use super::plan::{BucketState, Scope, Take};
-use crate::store::{RedisClient, StoreError};
+use crate::store::{RedisClient, StoreError, hash_tag_safe};
 
 /// Buckets in Redis.
 pub struct RedisStore {
@@ -61,18 +61,6 @@ fn key(prefix: &str, tenant: &str, model: &str, take: &Take) -> String {
             take.kind.key()
         ),
         Scope::Tenant => format!("{prefix}:limits:{{{tenant}}}:all:{}", take.kind.key()),
-    }
-}
-
-/// `name` with its braces escaped, so it cannot end the hash tag early.
-fn hash_tag_safe(name: &str) -> std::borrow::Cow<'_, str> {
-    if name.contains(['{', '}', '%']) {
-        name.replace('%', "%25")
-            .replace('{', "%7B")
-            .replace('}', "%7D")
-            .into()
-    } else {
-        name.into()
     }
 }
 

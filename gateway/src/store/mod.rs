@@ -17,6 +17,20 @@ use redis::sentinel::{SentinelClient, SentinelServerType};
 
 use crate::config::LimitsStoreConfig;
 
+/// `name` with its braces escaped, so it cannot end a key's hash tag early (Redis Cluster
+/// slots a key by what is between its first `{` and the next `}`; tenant names and batch
+/// ids come from configs and URLs).
+pub fn hash_tag_safe(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.contains(['{', '}', '%']) {
+        name.replace('%', "%25")
+            .replace('{', "%7B")
+            .replace('}', "%7D")
+            .into()
+    } else {
+        name.into()
+    }
+}
+
 /// Why a store call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -10,6 +10,8 @@
 
 use std::sync::Arc;
 
+use crate::store::hash_tag_safe;
+
 /// The key names under one prefix.
 #[derive(Clone)]
 pub(super) struct Keys {
@@ -70,18 +72,6 @@ impl Keys {
     /// The batches not yet terminal.
     pub(super) fn active(&self) -> String {
         format!("{}:batch:active", self.prefix)
-    }
-}
-
-/// `name` with its braces escaped, so it cannot end the hash tag early (ids come from URLs).
-fn hash_tag_safe(name: &str) -> std::borrow::Cow<'_, str> {
-    if name.contains(['{', '}', '%']) {
-        name.replace('%', "%25")
-            .replace('{', "%7B")
-            .replace('}', "%7D")
-            .into()
-    } else {
-        name.into()
     }
 }
 

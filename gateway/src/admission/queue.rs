@@ -53,6 +53,11 @@ impl<W> WaitQueue<W> {
         self.entries.is_empty()
     }
 
+    /// The class of the waiter that goes next.
+    pub fn next_class(&self) -> Option<Priority> {
+        self.entries.keys().next().map(|key| key.priority)
+    }
+
     /// Estimated tokens (prompt + reserved output) of everyone waiting.
     pub fn queued_tokens(&self) -> u64 {
         self.queued_tokens

@@ -5,19 +5,20 @@
 //! slower. So the runner paces batch lines by the interactive latency the gateway measures,
 //! interval by interval (additive increase, multiplicative decrease, like TCP):
 //! - with no interactive traffic there is nothing to protect: the limit opens up;
-//! - in an interval with no batch line running, the interactive medians are the baseline;
-//! - in an interval with batch lines running, interactive medians past the baseline by more
+//! - in an interval with no batch line running, the interactive means are the baseline;
+//! - in an interval with batch lines running, interactive means past the baseline by more
 //!   than [`TOLERANCE`] halve the limit (down to zero, which makes the next intervals quiet
 //!   ones: the baseline is measured again); within it, the limit grows by a quarter.
 //!
-//! Medians, not p95s, steer: the p95 of a few seconds of requests is nearly their maximum
-//! and moves by a third between two quiet intervals, so it would stop batch work on noise;
-//! contention with batch steps slows every request, and shows in the median first.
+//! Means, not p95s, steer: the p95 of a few seconds of requests is nearly their maximum and
+//! moves by a third between two quiet intervals, so it would stop batch work on noise, and
+//! quantiles read from histogram buckets a third apart cannot resolve 10%; contention with
+//! batch steps slows every request, which the exact mean shows.
 //!
 //! Until a baseline exists the limit stays at one line: a gateway restarted in the middle of
 //! a batch learns what interactive latency is without batch work before adding more.
 
-/// Interactive latency of an interval (the runner passes medians), in seconds.
+/// Interactive latency of an interval (the runner passes means), in seconds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Latency {
     /// Time to first token.
@@ -29,7 +30,7 @@ pub struct Latency {
 /// What one interval showed.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Interval {
-    /// The interactive medians, when enough interactive requests were measured.
+    /// The interactive means, when interactive requests were measured.
     pub interactive: Option<Latency>,
     /// Whether any batch line ran in it.
     pub batch_ran: bool,
@@ -64,6 +65,16 @@ impl Default for Pace {
 }
 
 impl Pace {
+    /// A pace starting open at `most` lines (no interactive request in flight when batch
+    /// work begins); the first interval with interactive requests and batch lines measures
+    /// no baseline and so stops batch lines to measure one.
+    pub fn open(most: u32) -> Self {
+        Self {
+            limit: most.max(1),
+            ..Self::default()
+        }
+    }
+
     /// Batch lines the model may run now.
     pub fn limit(&self) -> u32 {
         self.limit
@@ -181,6 +192,17 @@ mod tests {
         assert_eq!(pace.limit(), 1);
         // The baseline moved towards the quiet intervals (heavier interactive traffic).
         assert!(pace.baseline().is_some_and(|b| b.ttft_s > 0.25));
+    }
+
+    #[test]
+    fn an_open_pace_stops_once_interactive_traffic_shows_up_then_learns_it() {
+        let mut pace = Pace::open(12);
+        assert_eq!(pace.limit(), 12);
+        pace.update(seen(0.3, true), 12);
+        assert_eq!(pace.limit(), 0);
+        pace.update(seen(0.2, false), 12);
+        pace.update(seen(0.2, false), 12);
+        assert_eq!(pace.limit(), 1);
     }
 
     #[test]

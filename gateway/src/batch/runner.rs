@@ -30,7 +30,6 @@ use crate::metrics::{Metrics, ModelMetrics};
 use crate::request::BatchLine;
 use crate::routing::Router;
 use crate::stack::BatchStack;
-use tokenscale_common::histogram::{bucket_delta, quantile};
 
 /// How often the runner looks at the batches when nothing wakes it.
 const TICK: Duration = Duration::from_millis(250);
@@ -46,8 +45,8 @@ const MAX_TRIES: u32 = 5;
 /// interval (see `pace`).
 const PACE_INTERVAL: Duration = Duration::from_secs(5);
 
-/// Interactive requests an interval waits for (up to [`PACE_LONGEST`]) for its medians.
-const PACE_MIN_SAMPLES: f64 = 20.0;
+/// Interactive requests an interval waits for (up to [`PACE_LONGEST`]).
+const PACE_MIN_SAMPLES: u64 = 20;
 
 /// Longest pacing interval, when interactive requests trickle in.
 const PACE_LONGEST: Duration = Duration::from_secs(30);
@@ -80,55 +79,65 @@ pub struct Runner {
 struct Pacing {
     pace: Pace,
     started: tokio::time::Instant,
-    /// Interactive histograms at the interval's start: TTFT, TPOT, end to end.
-    ttft: Vec<(f64, f64)>,
-    tpot: Vec<(f64, f64)>,
-    e2e: Vec<(f64, f64)>,
+    /// Interactive histograms' (count, sum) at the interval's start: TTFT, TPOT, end to end.
+    ttft: (u64, f64),
+    tpot: (u64, f64),
+    e2e: (u64, f64),
     /// Whether a batch line ran in the interval.
     batch_ran: bool,
 }
 
+/// A histogram's count and sum.
+fn totals(histogram: &crate::metrics::Histogram) -> (u64, f64) {
+    (histogram.count(), histogram.sum())
+}
+
+/// The mean of what was observed between two (count, sum) readings; `None` without any.
+fn mean_since(now: (u64, f64), before: (u64, f64)) -> Option<f64> {
+    let count = now.0.saturating_sub(before.0);
+    (count > 0).then(|| (now.1 - before.1) / count as f64)
+}
+
 impl Pacing {
-    fn start(model: &ModelMetrics, batch_ran: bool) -> Self {
+    /// A first interval; the pace starts open when no interactive request is in flight
+    /// (nobody to slow down yet: a batch on an idle model need not creep up from one line),
+    /// else at one line.
+    fn start(model: &ModelMetrics, batch_ran: bool, interactive_now: bool, most: u32) -> Self {
         Self {
-            pace: Pace::default(),
+            pace: if interactive_now {
+                Pace::default()
+            } else {
+                Pace::open(most)
+            },
             started: tokio::time::Instant::now(),
-            ttft: model.ttft.cumulative(),
-            tpot: model.tpot.cumulative(),
-            e2e: model.e2e.cumulative(),
+            ttft: totals(&model.ttft),
+            tpot: totals(&model.tpot),
+            e2e: totals(&model.e2e),
             batch_ran,
         }
     }
 
-    /// Ends the interval when it has shown enough (see [`PACE_INTERVAL`]): the pace takes it
-    /// into account, and the next one starts. An interval lasts until it saw either no
-    /// interactive request at all in [`PACE_INTERVAL`], or [`PACE_MIN_SAMPLES`] of them, or
-    /// [`PACE_LONGEST`] went by: a trickle of interactive requests is still someone to
-    /// protect, not an idle model.
+    /// Ends the interval when it has shown enough: the pace takes it into account, and the
+    /// next one starts. An interval lasts at least [`PACE_INTERVAL`], and then until it saw
+    /// no interactive request at all, or [`PACE_MIN_SAMPLES`] of them, or [`PACE_LONGEST`]
+    /// went by: a trickle of interactive requests is still someone to protect, not an idle
+    /// model. Means, not quantiles, are compared: they are exact (the histograms' sums),
+    /// where a quantile read from buckets a third apart cannot see the 10% this guards.
     fn roll(&mut self, model: &ModelMetrics, running: bool, most: u32) {
         let elapsed = self.started.elapsed();
         if elapsed < PACE_INTERVAL {
             return;
         }
-        let (ttft, tpot, e2e) = (
-            model.ttft.cumulative(),
-            model.tpot.cumulative(),
-            model.e2e.cumulative(),
-        );
-        let e2e_delta = bucket_delta(&e2e, &self.e2e);
-        let seen = e2e_delta.last().map_or(0.0, |&(_, c)| c);
-        if seen > 0.0 && seen < PACE_MIN_SAMPLES && elapsed < PACE_LONGEST {
+        let (ttft, tpot, e2e) = (totals(&model.ttft), totals(&model.tpot), totals(&model.e2e));
+        let seen = e2e.0.saturating_sub(self.e2e.0);
+        if seen > 0 && seen < PACE_MIN_SAMPLES && elapsed < PACE_LONGEST {
             return;
         }
-        let median = |delta: Vec<(f64, f64)>| {
-            let count = delta.last().map_or(0.0, |&(_, c)| c);
-            (count > 0.0).then(|| quantile(0.5, &delta)).flatten()
-        };
         // Streams show time to first token; without streams, end-to-end time stands in.
-        let first = median(bucket_delta(&ttft, &self.ttft)).or_else(|| median(e2e_delta));
+        let first = mean_since(ttft, self.ttft).or_else(|| mean_since(e2e, self.e2e));
         let interactive = first.map(|ttft_s| Latency {
             ttft_s,
-            tpot_s: median(bucket_delta(&tpot, &self.tpot)).unwrap_or(0.0),
+            tpot_s: mean_since(tpot, self.tpot).unwrap_or(0.0),
         });
         let before = self.pace.limit();
         self.pace.update(
@@ -452,9 +461,11 @@ impl Runner {
         let paced = {
             let mut paces = lock(&self.paces);
             let interactive = self.metrics.model(model);
-            let pacing = paces
-                .entry(model.to_string())
-                .or_insert_with(|| Pacing::start(&interactive, mine > 0));
+            let pacing = paces.entry(model.to_string()).or_insert_with(|| {
+                // Requests admitted beyond this pod's batch lines are interactive ones.
+                let admitted = pool.snapshot().admitted as u64;
+                Pacing::start(&interactive, mine > 0, admitted > mine, most)
+            });
             pacing.roll(&interactive, mine > 0, most);
             pacing.pace.limit()
         };

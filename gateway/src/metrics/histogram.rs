@@ -48,18 +48,9 @@ impl Histogram {
         self.count.load(Ordering::Relaxed)
     }
 
-    /// The cumulative buckets `(upper bound, count)`, `+Inf` last (for quantiles of an
-    /// interval: `tokenscale_common::histogram::bucket_delta` of two of these).
-    pub fn cumulative(&self) -> Vec<(f64, f64)> {
-        let mut cumulative = 0;
-        let bounds = self.bounds.iter().copied().chain([f64::INFINITY]);
-        bounds
-            .zip(&self.counts)
-            .map(|(bound, count)| {
-                cumulative += count.load(Ordering::Relaxed);
-                (bound, cumulative as f64)
-            })
-            .collect()
+    /// The sum of the observations so far.
+    pub fn sum(&self) -> f64 {
+        f64::from_bits(self.sum_bits.load(Ordering::Relaxed))
     }
 
     /// Writes `name_bucket{labels,le=..}`, `name_sum` and `name_count` lines.

@@ -43,6 +43,8 @@ pub struct ModelPool {
 struct PoolState {
     replicas: Vec<Arc<Replica>>,
     admitted: usize,
+    /// Of `admitted`, requests of the `batch` class.
+    admitted_batch: usize,
     queue: WaitQueue<oneshot::Sender<AdmissionPermit>>,
     seq: u64,
     cold_start: Option<ColdStart>,
@@ -70,6 +72,7 @@ impl ColdStart {
 pub struct AdmissionPermit {
     pool: Arc<ModelPool>,
     tenant: Arc<str>,
+    class: Priority,
     armed: bool,
 }
 
@@ -78,6 +81,9 @@ impl Drop for AdmissionPermit {
         if self.armed {
             let mut state = self.pool.lock();
             state.admitted -= 1;
+            if self.class == Priority::Batch {
+                state.admitted_batch -= 1;
+            }
             state.queue.release(&self.tenant);
             self.pool.dispatch(&mut state);
         }
@@ -228,23 +234,55 @@ impl ModelPool {
         usize::try_from(self.share.of(total)).unwrap_or(usize::MAX)
     }
 
+    /// Whether a request of `class` fits now. Batch work only takes slots nobody holds;
+    /// interactive work does not count the slots batch work holds: the engines schedule
+    /// interactive requests first and preempt batch ones for them, so a batch line never
+    /// keeps an interactive request waiting here.
+    fn has_room(&self, state: &PoolState, class: Priority) -> bool {
+        let held = match class {
+            Priority::Interactive => state.admitted - state.admitted_batch,
+            Priority::Batch => state.admitted,
+        };
+        held < self.capacity(state)
+    }
+
+    /// Takes a slot for a request of `class`.
+    fn take(
+        self: &Arc<Self>,
+        state: &mut PoolState,
+        tenant: Arc<str>,
+        class: Priority,
+    ) -> AdmissionPermit {
+        state.admitted += 1;
+        if class == Priority::Batch {
+            state.admitted_batch += 1;
+        }
+        state.queue.hold(&tenant);
+        AdmissionPermit {
+            pool: self.clone(),
+            tenant,
+            class,
+            armed: true,
+        }
+    }
+
     /// Hands freed capacity to waiters in queue order.
     fn dispatch(self: &Arc<Self>, state: &mut PoolState) {
-        while state.admitted < self.capacity(state) {
+        while let Some(class) = state.queue.next_class() {
+            if !self.has_room(state, class) {
+                return;
+            }
             let Some((key, waiter)) = state.queue.pop() else {
                 return;
             };
-            state.admitted += 1;
-            state.queue.hold(&key.tenant);
-            let permit = AdmissionPermit {
-                pool: self.clone(),
-                tenant: key.tenant,
-                armed: true,
-            };
+            let permit = self.take(state, key.tenant, class);
             if let Err(mut permit) = waiter.send(permit) {
                 // The waiter gave up (deadline, disconnect) just now: undo without re-locking.
                 permit.armed = false;
                 state.admitted -= 1;
+                if class == Priority::Batch {
+                    state.admitted_batch -= 1;
+                }
                 state.queue.release(&permit.tenant);
             }
         }
@@ -264,15 +302,14 @@ impl ModelPool {
     ) -> Result<AdmissionPermit, GatewayError> {
         let (key, receiver) = {
             let mut state = self.lock();
-            if state.queue.is_empty() && state.admitted < self.capacity(&state) {
-                state.admitted += 1;
-                state.queue.hold(tenant);
+            // Nobody of this class or a higher one waits ahead of it.
+            let first = state
+                .queue
+                .next_class()
+                .is_none_or(|waiting| waiting > priority);
+            if first && self.has_room(&state, priority) {
                 arrived(Arrival::Admitted);
-                return Ok(AdmissionPermit {
-                    pool: self.clone(),
-                    tenant: tenant.clone(),
-                    armed: true,
-                });
+                return Ok(self.take(&mut state, tenant.clone(), priority));
             }
             if state.queue.len() >= self.settings.max_queue {
                 arrived(Arrival::Refused);
@@ -391,4 +428,57 @@ fn random_bits() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos() as u64);
     picker::mix(nanos ^ COUNTER.fetch_add(0x9e37_79b9, Ordering::Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(concurrency: u32) -> Arc<ModelPool> {
+        let settings = ModelSettings {
+            replica_concurrency: concurrency,
+            affinity_prefix_chars: 0,
+            scrape_metrics: false,
+            stale_after_ms: 1000,
+            max_queue: 16,
+        };
+        let pool = Arc::new(ModelPool::new("m".into(), settings));
+        let addr = ReplicaAddr::parse("http://127.0.0.1:9").expect("url");
+        let (replica, _) = pool.add(addr);
+        pool.set_replica_state(&replica, ReplicaState::Ready);
+        pool
+    }
+
+    async fn admit(
+        pool: &Arc<ModelPool>,
+        class: Priority,
+    ) -> Result<AdmissionPermit, GatewayError> {
+        let deadline = Instant::now() + Duration::from_millis(50);
+        pool.admit(class, deadline, 1, &Arc::from("t"), |_| {})
+            .await
+    }
+
+    #[tokio::test]
+    async fn batch_work_never_keeps_an_interactive_request_waiting() {
+        let pool = pool(2);
+        let batch = [
+            admit(&pool, Priority::Batch).await.expect("a free slot"),
+            admit(&pool, Priority::Batch).await.expect("a free slot"),
+        ];
+        // Both slots are batch work's: an interactive request still goes in (the engine
+        // preempts batch work for it), a third batch request does not.
+        let interactive = admit(&pool, Priority::Interactive)
+            .await
+            .expect("not blocked");
+        assert!(admit(&pool, Priority::Batch).await.is_err());
+        assert_eq!(pool.batch_room(1.0), 0);
+        // Interactive requests do fill the slots for each other.
+        let second = admit(&pool, Priority::Interactive)
+            .await
+            .expect("second slot");
+        assert!(admit(&pool, Priority::Interactive).await.is_err());
+        drop((batch, interactive, second));
+        assert_eq!(pool.batch_room(1.0), 2);
+        assert_eq!(pool.batch_room(0.5), 1);
+    }
 }

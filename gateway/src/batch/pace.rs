@@ -36,9 +36,11 @@ pub struct Interval {
     pub batch_ran: bool,
 }
 
-/// How far above its baseline interactive latency may go while batch lines run: the noise
-/// between two runs of the same load (the Batch API promises interactive p95s within 10%).
-pub const TOLERANCE: f64 = 1.08;
+/// How far above its baseline the interactive mean may go while batch lines run. The Batch
+/// API promises interactive p95s within 10% of a run without the batch; the tail moves more
+/// than the mean (a batch line's prefill lengthens the steps it shares), and 8% on the mean
+/// let TTFT p95 rise 16% on the sim backend, 3% kept it within 5%.
+pub const TOLERANCE: f64 = 1.03;
 
 /// Weight of the newest quiet interval in the baseline.
 const ALPHA: f64 = 0.3;
@@ -160,7 +162,7 @@ mod tests {
         assert_eq!(pace.baseline().map(|b| b.ttft_s), Some(0.10));
         let mut limits = Vec::new();
         for _ in 0..6 {
-            pace.update(seen(0.105, true), 48);
+            pace.update(seen(0.102, true), 48);
             limits.push(pace.limit());
         }
         assert_eq!(limits, [2, 3, 4, 5, 6, 7]);

@@ -28,7 +28,7 @@ use super::validate::{self, Line, LineError, Validated};
 use crate::auth::{Tenant, TenantDirectory};
 use crate::metrics::{Metrics, ModelMetrics};
 use crate::request::BatchLine;
-use crate::routing::Router;
+use crate::routing::{ModelPool, Router};
 use crate::stack::BatchStack;
 
 /// How often the runner looks at the batches when nothing wakes it.
@@ -253,6 +253,12 @@ impl Runner {
             }
         }
         let metrics = &self.batches.metrics;
+        // Every routed model's pace follows its interactive latency all the time, so a
+        // batch that starts finds the baseline already measured.
+        for pool in self.router.pools() {
+            let mine = lock(&self.in_flight).get(&pool.name).copied().unwrap_or(0);
+            self.pace_of(&pool.name, &pool, mine);
+        }
         metrics.set_statuses(statuses);
         metrics.set_backlog(backlog::required(now_s(), &due));
         for (model, n) in lock(&self.in_flight).iter() {
@@ -447,6 +453,20 @@ impl Runner {
         Ok(())
     }
 
+    /// The model's pace after taking the interval that may have ended into account.
+    fn pace_of(&self, model: &str, pool: &ModelPool, mine: u64) -> u32 {
+        let most = self.batches.config.max_concurrency;
+        let mut paces = lock(&self.paces);
+        let interactive = self.metrics.model(model);
+        let pacing = paces.entry(model.to_string()).or_insert_with(|| {
+            // Requests admitted beyond this pod's batch lines are interactive ones.
+            let admitted = pool.snapshot().admitted as u64;
+            Pacing::start(&interactive, mine > 0, admitted > mine, most)
+        });
+        pacing.roll(&interactive, mine > 0, most);
+        pacing.pace.limit()
+    }
+
     /// Claims and starts lines while the model has room.
     async fn dispatch(self: &Arc<Self>, batch: &BatchRecord) -> Result<(), StateError> {
         let Some(model) = batch.model.as_deref() else {
@@ -458,17 +478,7 @@ impl Runner {
         };
         let mine = lock(&self.in_flight).get(model).copied().unwrap_or(0);
         let most = self.batches.config.max_concurrency;
-        let paced = {
-            let mut paces = lock(&self.paces);
-            let interactive = self.metrics.model(model);
-            let pacing = paces.entry(model.to_string()).or_insert_with(|| {
-                // Requests admitted beyond this pod's batch lines are interactive ones.
-                let admitted = pool.snapshot().admitted as u64;
-                Pacing::start(&interactive, mine > 0, admitted > mine, most)
-            });
-            pacing.roll(&interactive, mine > 0, most);
-            pacing.pace.limit()
-        };
+        let paced = self.pace_of(model, &pool, mine);
         self.batches.metrics.set_pace(model, paced);
         let cap = u64::from(most.min(paced)).saturating_sub(mine);
         let room = (pool.batch_room(self.batches.config.max_fill) as u64).min(cap);

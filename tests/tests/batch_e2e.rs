@@ -91,11 +91,16 @@ impl Drop for Gateway {
 struct Settings {
     /// `batch.max_fill`; `None`: the gateway's default.
     max_fill: Option<f64>,
+    /// A bundled sim profile by name; `None`: `cli_support::SIM_PROFILE` (fast, small).
+    profile: Option<&'static str>,
 }
 
 impl Settings {
     fn defaults() -> Self {
-        Self { max_fill: None }
+        Self {
+            max_fill: None,
+            profile: None,
+        }
     }
 }
 
@@ -115,10 +120,15 @@ struct Stack {
 impl Stack {
     fn start(tag: &str, settings: Settings) -> Self {
         let dir = scratch_dir(&format!("batch-{tag}"));
-        let profile = dir.join("profile.yaml");
-        std::fs::write(&profile, cli_support::SIM_PROFILE).expect("profile written");
+        let profile = match settings.profile {
+            Some(name) => name.to_string(),
+            None => {
+                let file = dir.join("profile.yaml");
+                std::fs::write(&file, cli_support::SIM_PROFILE).expect("profile written");
+                file.display().to_string()
+            }
+        };
         let mut procs = Procs::default();
-        let profile = profile.display().to_string();
         let engine = cli_support::start_engine(
             &mut procs,
             &[
@@ -740,12 +750,18 @@ fn knob(name: &str) -> Option<f64> {
 /// window's length and the interactive rate.
 #[test]
 fn interactive_streams_beside_a_large_batch_keep_their_ttft_p95() {
+    // The product's target: Llama-3-8B on an H100 (the bundled profile), where a step's fixed
+    // cost (reading the weights, 6.5 ms) dwarfs a sequence's (20 us), so batch lines can share
+    // the steps. On the small e2e profile a sequence costs a tenth of a step: a single batch
+    // line slows interactive steps by 7%, and the pace can let almost nothing run.
     let settings = Settings {
         max_fill: knob("MAX_FILL"),
+        profile: Some("llama3-8b-h100"),
     };
     let window = Duration::from_secs_f64(knob("WINDOW_S").unwrap_or(15.0));
-    // The profile's replica makes ~600 output tokens/s with 16 sequences; 8 streams/s of 32
-    // tokens ask for ~260, about 40% of it.
+    // The profile's replica makes ~150 output tokens/s a sequence, over 2,000 with its 16
+    // slots here; 8 streams/s of 32 tokens ask for ~260 and keep about 2 sequences busy: the
+    // rest is idle capacity for the batch.
     let rate_per_s = knob("RATE").unwrap_or(8.0);
     const MAX_TOKENS: u32 = 32;
     let stack = Stack::start("beside", settings);
@@ -766,7 +782,12 @@ fn interactive_streams_beside_a_large_batch_keep_their_ttft_p95() {
     let mut alone = Vec::new();
     let mut beside = Vec::new();
     let mut batch_lines_during_b = 0;
-    for (round, with_batch) in [false, true, false, true].into_iter().enumerate() {
+    // Three pairs: one A window's p95 differs from the next by up to 13% on this VM, and the
+    // figure compared is the p95 of all the A windows' streams against all the B windows'.
+    for (round, with_batch) in [false, true, false, true, false, true]
+        .into_iter()
+        .enumerate()
+    {
         let batch = with_batch.then(|| {
             let id = beta.create_ok(&file_id);
             // Steady state: lines have run through, the runner keeps its share full.

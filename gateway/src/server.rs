@@ -194,6 +194,11 @@ impl Gateway {
         }
     }
 
+    /// Why the Batch API is off, when it is.
+    pub fn batches_off(&self) -> Option<&str> {
+        self.batches.as_ref().err().map(|why| &**why)
+    }
+
     /// The Batch API, when enabled.
     pub fn batches(&self) -> Option<&Arc<Batches>> {
         self.batches.as_ref().ok().map(|(batches, _)| batches)

@@ -118,7 +118,13 @@ async fn run(args: &UpArgs) -> Result<(), UpError> {
             "tokenscale up: Batch API (/v1/files, /v1/batches) keeps its jobs in {}",
             batches.describe
         ),
-        None => eprintln!("tokenscale up: the Batch API is off (its folder cannot be made)"),
+        None => eprintln!(
+            "tokenscale up: {}",
+            gateway
+                .gateway
+                .batches_off()
+                .unwrap_or("the Batch API is off")
+        ),
     }
     eprintln!(
         "tokenscale up: gateway on http://{} serving {model:?}; replica logs in {}; Ctrl-C stops",

@@ -18,6 +18,9 @@ use crate::batch::types::{BatchRecord, BatchStatus, FileMeta, LineResult, Progre
 pub struct LocalState {
     inner: Arc<Mutex<Inner>>,
     dir: Arc<PathBuf>,
+    /// The folder's lock, held while the process lives: a second gateway on the same folder
+    /// would run the same lines again.
+    _lock: Arc<std::fs::File>,
 }
 
 #[derive(Default)]
@@ -53,6 +56,18 @@ impl LocalState {
         for sub in ["files", "batches", "results"] {
             std::fs::create_dir_all(dir.join(sub))?;
         }
+        let lock = std::fs::File::create(dir.join("LOCK"))?;
+        if let Err(error) = lock.try_lock() {
+            let reason = match error {
+                std::fs::TryLockError::WouldBlock => format!(
+                    "{} is used by another gateway process (a local store is one process's; \
+                     several gateways share batches through `state: redis`)",
+                    dir.display()
+                ),
+                std::fs::TryLockError::Error(error) => error.to_string(),
+            };
+            return Err(StateError::Io(std::io::Error::other(reason)));
+        }
         let mut inner = Inner::default();
         for meta in read_all::<FileMeta>(&dir.join("files"))? {
             inner.files.insert(meta.id.clone(), meta);
@@ -70,6 +85,7 @@ impl LocalState {
         Ok(Self {
             inner: Arc::new(Mutex::new(inner)),
             dir: Arc::new(dir.to_path_buf()),
+            _lock: Arc::new(lock),
         })
     }
 
@@ -459,11 +475,31 @@ mod tests {
         assert_eq!(progress.completion_tokens, 10);
 
         // A restart: the answered lines stay answered, every other line is claimable.
+        drop(state);
         let reopened = LocalState::open(&dir).expect("ok");
         assert_eq!(reopened.progress("b").await.expect("ok"), progress);
         assert_eq!(
             reopened.claim("b", 5, 10, "w", lease).await.expect("ok"),
             [1, 3, 4]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_second_process_on_the_same_folder_is_refused_with_the_reason() {
+        let dir = temporary_dir("lock");
+        let first = LocalState::open(&dir).expect("ok");
+        let second = LocalState::open(&dir).err().map(|e| e.to_string());
+        assert!(
+            second
+                .as_deref()
+                .is_some_and(|e| e.contains("another gateway process")),
+            "{second:?}"
+        );
+        drop(first);
+        assert!(
+            LocalState::open(&dir).is_ok(),
+            "free once the first is gone"
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -499,6 +535,7 @@ mod tests {
             .open(&log)
             .expect("ok");
         file.write_all(b"{\"index\":1,\"resu").expect("ok");
+        drop(state);
         let reopened = LocalState::open(&dir).expect("ok");
         assert_eq!(reopened.progress("b").await.expect("ok").completed, 1);
         assert_eq!(reopened.results("b").await.expect("ok").len(), 1);
@@ -518,6 +555,7 @@ mod tests {
             !state.replace_batch(&batch).await.expect("ok"),
             "stale version"
         );
+        drop(state);
         let reopened = LocalState::open(&dir).expect("ok");
         let stored = reopened.batch("batch-1").await.expect("ok").expect("ok");
         assert_eq!(stored.status, BatchStatus::InProgress);

@@ -4,7 +4,6 @@
 
 pub mod engines;
 pub mod headers;
-pub mod histogram;
 pub mod hub_source;
 pub mod metrics;
 pub mod openai;

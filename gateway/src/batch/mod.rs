@@ -11,10 +11,12 @@
 
 pub mod api;
 pub mod backlog;
+pub mod files;
 pub mod metrics;
 pub mod multipart;
 pub mod objects;
 pub mod pace;
+pub mod pacing;
 pub mod runner;
 pub mod state;
 pub mod types;

@@ -18,7 +18,8 @@ use tower::ServiceExt;
 
 use super::Batches;
 use super::backlog::{self, Due};
-use super::pace::{Interval, Latency, Pace};
+use super::files::{error_line, write_up};
+use super::pacing::Pacing;
 use super::state::StateError;
 use super::types::{
     BatchRecord, BatchStatus, Closing, FileMeta, LineResult, Progress, Purpose, now_ms, now_s,
@@ -26,7 +27,7 @@ use super::types::{
 };
 use super::validate::{self, Line, LineError, Validated};
 use crate::auth::{Tenant, TenantDirectory};
-use crate::metrics::{Metrics, ModelMetrics};
+use crate::metrics::Metrics;
 use crate::request::BatchLine;
 use crate::routing::{ModelPool, Router};
 use crate::stack::BatchStack;
@@ -40,16 +41,6 @@ const CLAIM_AT_ONCE: u32 = 32;
 /// A line refused for want of capacity (429, 502, 503, 504, a broken answer) goes back to
 /// be claimed again; after this many tries it is answered as failed.
 const MAX_TRIES: u32 = 5;
-
-/// How often each model's batch pace is updated from the interactive latency of the
-/// interval (see `pace`).
-const PACE_INTERVAL: Duration = Duration::from_secs(5);
-
-/// Interactive requests an interval waits for (up to [`PACE_LONGEST`]).
-const PACE_MIN_SAMPLES: u64 = 20;
-
-/// Longest pacing interval, when interactive requests trickle in.
-const PACE_LONGEST: Duration = Duration::from_secs(30);
 
 /// Largest answer kept for one line.
 const MAX_ANSWER_BYTES: usize = 64 << 20;
@@ -73,87 +64,6 @@ pub struct Runner {
     metrics: Arc<Metrics>,
     /// Each model's pace, by model.
     paces: Mutex<HashMap<String, Pacing>>,
-}
-
-/// One model's pace and the interval it is measuring.
-struct Pacing {
-    pace: Pace,
-    started: tokio::time::Instant,
-    /// Interactive histograms' (count, sum) at the interval's start: TTFT, TPOT, end to end.
-    ttft: (u64, f64),
-    tpot: (u64, f64),
-    e2e: (u64, f64),
-    /// Whether a batch line ran in the interval.
-    batch_ran: bool,
-}
-
-/// A histogram's count and sum.
-fn totals(histogram: &crate::metrics::Histogram) -> (u64, f64) {
-    (histogram.count(), histogram.sum())
-}
-
-/// The mean of what was observed between two (count, sum) readings; `None` without any.
-fn mean_since(now: (u64, f64), before: (u64, f64)) -> Option<f64> {
-    let count = now.0.saturating_sub(before.0);
-    (count > 0).then(|| (now.1 - before.1) / count as f64)
-}
-
-impl Pacing {
-    /// A first interval; the pace starts open when no interactive request is in flight
-    /// (nobody to slow down yet: a batch on an idle model need not creep up from one line),
-    /// else at one line.
-    fn start(model: &ModelMetrics, batch_ran: bool, interactive_now: bool, most: u32) -> Self {
-        Self {
-            pace: if interactive_now {
-                Pace::default()
-            } else {
-                Pace::open(most)
-            },
-            started: tokio::time::Instant::now(),
-            ttft: totals(&model.ttft),
-            tpot: totals(&model.tpot),
-            e2e: totals(&model.e2e),
-            batch_ran,
-        }
-    }
-
-    /// Ends the interval when it has shown enough: the pace takes it into account, and the
-    /// next one starts. An interval lasts at least [`PACE_INTERVAL`], and then until it saw
-    /// no interactive request at all, or [`PACE_MIN_SAMPLES`] of them, or [`PACE_LONGEST`]
-    /// went by: a trickle of interactive requests is still someone to protect, not an idle
-    /// model. Means, not quantiles, are compared: they are exact (the histograms' sums),
-    /// where a quantile read from buckets a third apart cannot see the 10% this guards.
-    fn roll(&mut self, model: &ModelMetrics, running: bool, most: u32) {
-        let elapsed = self.started.elapsed();
-        if elapsed < PACE_INTERVAL {
-            return;
-        }
-        let (ttft, tpot, e2e) = (totals(&model.ttft), totals(&model.tpot), totals(&model.e2e));
-        let seen = e2e.0.saturating_sub(self.e2e.0);
-        if seen > 0 && seen < PACE_MIN_SAMPLES && elapsed < PACE_LONGEST {
-            return;
-        }
-        // Streams show time to first token; without streams, end-to-end time stands in.
-        let first = mean_since(ttft, self.ttft).or_else(|| mean_since(e2e, self.e2e));
-        let interactive = first.map(|ttft_s| Latency {
-            ttft_s,
-            tpot_s: mean_since(tpot, self.tpot).unwrap_or(0.0),
-        });
-        let before = self.pace.limit();
-        self.pace.update(
-            Interval {
-                interactive,
-                batch_ran: self.batch_ran || running,
-            },
-            most,
-        );
-        if self.pace.limit() != before {
-            tracing::debug!(before, after = self.pace.limit(), ?interactive, baseline = ?self.pace.baseline(), "batch pace");
-        }
-        (self.ttft, self.tpot, self.e2e) = (ttft, tpot, e2e);
-        self.started = tokio::time::Instant::now();
-        self.batch_ran = running;
-    }
 }
 
 /// What became of one try of a line.
@@ -880,157 +790,9 @@ fn error_result(job: &Job, code: &str, message: &str) -> LineResult {
     }
 }
 
-fn error_line(id: &str, custom_id: &str, code: &str, message: &str) -> String {
-    json!({
-        "id": id,
-        "custom_id": custom_id,
-        "response": null,
-        "error": {"code": code, "message": message},
-    })
-    .to_string()
-}
-
-/// A finished batch's files.
-struct WrittenUp {
-    output: Vec<u8>,
-    output_bytes: u64,
-    errors: Vec<u8>,
-    errors_bytes: u64,
-    errors_count: u32,
-    progress: Progress,
-}
-
-/// The output file (2xx answers) and error file (other answers, and for an expired or
-/// cancelled batch every unanswered line) in input order, one JSON line each; and the final
-/// counts (an unanswered line of an expired or cancelled batch counts as failed).
-fn write_up(
-    batch: &BatchRecord,
-    closing: Closing,
-    results: &HashMap<u32, LineResult>,
-    lines: Option<&[Line]>,
-) -> WrittenUp {
-    let (mut output, mut errors) = (Vec::new(), Vec::new());
-    let mut progress = Progress::default();
-    let mut errors_count = 0;
-    let mut indices: Vec<u32> = results.keys().copied().collect();
-    if let Some(lines) = lines {
-        indices = (0..lines.len() as u32).collect();
-    }
-    indices.sort_unstable();
-    let (code, message) = match closing {
-        Closing::Expired => (
-            "batch_expired",
-            "This request could not be executed before the completion window expired.",
-        ),
-        _ => (
-            "batch_cancelled",
-            "This request was not executed: the batch was cancelled.",
-        ),
-    };
-    for index in indices {
-        match results.get(&index) {
-            Some(result) => {
-                progress.add(result);
-                let file = if result.ok { &mut output } else { &mut errors };
-                if !result.ok {
-                    errors_count += 1;
-                }
-                file.extend_from_slice(result.line.as_bytes());
-                file.push(b'\n');
-            }
-            None => {
-                let Some(line) = lines.and_then(|l| l.get(index as usize)) else {
-                    continue;
-                };
-                let id = format!(
-                    "batch_req_{}_{index}",
-                    batch.id.trim_start_matches("batch-")
-                );
-                errors
-                    .extend_from_slice(error_line(&id, &line.custom_id, code, message).as_bytes());
-                errors.push(b'\n');
-                errors_count += 1;
-                progress.failed += 1;
-            }
-        }
-    }
-    WrittenUp {
-        output_bytes: output.len() as u64,
-        errors_bytes: errors.len() as u64,
-        output,
-        errors,
-        errors_count,
-        progress,
-    }
-}
-
 /// Marks a batch failed at validation with `errors`.
 fn fail(batch: &mut BatchRecord, errors: Vec<LineError>) {
     batch.status = BatchStatus::Failed;
     batch.failed_at = Some(now_s());
     batch.errors = errors;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn line(custom_id: &str) -> Line {
-        Line {
-            number: 1,
-            custom_id: custom_id.into(),
-            body: serde_json::value::RawValue::from_string("{}".into()).expect("json"),
-            estimated_prompt_tokens: 1,
-            reserved_output_tokens: 1,
-        }
-    }
-
-    fn answered(ok: bool, text: &str) -> LineResult {
-        LineResult {
-            ok,
-            line: text.into(),
-            prompt_tokens: 2,
-            cached_tokens: 0,
-            completion_tokens: 3,
-        }
-    }
-
-    #[test]
-    fn an_expired_batch_lists_every_line_once_in_input_order() {
-        let batch = crate::batch::types::tests::sample();
-        let lines = [line("a"), line("b"), line("c"), line("d")];
-        let results: HashMap<u32, LineResult> = [
-            (2, answered(false, "{\"c\":1}")),
-            (0, answered(true, "{\"a\":1}")),
-        ]
-        .into();
-        let files = write_up(&batch, Closing::Expired, &results, Some(&lines));
-        assert_eq!(String::from_utf8_lossy(&files.output), "{\"a\":1}\n");
-        let errors = String::from_utf8_lossy(&files.errors).into_owned();
-        let ids: Vec<String> = errors
-            .lines()
-            .map(|l| {
-                let v: Value = serde_json::from_str(l).unwrap_or(Value::String(l.into()));
-                v.get("custom_id")
-                    .and_then(Value::as_str)
-                    .map_or_else(|| l.to_string(), str::to_string)
-            })
-            .collect();
-        // The recorded failure keeps its own line; the two unanswered ones say why.
-        assert_eq!(ids, ["b", "{\"c\":1}", "d"]);
-        assert!(errors.contains("batch_expired"));
-        assert_eq!(files.errors_count, 3);
-        assert_eq!((files.progress.completed, files.progress.failed), (1, 3));
-        assert_eq!(files.progress.completion_tokens, 6);
-    }
-
-    #[test]
-    fn a_completed_batch_without_failures_writes_no_errors() {
-        let batch = crate::batch::types::tests::sample();
-        let results: HashMap<u32, LineResult> = [(0, answered(true, "{}"))].into();
-        let files = write_up(&batch, Closing::Completed, &results, Some(&[line("a")]));
-        assert_eq!(files.errors_count, 0);
-        assert!(files.errors.is_empty());
-        assert_eq!(files.output_bytes, 3);
-    }
 }

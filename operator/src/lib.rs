@@ -11,6 +11,7 @@ pub mod error;
 pub mod leader;
 pub mod metrics_source;
 pub mod render;
+pub mod scaling;
 pub mod scale;
 pub mod telemetry;
 

@@ -3,7 +3,7 @@
 //! `decide`, act on the process pool, and print one status line.
 
 use tokenscale_operator::autoscaler::{Decision, Observations, PolicySpec, PolicyState, decide};
-use tokenscale_operator::controller::attainment::{Attainment, PeriodSample, SloHistory};
+use tokenscale_operator::scaling::attainment::{Attainment, PeriodSample, SloHistory};
 use tokenscale_operator::metrics_source::readings::read;
 use tokenscale_operator::metrics_source::text_format::parse;
 use tokenscale_operator::metrics_source::{MetricsView, ModelMetrics, ScrapeRound, TargetKind};

@@ -103,6 +103,19 @@ pub struct Clocks {
 }
 
 impl Clocks {
+    /// "Now" at `now_s` on the policy clock and `unix_s` seconds since the Unix epoch on the
+    /// wall clock (to the millisecond; the epoch itself if out of range). For callers without
+    /// a `Timestamp` of their own: `tokenscale up` and the simulator.
+    pub fn from_unix_s(now_s: f64, unix_s: f64) -> Self {
+        let wall = Timestamp::from_millisecond((unix_s * 1e3).round() as i64).unwrap_or_default();
+        Self { now_s, wall }
+    }
+
+    /// The wall clock in seconds since the Unix epoch.
+    pub fn unix_s(self) -> f64 {
+        self.wall.as_millisecond() as f64 / 1e3
+    }
+
     /// The instant `t_s` (policy clock) on the wall clock, to the millisecond.
     fn to_wall(self, t_s: f64) -> Option<String> {
         let offset_ms = ((t_s - self.now_s) * 1e3).round();

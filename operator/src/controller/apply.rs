@@ -10,7 +10,7 @@ use serde_json::json;
 
 use std::collections::HashMap;
 
-use super::attainment::PeriodSample;
+use crate::scaling::attainment::PeriodSample;
 use super::scaling::{ModelMemory, policy_spec};
 use super::status::{StatusInput, StatusMemory, build_status};
 use super::{Context, lock, model_key};

@@ -2,7 +2,6 @@
 //! the kube-runtime `Controller` calls, and `run`, which wires them to the API server.
 
 pub mod apply;
-pub mod attainment;
 pub mod conflict;
 pub mod due;
 pub mod scaling;

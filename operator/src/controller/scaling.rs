@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::attainment::SloHistory;
+use crate::scaling::attainment::SloHistory;
 use crate::autoscaler::{Clocks, PolicySpec, PolicyState, Slo, restore};
 use crate::budget::{GpuRequest, Grant, allocate};
 use crate::crd::{ModelDeploymentSpec, ModelDeploymentStatus};

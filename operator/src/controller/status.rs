@@ -3,7 +3,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use super::attainment::SloHistory;
+use crate::scaling::attainment::SloHistory;
 use crate::autoscaler::{Decision, PolicySnapshot};
 use crate::budget::{Grant, GrantReason};
 use crate::crd::status::{SloAttainment, SloStatus};

@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::autoscaler::PolicySnapshot;
-use crate::controller::attainment::SloHistory;
+use crate::scaling::attainment::SloHistory;
 
 /// Condition type: at least one replica serves (or the model is scaled to zero on purpose).
 pub const CONDITION_READY: &str = "Ready";

@@ -1,0 +1,239 @@
+//! One model's scaling loop: everything remembered between periods (policy state, metrics
+//! windows, SLO history, removal marks, the last tick) and the tick that turns one period's
+//! scrape and replica counts into what to do.
+
+use super::attainment::{Attainment, PeriodSample, SloHistory};
+use crate::autoscaler::{
+    Clocks, Decision, Observations, PolicySnapshot, PolicySpec, PolicyState, decide, snapshot,
+};
+use crate::metrics_source::{MetricsView, ModelMetrics, ScrapeRound};
+use crate::scale::ReplicaCounts;
+
+/// Metrics older than this many periods are stale: the policy holds rather than act on them.
+const STALE_AFTER_PERIODS: f64 = 3.0;
+
+/// Replicas asked for that do not serve yet: capacity on the way, counted once (see the
+/// module docs for why `desired − ready`).
+pub fn pending_replicas(counts: ReplicaCounts) -> u32 {
+    counts.desired.saturating_sub(counts.ready)
+}
+
+/// The policy's input for one period: the scale target's counts and the windowed metrics.
+/// The only place `Observations` are built outside the policy's own tests.
+pub fn observations(counts: ReplicaCounts, view: &MetricsView) -> Observations {
+    Observations {
+        ready_replicas: counts.ready,
+        pending_replicas: pending_replicas(counts),
+        current_replicas: counts.desired,
+        demand: view.demand.clone(),
+        ttft_p95_s: view.ttft_p95_s,
+        tpot_p95_s: view.tpot_p95_s,
+        replica_loads: view.replica_loads.clone(),
+    }
+}
+
+/// Ready replicas a scale-in to `target` removes: a ReplicaSet (and `up`'s pool) removes
+/// replicas that are not ready first, so of the `current − target` that go only
+/// `ready − target` are ready ones, and those are the ones worth choosing.
+pub fn ready_to_mark(counts: ReplicaCounts, target: u32) -> u32 {
+    if target < counts.desired {
+        counts.ready.saturating_sub(target)
+    } else {
+        0
+    }
+}
+
+/// What one period decided, and what status and the status line show of it.
+#[derive(Debug, Clone)]
+pub struct Tick {
+    /// When it was taken.
+    pub clocks: Clocks,
+    /// The scale target's counts it was taken with.
+    pub counts: ReplicaCounts,
+    /// What the policy saw.
+    pub observations: Observations,
+    /// The windowed metrics behind them (for status: loads, revisions, missing signals).
+    pub view: MetricsView,
+    /// The policy's decision.
+    pub decision: Decision,
+    /// Replicas to ask the scale target for: the decision's, unless a GPU budget limited it
+    /// (see [`Tick::limit_to`]).
+    pub target_replicas: u32,
+    /// Ready replicas to mark for removal before scaling in (see [`ready_to_mark`]).
+    pub mark_for_removal: u32,
+    /// Replicas the previous scale-in marked, whose marks may need clearing.
+    pub marked_before: Vec<String>,
+    /// The SLO record's attainment and goodput, this period included.
+    pub attainment: Attainment,
+}
+
+impl Tick {
+    /// Whether the scale target must change.
+    pub fn scales(&self) -> bool {
+        self.target_replicas != self.counts.desired
+    }
+
+    /// Whether the change is a scale-in (marks first).
+    pub fn scales_in(&self) -> bool {
+        self.target_replicas < self.counts.desired
+    }
+
+    /// The GPU budget's hook: a grant of `replicas` replaces the decision's count.
+    pub fn limit_to(&mut self, replicas: u32) {
+        self.target_replicas = replicas;
+        self.mark_for_removal = ready_to_mark(self.counts, replicas);
+    }
+}
+
+/// One model's scaling loop.
+#[derive(Debug, Clone)]
+pub struct ScalingLoop {
+    spec: PolicySpec,
+    policy: PolicyState,
+    metrics: ModelMetrics,
+    slo: SloHistory,
+    marked_for_removal: Vec<String>,
+    last: Option<Tick>,
+}
+
+impl ScalingLoop {
+    /// A fresh loop for `spec`.
+    pub fn new(spec: PolicySpec) -> Self {
+        Self {
+            policy: PolicyState::new(&spec),
+            spec,
+            metrics: ModelMetrics::default(),
+            slo: SloHistory::default(),
+            marked_for_removal: Vec::new(),
+            last: None,
+        }
+    }
+
+    /// A loop continuing where another process stopped: its policy state (already restored
+    /// onto this process's clock), SLO record and removal marks. Metrics windows are not
+    /// carried over: scrapes rebuild them within one stable window.
+    pub fn resumed(
+        spec: PolicySpec,
+        policy: Option<PolicyState>,
+        slo: SloHistory,
+        marked_for_removal: Vec<String>,
+    ) -> Self {
+        let mut resumed = Self::new(spec);
+        if let Some(mut policy) = policy {
+            // A record from before the hint was set (or that learned nothing) keeps the hint.
+            if policy.capacity_tokens_per_s_per_replica.is_none() {
+                policy.capacity_tokens_per_s_per_replica =
+                    resumed.policy.capacity_tokens_per_s_per_replica;
+            }
+            resumed.policy = policy;
+        }
+        resumed.slo = slo;
+        resumed.marked_for_removal = marked_for_removal;
+        resumed
+    }
+
+    /// The policy's spec.
+    pub fn spec(&self) -> &PolicySpec {
+        &self.spec
+    }
+
+    /// Takes an edited spec (a new generation); what was learned stays.
+    pub fn set_spec(&mut self, spec: PolicySpec) {
+        self.spec = spec;
+    }
+
+    /// Folds a scrape round taken at `now_s` into the metrics windows without deciding (to
+    /// warm the windows before the first decision). [`ScalingLoop::tick`] does this itself.
+    pub fn record(&mut self, now_s: f64, round: &ScrapeRound) {
+        // A little more than the stable window, so its baseline is always there.
+        let keep_s = self.spec.stable_window.as_secs_f64() + self.stale_after_s();
+        self.metrics.record(now_s, round, keep_s);
+    }
+
+    /// The windowed metrics at `now_s`.
+    pub fn view(&self, now_s: f64) -> MetricsView {
+        self.metrics.view(
+            now_s,
+            self.spec.stable_window.as_secs_f64(),
+            self.spec.panic_window.as_secs_f64(),
+            self.stale_after_s(),
+        )
+    }
+
+    fn stale_after_s(&self) -> f64 {
+        STALE_AFTER_PERIODS * self.spec.period.as_secs_f64()
+    }
+
+    /// One period: folds `round` in, then decides on the windowed view (see
+    /// [`ScalingLoop::tick_view`]).
+    pub fn tick(&mut self, now: Clocks, round: &ScrapeRound, counts: ReplicaCounts) -> Tick {
+        self.record(now.now_s, round);
+        let view = self.view(now.now_s);
+        self.tick_view(now, view, counts)
+    }
+
+    /// One period on a view computed elsewhere (a Prometheus server's): builds the
+    /// observations, decides, records the period in the SLO history, and keeps the tick.
+    pub fn tick_view(&mut self, now: Clocks, view: MetricsView, counts: ReplicaCounts) -> Tick {
+        let observations = observations(counts, &view);
+        let decision = decide(&self.spec, &observations, &mut self.policy, now.now_s);
+        let period = PeriodSample {
+            ttft_p95_s: view.ttft_p95_s,
+            tpot_p95_s: view.tpot_p95_s,
+            output_tokens_per_s: view.demand.as_ref().map(|d| d.output_tokens_per_s.stable),
+            // A CPU replica counts as one GPU.
+            gpus: f64::from(counts.ready) * f64::from(self.spec.gpus_per_replica.max(1)),
+        };
+        self.slo.record(now.unix_s(), &self.spec.slo, period);
+        let target_replicas = decision.replicas;
+        let tick = Tick {
+            clocks: now,
+            counts,
+            observations,
+            view,
+            target_replicas,
+            mark_for_removal: ready_to_mark(counts, target_replicas),
+            marked_before: self.marked_for_removal.clone(),
+            decision,
+            attainment: self.slo.attainment(now.unix_s()),
+        };
+        self.last = Some(tick.clone());
+        tick
+    }
+
+    /// Records the removal marks in force after a tick was applied.
+    pub fn note_marked(&mut self, marked: Vec<String>) {
+        self.marked_for_removal = marked;
+    }
+
+    /// Replaces the last tick's target (the GPU budget's grant), so what is read back later
+    /// is what was applied.
+    pub fn note_applied(&mut self, tick: &Tick) {
+        self.last = Some(tick.clone());
+    }
+
+    /// The last tick, if any.
+    pub fn last(&self) -> Option<&Tick> {
+        self.last.as_ref()
+    }
+
+    /// The policy's memory.
+    pub fn policy(&self) -> &PolicyState {
+        &self.policy
+    }
+
+    /// The policy's memory as status carries it, instants on `clocks`' wall clock.
+    pub fn policy_snapshot(&self, clocks: Clocks) -> PolicySnapshot {
+        snapshot(&self.policy, clocks)
+    }
+
+    /// The SLO record.
+    pub fn slo(&self) -> &SloHistory {
+        &self.slo
+    }
+
+    /// Replicas the last scale-in marked.
+    pub fn marked_for_removal(&self) -> &[String] {
+        &self.marked_for_removal
+    }
+}

@@ -1,5 +1,10 @@
 //! The request path as one tower stack, built in one place; and its two outermost layers.
 //!
+//! What each layer knows of a request is in the type it takes, not in request extensions:
+//! `Request<Incoming>` down to `Auth`, an [`Authed`] (the tenant) down to `Parse`, a
+//! [`Parsed`](crate::request::Parsed) (facts, pool, tenant, body) below it, and a
+//! [`Routed`](crate::routing::Routed) (plus the replica) from `Pick` to `Upstream`.
+//!
 //! ```text
 //! RequestId   assign/forward x-request-id, open the tracing span
 //! Errors      every GatewayError becomes an OpenAI-style error response (one place)
@@ -36,7 +41,7 @@ use tracing::Instrument;
 
 use crate::Body;
 use crate::admission::{AdmissionLayer, InFlightCounts, InFlightLayer};
-use crate::auth::{AuthLayer, TenantDirectory};
+use crate::auth::{AuthLayer, Authed, TenantDirectory};
 use crate::error::GatewayError;
 use crate::limits::{EarlyLimitsLayer, Limiter, LimitsLayer};
 use crate::metrics::{Metrics, MetricsLayer};
@@ -47,9 +52,9 @@ use crate::routing::{PickLayer, Router};
 /// The built request path.
 pub type Stack = BoxCloneSyncService<Request<Incoming>, Response<Body>, Infallible>;
 
-/// The path of Batch API lines (see [`build_batch`]).
+/// The path of Batch API lines (see [`build_batch`]): they arrive with their tenant.
 pub type BatchStack =
-    BoxCloneSyncService<Request<http_body_util::Full<bytes::Bytes>>, Response<Body>, Infallible>;
+    BoxCloneSyncService<Authed<http_body_util::Full<bytes::Bytes>>, Response<Body>, Infallible>;
 
 /// What the stack is built from.
 #[derive(Clone)]
@@ -95,8 +100,8 @@ pub fn build(parts: StackParts) -> Stack {
 
 /// The path a Batch API line takes: the same parse, admission queue (in the `batch` class),
 /// failover, replica picking and upstream as an interactive request, sharing their state.
-/// Left out: authentication (the line runs as the tenant that created the batch, whose
-/// `Arc<Tenant>` the runner inserts), the interactive in-flight caps and rate limits (batch
+/// Left out: authentication (the line runs as the tenant that created the batch: the runner
+/// sends it [`Authed`], marked as a batch line), the interactive in-flight caps and rate limits (batch
 /// work has its own limits, checked when a batch is created), and the interactive metrics
 /// (batch lines are counted apart, so they neither pollute the latency the SLO is measured
 /// on nor look like interactive demand to the autoscaler).
@@ -144,24 +149,61 @@ where
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        let id = match request.headers().get(&REQUEST_ID) {
-            Some(value) if value.len() <= 128 => value.clone(),
-            _ => {
-                let id = next_request_id();
-                request.headers_mut().insert(REQUEST_ID, id.clone());
-                id
-            }
-        };
-        let span = tracing::info_span!("request", id = ?id, path = %request.uri().path());
-        let call = self.inner.call(request);
-        async move {
-            let mut response = call.await?;
-            response.headers_mut().insert(REQUEST_ID, id);
-            Ok(response)
-        }
-        .instrument(span)
-        .boxed()
+        let (id, span) = identify(&mut request);
+        respond_with_id(self.inner.call(request), id, span)
     }
+}
+
+/// A batch line's path: the runner names the line in `x-request-id`.
+impl<S, B> Service<Authed<B>> for RequestId<S>
+where
+    S: Service<Authed<B>, Response = Response<Body>, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response<Body>, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut authed: Authed<B>) -> Self::Future {
+        let (id, span) = identify(&mut authed.request);
+        respond_with_id(self.inner.call(authed), id, span)
+    }
+}
+
+/// The request's id (the client's, or a new one set on it) and its span.
+fn identify<B>(request: &mut Request<B>) -> (HeaderValue, tracing::Span) {
+    let id = match request.headers().get(&REQUEST_ID) {
+        Some(value) if value.len() <= 128 => value.clone(),
+        _ => {
+            let id = next_request_id();
+            request.headers_mut().insert(REQUEST_ID, id.clone());
+            id
+        }
+    };
+    let span = tracing::info_span!("request", id = ?id, path = %request.uri().path());
+    (id, span)
+}
+
+/// Runs `call` inside `span` and echoes `id` on its response.
+fn respond_with_id<F>(
+    call: F,
+    id: HeaderValue,
+    span: tracing::Span,
+) -> BoxFuture<'static, Result<Response<Body>, Infallible>>
+where
+    F: Future<Output = Result<Response<Body>, Infallible>> + Send + 'static,
+{
+    async move {
+        let mut response = call.await?;
+        response.headers_mut().insert(REQUEST_ID, id);
+        Ok(response)
+    }
+    .instrument(span)
+    .boxed()
 }
 
 fn next_request_id() -> HeaderValue {
@@ -212,9 +254,9 @@ pub struct Errors<S> {
     inner: S,
 }
 
-impl<S, B> Service<Request<B>> for Errors<S>
+impl<S, R> Service<R> for Errors<S>
 where
-    S: Service<Request<B>, Response = Response<Body>, Error = GatewayError>,
+    S: Service<R, Response = Response<Body>, Error = GatewayError>,
     S::Future: Send + 'static,
 {
     type Response = Response<Body>;
@@ -229,7 +271,7 @@ where
         }
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
+    fn call(&mut self, request: R) -> Self::Future {
         let call = self.inner.call(request);
         async move {
             Ok(match call.await {

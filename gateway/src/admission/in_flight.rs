@@ -9,17 +9,16 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
-use http::{Request, Response};
+use http::Response;
 use tower::{Layer, Service};
 
 use super::GatewayShare;
 use crate::Body;
-use crate::auth::Tenant;
+use crate::auth::{Authed, Tenant};
 use crate::body::Guarded;
 use crate::error::GatewayError;
 use crate::limits::RateLimitHeaders;
 use crate::metrics::Metrics;
-use crate::routing::layer_missing as missing;
 
 /// The pod's and the tenants' in-flight counts.
 #[derive(Debug)]
@@ -138,9 +137,9 @@ pub struct InFlight<S> {
     metrics: Arc<Metrics>,
 }
 
-impl<S, B> Service<Request<B>> for InFlight<S>
+impl<S, B> Service<Authed<B>> for InFlight<S>
 where
-    S: Service<Request<B>, Response = Response<Body>, Error = GatewayError> + Send,
+    S: Service<Authed<B>, Response = Response<Body>, Error = GatewayError> + Send,
     S::Future: Send + 'static,
 {
     type Response = Response<Body>;
@@ -151,11 +150,9 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
-        let Some(tenant) = request.extensions().get::<Arc<Tenant>>().cloned() else {
-            return futures::future::ready(Err(missing("tenant"))).boxed();
-        };
-        let guard = match self.counts.enter(&tenant) {
+    fn call(&mut self, request: Authed<B>) -> Self::Future {
+        let tenant = &request.tenant;
+        let guard = match self.counts.enter(tenant) {
             Ok(guard) => guard,
             Err(refusal) => {
                 let error = refused(refusal);

@@ -5,17 +5,14 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use futures::future::{BoxFuture, FutureExt};
-use http::{Request, Response};
+use http::Response;
 use tower::{Layer, Service};
 
 use crate::Body;
-use crate::auth::Tenant;
 use crate::body::Guarded;
 use crate::error::GatewayError;
 use crate::metrics::Metrics;
-use crate::request::{BatchLine, Info};
-use crate::routing::ModelPool;
-use crate::routing::layer_missing as missing;
+use crate::request::Parsed;
 
 /// Layer adding [`Admission`].
 #[derive(Clone)]
@@ -50,12 +47,9 @@ pub struct Admission<S> {
     metrics: Arc<Metrics>,
 }
 
-impl<S> Service<Request<bytes::Bytes>> for Admission<S>
+impl<S> Service<Parsed> for Admission<S>
 where
-    S: Service<Request<bytes::Bytes>, Response = Response<Body>, Error = GatewayError>
-        + Clone
-        + Send
-        + 'static,
+    S: Service<Parsed, Response = Response<Body>, Error = GatewayError> + Clone + Send + 'static,
     S::Future: Send + 'static,
 {
     type Response = Response<Body>;
@@ -67,32 +61,19 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request<bytes::Bytes>) -> Self::Future {
+    fn call(&mut self, request: Parsed) -> Self::Future {
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let metrics = self.metrics.clone();
         async move {
-            let info = request
-                .extensions()
-                .get::<Info>()
-                .cloned()
-                .ok_or_else(|| missing("info"))?;
-            let pool = request
-                .extensions()
-                .get::<Arc<ModelPool>>()
-                .cloned()
-                .ok_or_else(|| missing("pool"))?;
-            let tenant = request
-                .extensions()
-                .get::<Arc<Tenant>>()
-                .map(|t| t.name.clone())
-                .ok_or_else(|| missing("tenant"))?;
+            let (info, pool) = (request.info.clone(), request.pool.clone());
+            let tenant = request.tenant.name.clone();
             let started = Instant::now();
             let tokens = info.estimated_prompt_tokens + info.reserved_output_tokens;
             let model = metrics.model(&info.model);
             // A Batch API line is not interactive demand: the autoscaler reads batch work
             // from the batch backlog instead.
-            let batch_line = request.extensions().get::<BatchLine>().is_some();
+            let batch_line = request.batch_line;
             let arrived = |outcome| {
                 if batch_line {
                     return;

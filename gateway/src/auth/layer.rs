@@ -13,7 +13,20 @@ use tower::{Layer, Service};
 use super::{Presented, Tenant, TenantDirectory, presented_key};
 use crate::error::GatewayError;
 
-/// The client's address, put in the request's extensions by the server.
+/// A request whose tenant is known: what the layers between authentication and the parse
+/// layer take (the in-flight caps, the early limits), and what the batch runner sends.
+#[derive(Debug)]
+pub struct Authed<B> {
+    /// Whose request it is.
+    pub tenant: Arc<Tenant>,
+    /// A Batch API line (sent by the batch runner as the batch's tenant), not a client's.
+    pub batch_line: bool,
+    /// The request, its body unread.
+    pub request: Request<B>,
+}
+
+/// The client's address, put in the request's extensions by the server (the connection's,
+/// as hyper's own connection facts are; read only for the audit log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientAddr(pub SocketAddr);
 
@@ -40,8 +53,8 @@ impl<S> Layer<S> for AuthLayer {
     }
 }
 
-/// Inserts the caller's `Arc<Tenant>` into the request extensions, or answers 401 without
-/// calling the inner service (so a bad key never reaches an engine, nor reads the body).
+/// Calls the inner service with the request [`Authed`] as the caller's tenant, or answers
+/// 401 without calling it (so a bad key never reaches an engine, nor reads the body).
 #[derive(Clone)]
 pub struct Auth<S> {
     inner: S,
@@ -50,7 +63,7 @@ pub struct Auth<S> {
 
 impl<S, B> Service<Request<B>> for Auth<S>
 where
-    S: Service<Request<B>, Error = GatewayError>,
+    S: Service<Authed<B>, Error = GatewayError>,
 {
     type Response = S::Response;
     type Error = GatewayError;
@@ -60,12 +73,13 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: Request<B>) -> Self::Future {
+    fn call(&mut self, request: Request<B>) -> Self::Future {
         match authenticate(&request, &self.directory) {
-            Ok(tenant) => {
-                request.extensions_mut().insert(tenant);
-                Either::Left(self.inner.call(request))
-            }
+            Ok(tenant) => Either::Left(self.inner.call(Authed {
+                tenant,
+                batch_line: false,
+                request,
+            })),
             Err(error) => Either::Right(ready(Err(error))),
         }
     }

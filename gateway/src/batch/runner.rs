@@ -26,9 +26,8 @@ use super::types::{
     object_key,
 };
 use super::validate::{self, Line, LineError, Validated};
-use crate::auth::{Tenant, TenantDirectory};
+use crate::auth::{Authed, Tenant, TenantDirectory};
 use crate::metrics::Metrics;
-use crate::request::BatchLine;
 use crate::routing::{ModelPool, Router};
 use crate::stack::BatchStack;
 
@@ -764,8 +763,8 @@ fn line_id(job: &Job) -> String {
 }
 
 /// The request a line becomes: its body as uploaded, the `batch` class, the tenant.
-fn line_request(job: &Job, tenant: Arc<Tenant>) -> Result<Request<Full<Bytes>>, String> {
-    let mut request = Request::post(job.path)
+fn line_request(job: &Job, tenant: Arc<Tenant>) -> Result<Authed<Full<Bytes>>, String> {
+    let request = Request::post(job.path)
         .header(header::CONTENT_TYPE, "application/json")
         .header(headers::PRIORITY, "batch")
         .header(
@@ -774,9 +773,11 @@ fn line_request(job: &Job, tenant: Arc<Tenant>) -> Result<Request<Full<Bytes>>, 
         )
         .body(Full::new(job.body.clone()))
         .map_err(|e| e.to_string())?;
-    request.extensions_mut().insert(tenant);
-    request.extensions_mut().insert(BatchLine);
-    Ok(request)
+    Ok(Authed {
+        tenant,
+        batch_line: true,
+        request,
+    })
 }
 
 /// A line answered with an error of the gateway's own (no engine answer).

@@ -7,15 +7,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::future::{BoxFuture, FutureExt};
-use http::{Request, Response};
+use http::Response;
 use tower::{Layer, Service};
 
 use super::limiter::{LimitError, Limiter};
 use crate::Body;
-use crate::auth::Tenant;
+use crate::auth::Authed;
 use crate::error::GatewayError;
 use crate::metrics::Metrics;
-use crate::routing::layer_missing as missing;
 
 /// Layer adding [`EarlyLimits`].
 #[derive(Clone)]
@@ -50,12 +49,9 @@ pub struct EarlyLimits<S> {
     metrics: Arc<Metrics>,
 }
 
-impl<S, B> Service<Request<B>> for EarlyLimits<S>
+impl<S, B> Service<Authed<B>> for EarlyLimits<S>
 where
-    S: Service<Request<B>, Response = Response<Body>, Error = GatewayError>
-        + Clone
-        + Send
-        + 'static,
+    S: Service<Authed<B>, Response = Response<Body>, Error = GatewayError> + Clone + Send + 'static,
     S::Future: Send + 'static,
     B: Send + 'static,
 {
@@ -67,10 +63,8 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
-        let Some(tenant) = request.extensions().get::<Arc<Tenant>>().cloned() else {
-            return futures::future::ready(Err(missing("tenant"))).boxed();
-        };
+    fn call(&mut self, request: Authed<B>) -> Self::Future {
+        let tenant = request.tenant.clone();
         if tenant.total_limits.is_none() {
             return self.inner.call(request).boxed();
         }

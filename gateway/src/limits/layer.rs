@@ -6,18 +6,16 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::future::{BoxFuture, FutureExt};
-use http::{Request, Response};
+use http::Response;
 use tower::{Layer, Service};
 
 use super::limiter::{LimitError, Limiter, Reservation, Settle};
 use super::plan::{Refusal, Scope};
 use crate::Body;
-use crate::auth::Tenant;
 use crate::body::Guarded;
 use crate::error::GatewayError;
 use crate::metrics::{Metrics, TenantModelUsage};
-use crate::request::Info;
-use crate::routing::layer_missing as missing;
+use crate::request::{Info, Parsed};
 
 /// Layer adding [`Limits`].
 #[derive(Clone)]
@@ -79,12 +77,9 @@ impl Drop for Settlement {
     }
 }
 
-impl<S> Service<Request<bytes::Bytes>> for Limits<S>
+impl<S> Service<Parsed> for Limits<S>
 where
-    S: Service<Request<bytes::Bytes>, Response = Response<Body>, Error = GatewayError>
-        + Clone
-        + Send
-        + 'static,
+    S: Service<Parsed, Response = Response<Body>, Error = GatewayError> + Clone + Send + 'static,
     S::Future: Send + 'static,
 {
     type Response = Response<Body>;
@@ -95,13 +90,8 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<bytes::Bytes>) -> Self::Future {
-        let (Some(info), Some(tenant)) = (
-            request.extensions().get::<Info>().cloned(),
-            request.extensions().get::<Arc<Tenant>>().cloned(),
-        ) else {
-            return futures::future::ready(Err(missing("tenant or info"))).boxed();
-        };
+    fn call(&mut self, request: Parsed) -> Self::Future {
+        let (info, tenant) = (request.info.clone(), request.tenant.clone());
         let limiter = self.limiter.clone();
         let metrics = self.metrics.clone();
         let clone = self.inner.clone();

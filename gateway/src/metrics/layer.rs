@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt};
-use http::{Request, Response};
+use http::Response;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::BodyExt;
 use tower::{Layer, Service};
@@ -15,8 +15,7 @@ use tower::{Layer, Service};
 use super::{Metrics, ModelMetrics};
 use crate::Body;
 use crate::error::{BoxError, GatewayError};
-use crate::request::Info;
-use crate::routing::layer_missing as missing;
+use crate::request::{Info, Parsed};
 
 /// Layer adding [`Observe`].
 #[derive(Clone)]
@@ -49,9 +48,9 @@ pub struct Observe<S> {
     metrics: Arc<Metrics>,
 }
 
-impl<S> Service<Request<Bytes>> for Observe<S>
+impl<S> Service<Parsed> for Observe<S>
 where
-    S: Service<Request<Bytes>, Response = Response<Body>, Error = GatewayError> + Send,
+    S: Service<Parsed, Response = Response<Body>, Error = GatewayError> + Send,
     S::Future: Send + 'static,
 {
     type Response = Response<Body>;
@@ -62,10 +61,8 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
-        let Some(info) = request.extensions().get::<Info>().cloned() else {
-            return futures::future::ready(Err(missing("info"))).boxed();
-        };
+    fn call(&mut self, request: Parsed) -> Self::Future {
+        let info = request.info.clone();
         let model = self.metrics.model(&info.model);
         let call = self.inner.call(request);
         async move {

@@ -19,7 +19,7 @@ use crate::Body;
 use crate::error::{GatewayError, full_body};
 use crate::metrics::Metrics;
 use crate::request::Info;
-use crate::routing::{ModelPool, Picked, Replica, ReplicaState, layer_missing as missing};
+use crate::routing::{ModelPool, Replica, ReplicaState, Routed, layer_missing as missing};
 
 /// Settings of the upstream call.
 #[derive(Debug, Clone)]
@@ -35,7 +35,7 @@ pub struct UpstreamSettings {
     pub engine_authorization: Option<HeaderValue>,
 }
 
-/// Sends requests to the replica in their `Picked` extension.
+/// Sends each request to the replica picked for it.
 #[derive(Clone)]
 pub struct Upstream {
     // One `Arc`: the service is cloned for every request.
@@ -91,7 +91,7 @@ const UPSTREAM: HeaderName = HeaderName::from_static(names::UPSTREAM);
 const PRIORITY: HeaderName = HeaderName::from_static(names::PRIORITY);
 const TOKEN_IDS: HeaderName = HeaderName::from_static(names::STREAM_TOKEN_IDS);
 
-impl Service<Request<Bytes>> for Upstream {
+impl Service<Routed> for Upstream {
     type Response = Response<Body>;
     type Error = GatewayError;
     type Future = BoxFuture<'static, Result<Response<Body>, GatewayError>>;
@@ -100,20 +100,12 @@ impl Service<Request<Bytes>> for Upstream {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
+    fn call(&mut self, routed: Routed) -> Self::Future {
         let this = self.inner.clone();
         async move {
-            let ext = request.extensions();
-            let info = ext.get::<Info>().cloned().ok_or_else(|| missing("info"))?;
-            let pool = ext
-                .get::<Arc<ModelPool>>()
-                .cloned()
-                .ok_or_else(|| missing("pool"))?;
-            let replica = ext
-                .get::<Picked>()
-                .map(|p| p.0.clone())
-                .ok_or_else(|| missing("replica"))?;
-            this.exchange(request, info, pool, replica).await
+            let Routed { request, replica } = routed;
+            let (info, pool) = (request.info, request.pool);
+            this.exchange(request.http, info, pool, replica).await
         }
         .boxed()
     }

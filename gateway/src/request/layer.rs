@@ -11,14 +11,14 @@ use http_body_util::BodyExt;
 use tower::{Layer, Service};
 
 use super::deadline::{request_deadline, request_priority};
-use super::{Outcome, RequestInfo, parse_body, request_usage_in_stream};
+use super::{Outcome, Parsed, RequestInfo, parse_body, request_usage_in_stream};
 use crate::Body;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::auth::Tenant;
+use crate::auth::Authed;
 use crate::config::{QueueConfig, TokenConfig};
 use crate::error::{BoxError, GatewayError};
-use crate::routing::{ModelPool, Router, layer_missing as missing};
+use crate::routing::{ModelPool, Router};
 
 /// What the parse layer needs to know.
 #[derive(Debug, Clone)]
@@ -67,9 +67,9 @@ impl<S> Layer<S> for ParseLayer {
 
 /// Checks content type and size (415, 413), buffers the body within the pod's body budget
 /// (503 past it), parses the fields the gateway uses without re-serialising the body (400),
-/// finds the model's pool (404, also for a model the tenant may not use), and inserts the
-/// request's [`Info`](super::Info) and `Arc<ModelPool>`. The only body change is asking for
-/// usage on streams (`stream_options.include_usage`).
+/// finds the model's pool (404, also for a model the tenant may not use), and calls the
+/// inner service with the request [`Parsed`]. The only body change is asking for usage on
+/// streams (`stream_options.include_usage`).
 #[derive(Clone)]
 pub struct Parse<S> {
     inner: S,
@@ -78,12 +78,9 @@ pub struct Parse<S> {
     budget: Arc<Semaphore>,
 }
 
-impl<S, B> Service<Request<B>> for Parse<S>
+impl<S, B> Service<Authed<B>> for Parse<S>
 where
-    S: Service<Request<Bytes>, Response = Response<Body>, Error = GatewayError>
-        + Clone
-        + Send
-        + 'static,
+    S: Service<Parsed, Response = Response<Body>, Error = GatewayError> + Clone + Send + 'static,
     S::Future: Send + 'static,
     B: http_body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
@@ -96,7 +93,12 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
+    fn call(&mut self, authed: Authed<B>) -> Self::Future {
+        let Authed {
+            tenant,
+            batch_line,
+            request,
+        } = authed;
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let (router, settings) = (self.router.clone(), self.settings.clone());
@@ -104,11 +106,6 @@ where
         async move {
             let arrival = Instant::now();
             check_content_type(&request)?;
-            let tenant = request
-                .extensions()
-                .get::<Arc<Tenant>>()
-                .cloned()
-                .ok_or_else(|| missing("tenant"))?;
             let (mut parts, body) = request.into_parts();
             let declared = parts
                 .headers
@@ -126,13 +123,19 @@ where
                 // Exactly the answer for a model that does not exist: nothing to probe.
                 return Err(GatewayError::ModelNotFound(info.model.clone()));
             }
-            parts.extensions.insert(info);
-            parts.extensions.insert(pool);
             parts
                 .headers
                 .insert(header::CONTENT_LENGTH, body.len().into());
+            let parsed = Parsed {
+                info,
+                pool,
+                tenant,
+                batch_line,
+                exclude: Vec::new(),
+                http: Request::from_parts(parts, body),
+            };
             futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-            inner.call(Request::from_parts(parts, body)).await
+            inner.call(parsed).await
         }
         .boxed()
     }

@@ -3,10 +3,12 @@
 mod deadline;
 mod layer;
 mod parse;
+mod parsed;
 mod rewrite;
 
 pub use layer::{Parse, ParseLayer, ParseSettings};
 pub use parse::{PartialBody, PromptSummary, parse_body};
+pub use parsed::Parsed;
 pub use rewrite::request_usage_in_stream;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -14,10 +16,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub use tokenscale_common::priority::Priority;
-
-/// Marks a request as a Batch API line (sent by the batch runner, not a client).
-#[derive(Debug, Clone, Copy)]
-pub struct BatchLine;
 
 /// Token counts the engine reported in `usage`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -116,5 +114,5 @@ impl Outcome {
     }
 }
 
-/// Shared handle to a request's facts, kept in the request extensions.
+/// Shared handle to a request's facts (see [`Parsed`]).
 pub type Info = Arc<RequestInfo>;

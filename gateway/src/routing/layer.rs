@@ -4,22 +4,23 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::future::{BoxFuture, FutureExt};
-use http::{Request, Response};
+use http::Response;
 use tower::{Layer, Service};
 
-use super::{ModelPool, Replica};
+use super::Replica;
 use crate::Body;
 use crate::body::Guarded;
 use crate::error::GatewayError;
-use crate::request::Info;
+use crate::request::Parsed;
 
-/// Replica URLs already tried by this request (set by the retry layer).
-#[derive(Debug, Clone, Default)]
-pub struct Exclude(pub Vec<String>);
-
-/// The replica picked for this attempt (read by the upstream call).
-#[derive(Debug, Clone)]
-pub struct Picked(pub Arc<Replica>);
+/// A request and the replica picked for this attempt: what the upstream call takes.
+#[derive(Debug)]
+pub struct Routed {
+    /// The request.
+    pub request: Parsed,
+    /// Where it goes.
+    pub replica: Arc<Replica>,
+}
 
 /// Layer adding [`Pick`].
 #[derive(Debug, Clone, Default)]
@@ -39,9 +40,9 @@ pub struct Pick<S> {
     inner: S,
 }
 
-impl<S> Service<Request<bytes::Bytes>> for Pick<S>
+impl<S> Service<Parsed> for Pick<S>
 where
-    S: Service<Request<bytes::Bytes>, Response = Response<Body>, Error = GatewayError> + Send,
+    S: Service<Routed, Response = Response<Body>, Error = GatewayError> + Send,
     S::Future: Send + 'static,
 {
     type Response = Response<Body>;
@@ -52,29 +53,17 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut request: Request<bytes::Bytes>) -> Self::Future {
-        let (Some(info), Some(pool)) = (
-            request.extensions().get::<Info>().cloned(),
-            request.extensions().get::<Arc<ModelPool>>().cloned(),
-        ) else {
-            return futures::future::ready(Err(missing("request info"))).boxed();
-        };
-        let exclude = request
-            .extensions()
-            .get::<Exclude>()
-            .map(|e| e.0.as_slice())
-            .unwrap_or(&[]);
+    fn call(&mut self, request: Parsed) -> Self::Future {
+        let (info, pool) = (&request.info, &request.pool);
         let tokens = info.estimated_prompt_tokens + info.reserved_output_tokens;
-        let Some(lease) = pool.pick(info.prefix_hash, tokens, exclude) else {
+        let Some(lease) = pool.pick(info.prefix_hash, tokens, &request.exclude) else {
             let error = GatewayError::NoReplicaLeft {
                 model: pool.name.clone(),
             };
             return futures::future::ready(Err(error)).boxed();
         };
-        request
-            .extensions_mut()
-            .insert(Picked(lease.replica.clone()));
-        let call = self.inner.call(request);
+        let replica = lease.replica.clone();
+        let call = self.inner.call(Routed { request, replica });
         async move {
             let response = call.await?;
             Ok(response.map(|body| Guarded::wrap(body, lease)))

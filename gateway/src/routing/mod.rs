@@ -5,7 +5,7 @@ pub mod picker;
 mod pool;
 mod replica;
 
-pub use layer::{Exclude, Pick, PickLayer, Picked, missing as layer_missing};
+pub use layer::{Pick, PickLayer, Routed, missing as layer_missing};
 pub use pool::{AdmissionPermit, ColdStart, ModelPool, ModelSettings, PoolSnapshot};
 pub use replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
-use http::{Request, Response};
+use http::Response;
 use http_body::{Body as HttpBody, Frame};
 
 use super::continuation::{self, Api};
@@ -20,21 +20,17 @@ use crate::Body;
 use crate::error::{BoxError, GatewayError, error_json};
 use crate::metrics::Metrics;
 use crate::proxy::sse::{Cut, Events};
-use crate::request::{Info, Usage};
-use crate::routing::Exclude;
+use crate::request::{Info, Parsed, Usage};
 
 /// Sends a request down the stack below the failover layer (picker, upstream call).
-pub type Reissue = Arc<
-    dyn Fn(Request<Bytes>) -> BoxFuture<'static, Result<Response<Body>, GatewayError>>
-        + Send
-        + Sync,
->;
+pub type Reissue =
+    Arc<dyn Fn(Parsed) -> BoxFuture<'static, Result<Response<Body>, GatewayError>> + Send + Sync>;
 
 /// How a continuation is sent: the stack below, and the request to continue.
 pub struct Resend {
     pub reissue: Reissue,
     /// The request as the first replica got it (its body is the template of continuations).
-    pub template: Request<Bytes>,
+    pub template: Parsed,
     /// Attempts per continuation (a replica that fails before sending anything is skipped).
     pub max_attempts: u32,
     /// Continuations per request.
@@ -74,7 +70,7 @@ impl Resuming {
         info: Info,
         metrics: Arc<Metrics>,
     ) -> Self {
-        let api = Api::of_path(resend.template.uri().path());
+        let api = Api::of_path(resend.template.http.uri().path());
         Self {
             upstream: Some(upstream),
             tried: vec![replica.clone()],
@@ -160,7 +156,7 @@ impl Resuming {
             }
             Plan::Resume(how) => {
                 let body = self.api.ok_or("not a generation endpoint").and_then(|api| {
-                    let original = self.resend.template.body();
+                    let original = self.resend.template.http.body();
                     continuation::body(original, api, how, &self.splice)
                 });
                 match body {
@@ -193,7 +189,7 @@ impl Resuming {
         Box::pin(async move {
             let mut attempt = 0;
             loop {
-                let request = copy_with_body(&template, template.body().clone(), &tried);
+                let request = copy_with_body(&template, template.http.body().clone(), &tried);
                 match reissue(request).await {
                     Ok(response) if !response.status().is_success() => {
                         // The replica refused the continuation itself (a 4xx): no other will
@@ -303,9 +299,9 @@ impl Resuming {
 }
 
 /// A copy of `template` with `body`, `tried` excluded.
-fn copy_with_body(template: &Request<Bytes>, body: Bytes, tried: &[String]) -> Request<Bytes> {
-    let mut copy = super::copy_with_body(template, body);
-    copy.extensions_mut().insert(Exclude(tried.to_vec()));
+fn copy_with_body(template: &Parsed, body: Bytes, tried: &[String]) -> Parsed {
+    let mut copy = template.copy_with_body(body);
+    copy.exclude = tried.to_vec();
     copy
 }
 

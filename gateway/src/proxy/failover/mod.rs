@@ -14,9 +14,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt};
-use http::{Request, Response};
+use http::Response;
 use http_body_util::BodyExt;
 use tokenscale_common::headers as names;
 use tower::{Layer, Service};
@@ -24,8 +23,8 @@ use tower::{Layer, Service};
 use crate::Body;
 use crate::error::GatewayError;
 use crate::metrics::Metrics;
-use crate::request::Info;
-use crate::routing::{Exclude, layer_missing as missing};
+use crate::request::{Info, Parsed};
+use crate::routing::layer_missing as missing;
 pub use body::{Reissue, Resend, Resuming};
 pub use continuation::{Api, derived_seed};
 pub use splice::{Continuation, Plan, Splice, Step};
@@ -73,9 +72,9 @@ pub struct Failover<S> {
     metrics: Arc<Metrics>,
 }
 
-impl<S> Service<Request<Bytes>> for Failover<S>
+impl<S> Service<Parsed> for Failover<S>
 where
-    S: Service<Request<Bytes>, Response = Response<Body>, Error = GatewayError>
+    S: Service<Parsed, Response = Response<Body>, Error = GatewayError>
         + Clone
         + Send
         + Sync
@@ -90,17 +89,13 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
+    fn call(&mut self, request: Parsed) -> Self::Future {
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let (settings, metrics) = (self.settings, self.metrics.clone());
         async move {
-            let info = request
-                .extensions()
-                .get::<Info>()
-                .cloned()
-                .ok_or_else(|| missing("info"))?;
-            let template = info.stream.then(|| copy(&request));
+            let info = request.info.clone();
+            let template = info.stream.then(|| request.copy());
             let response = retry(inner.clone(), request, &info, settings, &metrics).await?;
             let (Some(template), true) = (template, response.status().is_success()) else {
                 return Ok(response);
@@ -123,13 +118,13 @@ where
 /// or attempts or the deadline run out; each retry goes to a replica not yet tried.
 async fn retry<S>(
     mut inner: S,
-    request: Request<Bytes>,
+    request: Parsed,
     info: &Info,
     settings: FailoverSettings,
     metrics: &Metrics,
 ) -> Result<Response<Body>, GatewayError>
 where
-    S: Service<Request<Bytes>, Response = Response<Body>, Error = GatewayError>,
+    S: Service<Parsed, Response = Response<Body>, Error = GatewayError>,
 {
     let max_attempts = settings.max_attempts.max(1);
     let mut request = Some(request);
@@ -138,12 +133,10 @@ where
     for attempt in 1..=max_attempts {
         // The last attempt takes the request itself; earlier ones a copy.
         let mut this_try = match &request {
-            Some(original) if attempt < max_attempts => copy(original),
+            Some(original) if attempt < max_attempts => original.copy(),
             _ => request.take().ok_or_else(|| missing("request"))?,
         };
-        if !tried.is_empty() {
-            this_try.extensions_mut().insert(Exclude(tried.clone()));
-        }
+        this_try.exclude.clone_from(&tried);
         futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
         let error = match inner.call(this_try).await {
             Ok(response) => return Ok(response),
@@ -174,7 +167,7 @@ where
 /// Sends continuations through `inner` (the picker and the upstream call).
 fn reissue<S>(inner: S) -> Reissue
 where
-    S: Service<Request<Bytes>, Response = Response<Body>, Error = GatewayError>
+    S: Service<Parsed, Response = Response<Body>, Error = GatewayError>
         + Clone
         + Send
         + Sync
@@ -204,23 +197,4 @@ fn upstream_of(response: &Response<Body>) -> String {
 /// Whether `error` is the picker's "no replica left to try".
 fn replica_exhausted(error: &GatewayError) -> bool {
     matches!(error, GatewayError::NoReplicaLeft { .. })
-}
-
-/// A copy of a buffered request (bodies are `Bytes`: cheap to clone).
-fn copy(request: &Request<Bytes>) -> Request<Bytes> {
-    copy_with_body(request, request.body().clone())
-}
-
-/// A copy of `request` with another `body` (and its length).
-fn copy_with_body(request: &Request<Bytes>, body: Bytes) -> Request<Bytes> {
-    let mut copy = Request::new(body);
-    *copy.method_mut() = request.method().clone();
-    *copy.uri_mut() = request.uri().clone();
-    *copy.version_mut() = request.version();
-    *copy.headers_mut() = request.headers().clone();
-    *copy.extensions_mut() = request.extensions().clone();
-    let length = copy.body().len();
-    copy.headers_mut()
-        .insert(http::header::CONTENT_LENGTH, length.into());
-    copy
 }

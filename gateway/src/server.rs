@@ -106,6 +106,7 @@ impl Gateway {
             stream_idle_timeout: Duration::from_millis(config.upstream.stream_idle_timeout_ms),
             max_response_bytes: 64 << 20,
             engine_authorization: engine_authorization(config)?,
+            chars_per_token: config.tokens.chars_per_token,
         };
         let parts = StackParts {
             tenants: tenants.clone(),

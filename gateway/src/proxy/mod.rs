@@ -16,4 +16,4 @@ pub use failover::{Failover, FailoverLayer, FailoverSettings};
 pub use h1_pool::H1Error;
 pub use stream::{StreamBroke, UpstreamStream};
 pub use upstream::{Upstream, UpstreamSettings};
-pub use usage::{parse_usage, parse_usage_json};
+pub use usage::{estimate_completion_tokens, parse_usage, parse_usage_json};

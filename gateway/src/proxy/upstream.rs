@@ -14,11 +14,11 @@ use tower::Service;
 
 use super::client::UpstreamClient;
 use super::stream::{StreamSource, UpstreamStream};
-use super::usage::parse_usage;
+use super::usage::{estimate_completion_tokens, parse_usage};
 use crate::Body;
 use crate::error::{GatewayError, full_body};
 use crate::metrics::Metrics;
-use crate::request::Info;
+use crate::request::{Info, Usage};
 use crate::routing::{ModelPool, Replica, ReplicaState, Routed, layer_missing as missing};
 
 /// Settings of the upstream call.
@@ -33,6 +33,8 @@ pub struct UpstreamSettings {
     pub max_response_bytes: usize,
     /// `Bearer <key>` presented to replicas that require the shared engine key.
     pub engine_authorization: Option<HeaderValue>,
+    /// Characters per token, for the gateway's own count of an answer without `usage`.
+    pub chars_per_token: f64,
 }
 
 /// Sends each request to the replica picked for it.
@@ -190,14 +192,29 @@ impl Inner {
             }
         } else {
             let bytes = self.collect(body, deadline, &info, &pool, &replica).await?;
-            if status.is_success()
-                && let Some(usage) = parse_usage(&bytes)
-            {
-                info.outcome.set_usage(usage);
+            if status.is_success() {
+                self.record_usage(&bytes, &info);
             }
             full_body(bytes)
         };
         Ok(Response::from_parts(parts, body))
+    }
+
+    /// Records a whole answer's usage: the engine's, or (an engine that reports none) the
+    /// gateway's own count, so the tenant's limits are settled with an estimate rather than
+    /// left charged the whole reservation, as a stream without usage is.
+    fn record_usage(&self, body: &[u8], info: &Info) {
+        if let Some(usage) = parse_usage(body) {
+            info.outcome.set_usage(usage);
+        } else if let Some(completion_tokens) =
+            estimate_completion_tokens(body, self.settings.chars_per_token)
+        {
+            info.outcome.set_estimated_usage(Usage {
+                prompt_tokens: info.estimated_prompt_tokens,
+                completion_tokens,
+                cached_tokens: 0,
+            });
+        }
     }
 
     /// Reads a whole non-streaming body (by `deadline`); a failure here is still before the

@@ -1,4 +1,5 @@
-//! Reads `usage` (with `prompt_tokens_details.cached_tokens`) out of engine responses.
+//! Reads `usage` (with `prompt_tokens_details.cached_tokens`) out of engine responses, and
+//! estimates an answer's completion tokens when its engine reported none.
 
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -62,6 +63,56 @@ fn parse_whole(json: &[u8]) -> Option<(Option<Usage>, bool)> {
     Some((usage, parsed.choices.is_some_and(|c| !c.is_empty())))
 }
 
+/// The generated text of a whole answer, as far as the estimate needs it.
+#[derive(Deserialize)]
+struct Answer {
+    #[serde(default)]
+    choices: Vec<AnswerChoice>,
+}
+
+#[derive(Deserialize)]
+struct AnswerChoice {
+    /// `/v1/completions`.
+    #[serde(default)]
+    text: Option<String>,
+    /// `/v1/chat/completions`.
+    #[serde(default)]
+    message: Option<AnswerMessage>,
+}
+
+#[derive(Deserialize)]
+struct AnswerMessage {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<serde_json::Value>>,
+}
+
+/// The completion tokens of a whole answer whose engine reported no `usage`: the characters
+/// it generated (text, content, reasoning, tool calls' JSON) over `chars_per_token`, the
+/// same rule the prompt is estimated by. `None` when the body is not an answer.
+pub fn estimate_completion_tokens(body: &[u8], chars_per_token: f64) -> Option<u64> {
+    let answer: Answer = serde_json::from_slice(body).ok()?;
+    let chars: usize = answer
+        .choices
+        .iter()
+        .map(|choice| {
+            let text = choice.text.as_deref().map_or(0, |t| t.chars().count());
+            let message = choice.message.as_ref().map_or(0, |m| {
+                let count = |s: &Option<String>| s.as_deref().map_or(0, |s| s.chars().count());
+                let tools = m.tool_calls.as_ref().map_or(0, |calls| {
+                    calls.iter().map(|c| c.to_string().chars().count()).sum()
+                });
+                count(&m.content) + count(&m.reasoning_content) + tools
+            });
+            text + message
+        })
+        .sum();
+    Some((chars as f64 / chars_per_token).ceil() as u64)
+}
+
 impl From<WireUsage> for Usage {
     fn from(u: WireUsage) -> Self {
         Usage {
@@ -120,5 +171,19 @@ mod tests {
         }
         let escaped = parse_usage(br#"{"\u0075sage":{"prompt_tokens":5}}"#);
         assert_eq!(escaped.map(|u| u.prompt_tokens), Some(5));
+    }
+
+    #[test]
+    fn an_answer_without_usage_is_estimated_from_what_it_generated() {
+        let chat = r#"{"choices":[{"message":{"role":"assistant","content":"Hello there!","reasoning_content":"hmm"}}]}"#;
+        // 12 + 3 characters at 4 per token.
+        assert_eq!(estimate_completion_tokens(chat.as_bytes(), 4.0), Some(4));
+        let text = r#"{"choices":[{"text":"abcd"},{"text":"éé"}]}"#;
+        assert_eq!(estimate_completion_tokens(text.as_bytes(), 2.0), Some(3));
+        assert_eq!(
+            estimate_completion_tokens(br#"{"choices":[]}"#, 4.0),
+            Some(0)
+        );
+        assert_eq!(estimate_completion_tokens(b"not json", 4.0), None);
     }
 }

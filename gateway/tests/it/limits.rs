@@ -111,6 +111,39 @@ async fn output_tokens_are_reserved_while_running_and_refunded_after() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_without_usage_is_settled_with_the_gateways_estimate() {
+    let replica = MockReplica::start().await;
+    // An engine that reports no usage: 24 generated characters, 6 tokens at 4 per token.
+    let answer = r#"{"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"Hello there, how are you"}}],"object":"chat.completion"}"#;
+    *replica.state.canned.lock().expect("canned") =
+        Some((200, "application/json", answer.to_string()));
+    let (running, client) = gateway(&config(&[&replica], LIMITS, "")).await;
+    wait_ready(&running, "m", 1).await;
+    let body = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 1500});
+    let first = client
+        .post("/v1/chat/completions", Some("key-a"), &body)
+        .await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    // Settled at 6 of the 1500 reserved: a second 1500 fits in the 2000 (left unsettled, the
+    // first would still hold 1500 and the second would be refused).
+    let second = client
+        .post("/v1/chat/completions", Some("key-a"), &body)
+        .await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    let remaining = second.remaining("output-tokens");
+    assert!(
+        (494..530).contains(&remaining),
+        "remaining output tokens {remaining}"
+    );
+    assert_eq!(
+        metric(&client, "tokenscale_gateway_generation_tokens_total").await,
+        "12"
+    );
+    assert_eq!(series(&client, &usage_source("gateway")).await, "2");
+    running.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompt_tokens_served_from_cache_are_not_charged() {
     let replica = MockReplica::start().await;
     replica.state.cached_tokens.store(800, Ordering::SeqCst);

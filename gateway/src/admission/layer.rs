@@ -84,9 +84,15 @@ where
                     info.reserved_output_tokens,
                 );
             };
-            let permit = pool
-                .admit(info.priority, info.deadline, tokens, &tenant, arrived)
-                .await?;
+            let permit = super::admit(
+                &pool,
+                info.priority,
+                info.deadline,
+                tokens,
+                &tenant,
+                arrived,
+            )
+            .await?;
             info.outcome.set_queue_wait(started.elapsed());
             futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
             let response = inner.call(request).await?;

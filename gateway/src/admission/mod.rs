@@ -4,10 +4,14 @@
 
 mod in_flight;
 mod layer;
+mod permit;
 mod queue;
 mod share;
+mod slots;
 
 pub use in_flight::{InFlight, InFlightCounts, InFlightGuard, InFlightLayer, InFlightRefusal};
 pub use layer::{Admission, AdmissionLayer};
+pub use permit::{AdmissionPermit, Waiter, admit, dispatch};
 pub use queue::{QueueKey, WaitQueue};
 pub use share::{GatewayShare, pod_share};
+pub use slots::Slots;

@@ -6,7 +6,7 @@ mod pool;
 mod replica;
 
 pub use layer::{Pick, PickLayer, Routed, missing as layer_missing};
-pub use pool::{AdmissionPermit, ColdStart, ModelPool, ModelSettings, PoolSnapshot};
+pub use pool::{ColdStart, ModelPool, ModelSettings, PoolSnapshot};
 pub use replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
 
 use std::collections::HashMap;

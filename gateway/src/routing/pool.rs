@@ -1,16 +1,12 @@
-//! A model's pool: its replicas, the admission count and the queue of waiting requests.
+//! A model's pool: its replicas, and under the same lock its admission [`Slots`] (whose
+//! rules live in `admission/`), so a change of capacity and its effect on waiters are one step.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
-
-use tokio::sync::oneshot;
+use std::time::Duration;
 
 use super::picker::{self, Candidate};
 use super::replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
-use crate::admission::{GatewayShare, QueueKey, WaitQueue};
-use crate::error::GatewayError;
-use crate::metrics::Arrival;
-use crate::request::Priority;
+use crate::admission::{GatewayShare, Slots, Waiter, dispatch};
 
 /// Per-model routing settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,11 +38,7 @@ pub struct ModelPool {
 #[derive(Debug, Default)]
 struct PoolState {
     replicas: Vec<Arc<Replica>>,
-    admitted: usize,
-    /// Of `admitted`, requests of the `batch` class.
-    admitted_batch: usize,
-    queue: WaitQueue<oneshot::Sender<AdmissionPermit>>,
-    seq: u64,
+    slots: Slots<Waiter>,
     cold_start: Option<ColdStart>,
 }
 
@@ -64,29 +56,6 @@ impl ColdStart {
     /// How long a request without its own deadline waits for a first replica.
     pub fn hold(&self, configured_cold_start: Duration) -> Duration {
         self.expected.unwrap_or(configured_cold_start) + self.ttft_slo
-    }
-}
-
-/// A slot of a model's capacity, held by a tenant until the response ends.
-#[derive(Debug)]
-pub struct AdmissionPermit {
-    pool: Arc<ModelPool>,
-    tenant: Arc<str>,
-    class: Priority,
-    armed: bool,
-}
-
-impl Drop for AdmissionPermit {
-    fn drop(&mut self) {
-        if self.armed {
-            let mut state = self.pool.lock();
-            state.admitted -= 1;
-            if self.class == Priority::Batch {
-                state.admitted_batch -= 1;
-            }
-            state.queue.release(&self.tenant);
-            self.pool.dispatch(&mut state);
-        }
     }
 }
 
@@ -176,8 +145,14 @@ impl ModelPool {
 
     /// Call after the capacity changed (gateway pods came or went): admits waiters if it grew.
     pub fn capacity_changed(self: &Arc<Self>) {
+        self.with_slots(|slots, capacity| dispatch(self, slots, capacity));
+    }
+
+    /// Runs `f` on the admission slots and this pod's capacity now, under the pool's lock.
+    pub(crate) fn with_slots<R>(&self, f: impl FnOnce(&mut Slots<Waiter>, usize) -> R) -> R {
         let mut state = self.lock();
-        self.dispatch(&mut state);
+        let capacity = self.capacity(&state);
+        f(&mut state.slots, capacity)
     }
 
     /// Records what discovery knows of the model's cold start (`None`: nothing).
@@ -201,25 +176,15 @@ impl ModelPool {
         let state = self.lock();
         PoolSnapshot {
             replicas: state.replicas.clone(),
-            admitted: state.admitted,
-            queue_depth: state.queue.len(),
-            queued_tokens: state.queue.queued_tokens(),
+            admitted: state.slots.admitted(),
+            queue_depth: state.slots.queue().len(),
+            queued_tokens: state.slots.queue().queued_tokens(),
         }
     }
 
-    /// How many more batch lines may start now: none while anyone waits (interactive
-    /// requests go first), else up to `max_fill` of this pod's share of the ready replicas'
-    /// slots minus those admitted; the rest stays free for interactive arrivals.
+    /// How many more batch lines may start now (see [`Slots::batch_room`]).
     pub fn batch_room(&self, max_fill: f64) -> usize {
-        let state = self.lock();
-        if !state.queue.is_empty() {
-            return 0;
-        }
-        let capacity = self.capacity(&state);
-        // At least one slot where there is any: a model with one slot would never run a
-        // batch otherwise (the engine still schedules interactive work first).
-        let fill = ((capacity as f64 * max_fill).floor() as usize).max(capacity.min(1));
-        fill.saturating_sub(state.admitted)
+        self.with_slots(|slots, capacity| slots.batch_room(capacity, max_fill))
     }
 
     /// This pod's share of the ready replicas' concurrency: with N gateway pods, engines
@@ -232,134 +197,6 @@ impl ModelPool {
             .count();
         let total = ready as u64 * u64::from(self.settings.replica_concurrency);
         usize::try_from(self.share.of(total)).unwrap_or(usize::MAX)
-    }
-
-    /// Whether a request of `class` fits now. Batch work only takes slots nobody holds;
-    /// interactive work does not count the slots batch work holds: the engines schedule
-    /// interactive requests first and preempt batch ones for them, so a batch line never
-    /// keeps an interactive request waiting here.
-    fn has_room(&self, state: &PoolState, class: Priority) -> bool {
-        let held = match class {
-            Priority::Interactive => state.admitted - state.admitted_batch,
-            Priority::Batch => state.admitted,
-        };
-        held < self.capacity(state)
-    }
-
-    /// Takes a slot for a request of `class`.
-    fn take(
-        self: &Arc<Self>,
-        state: &mut PoolState,
-        tenant: Arc<str>,
-        class: Priority,
-    ) -> AdmissionPermit {
-        state.admitted += 1;
-        if class == Priority::Batch {
-            state.admitted_batch += 1;
-        }
-        state.queue.hold(&tenant);
-        AdmissionPermit {
-            pool: self.clone(),
-            tenant,
-            class,
-            armed: true,
-        }
-    }
-
-    /// Hands freed capacity to waiters in queue order.
-    fn dispatch(self: &Arc<Self>, state: &mut PoolState) {
-        while let Some(class) = state.queue.next_class() {
-            if !self.has_room(state, class) {
-                return;
-            }
-            let Some((key, waiter)) = state.queue.pop() else {
-                return;
-            };
-            let permit = self.take(state, key.tenant, class);
-            if let Err(mut permit) = waiter.send(permit) {
-                // The waiter gave up (deadline, disconnect) just now: undo without re-locking.
-                permit.armed = false;
-                state.admitted -= 1;
-                if class == Priority::Batch {
-                    state.admitted_batch -= 1;
-                }
-                state.queue.release(&permit.tenant);
-            }
-        }
-    }
-
-    /// Waits for a slot for `tenant`: at once when a ready replica has room and nobody
-    /// waits, else in the queue (see [`WaitQueue`] for its order) until `deadline`. 503 when
-    /// the queue is full or the deadline passes. Dropping the future leaves the queue.
-    /// `arrived` is told at once what became of the request on arrival (demand as offered).
-    pub async fn admit(
-        self: &Arc<Self>,
-        priority: Priority,
-        deadline: Instant,
-        tokens: u64,
-        tenant: &Arc<str>,
-        arrived: impl FnOnce(Arrival),
-    ) -> Result<AdmissionPermit, GatewayError> {
-        let (key, receiver) = {
-            let mut state = self.lock();
-            // Nobody of this class or a higher one waits ahead of it.
-            let first = state
-                .queue
-                .next_class()
-                .is_none_or(|waiting| waiting > priority);
-            if first && self.has_room(&state, priority) {
-                arrived(Arrival::Admitted);
-                return Ok(self.take(&mut state, tenant.clone(), priority));
-            }
-            if state.queue.len() >= self.settings.max_queue {
-                arrived(Arrival::Refused);
-                return Err(GatewayError::Overloaded {
-                    message: format!("The queue for model `{}` is full; retry later.", self.name),
-                    retry_after: Duration::from_secs(1),
-                });
-            }
-            state.seq += 1;
-            let key = QueueKey {
-                priority,
-                seq: state.seq,
-                tenant: tenant.clone(),
-            };
-            let (sender, receiver) = oneshot::channel();
-            state.queue.push(key.clone(), sender, tokens);
-            arrived(Arrival::Queued);
-            (key, receiver)
-        };
-        // A client that goes away while queued drops this future: leave the queue then too.
-        let mut waiting = LeaveOnDrop {
-            pool: self,
-            key: Some(key),
-        };
-        match tokio::time::timeout_at(deadline.into(), receiver).await {
-            Ok(Ok(permit)) => {
-                waiting.key = None;
-                Ok(permit)
-            }
-            Ok(Err(_)) | Err(_) => {
-                drop(waiting);
-                let ready = self
-                    .snapshot()
-                    .replicas
-                    .iter()
-                    .any(|r| r.state() == ReplicaState::Ready);
-                let why = if ready {
-                    "all replicas stayed busy"
-                } else {
-                    "no replica became ready"
-                };
-                Err(GatewayError::Overloaded {
-                    message: format!(
-                        "Model `{}`: {why} before the request's deadline.",
-                        self.name
-                    ),
-                    retry_after: Duration::from_secs(if ready { 1 } else { 5 }),
-                })
-            }
-        }
     }
 
     /// Picks a ready replica not in `exclude` and leases it for a request of `tokens`.
@@ -404,22 +241,6 @@ impl ModelPool {
     }
 }
 
-/// Takes a waiter out of the queue when its `admit` future ends without a permit, whether it
-/// timed out or was dropped (the client went away): its place must not linger until its
-/// deadline, holding queue room and counting as demand.
-struct LeaveOnDrop<'a> {
-    pool: &'a ModelPool,
-    key: Option<QueueKey>,
-}
-
-impl Drop for LeaveOnDrop<'_> {
-    fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            self.pool.lock().queue.remove(&key);
-        }
-    }
-}
-
 /// Cheap per-call random bits for the power-of-two-choices draw.
 fn random_bits() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -428,57 +249,4 @@ fn random_bits() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos() as u64);
     picker::mix(nanos ^ COUNTER.fetch_add(0x9e37_79b9, Ordering::Relaxed))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pool(concurrency: u32) -> Arc<ModelPool> {
-        let settings = ModelSettings {
-            replica_concurrency: concurrency,
-            affinity_prefix_chars: 0,
-            scrape_metrics: false,
-            stale_after_ms: 1000,
-            max_queue: 16,
-        };
-        let pool = Arc::new(ModelPool::new("m".into(), settings));
-        let addr = ReplicaAddr::parse("http://127.0.0.1:9").expect("url");
-        let (replica, _) = pool.add(addr);
-        pool.set_replica_state(&replica, ReplicaState::Ready);
-        pool
-    }
-
-    async fn admit(
-        pool: &Arc<ModelPool>,
-        class: Priority,
-    ) -> Result<AdmissionPermit, GatewayError> {
-        let deadline = Instant::now() + Duration::from_millis(50);
-        pool.admit(class, deadline, 1, &Arc::from("t"), |_| {})
-            .await
-    }
-
-    #[tokio::test]
-    async fn batch_work_never_keeps_an_interactive_request_waiting() {
-        let pool = pool(2);
-        let batch = [
-            admit(&pool, Priority::Batch).await.expect("a free slot"),
-            admit(&pool, Priority::Batch).await.expect("a free slot"),
-        ];
-        // Both slots are batch work's: an interactive request still goes in (the engine
-        // preempts batch work for it), a third batch request does not.
-        let interactive = admit(&pool, Priority::Interactive)
-            .await
-            .expect("not blocked");
-        assert!(admit(&pool, Priority::Batch).await.is_err());
-        assert_eq!(pool.batch_room(1.0), 0);
-        // Interactive requests do fill the slots for each other.
-        let second = admit(&pool, Priority::Interactive)
-            .await
-            .expect("second slot");
-        assert!(admit(&pool, Priority::Interactive).await.is_err());
-        drop((batch, interactive, second));
-        assert_eq!(pool.batch_room(1.0), 2);
-        assert_eq!(pool.batch_room(0.5), 1);
-    }
 }

@@ -13,12 +13,15 @@ use http::{Method, Request, Response};
 use kube::Client;
 use kube::client::Body;
 use serde_json::{Value, json};
-use tokenscale_operator::autoscaler::{Demand, Observations, ReplicaLoad, WindowedRate, decide};
-use tokenscale_operator::controller::scaling::{ModelMemory, policy_spec};
-use tokenscale_operator::controller::{Context, Settings, model_key, reconcile};
+use tokenscale_operator::autoscaler::{
+    Demand, Observations, PolicyState, ReplicaLoad, WindowedRate, decide,
+};
+use tokenscale_operator::controller::scaling::policy_spec;
+use tokenscale_operator::controller::{Context, Settings, reconcile};
 use tokenscale_operator::crd::ModelDeployment;
 use tokenscale_operator::metrics_source::{FixedSource, MetricsView};
 use tokenscale_operator::scale::kubernetes::{POD_DELETION_COST, REMOVAL_COST};
+use tokenscale_operator::scaling::ScalingLoop;
 use tokenscale_operator::telemetry::Metrics;
 use tower_test::mock::{self, Handle};
 
@@ -132,7 +135,7 @@ fn steady() -> MetricsView {
 /// Leader A's memory after watching `view` on four replicas for five minutes.
 fn watched_for_five_minutes(ctx: &Context, object: &ModelDeployment, view: &MetricsView) {
     let spec = policy_spec(&object.spec);
-    let mut memory = ModelMemory::new(&spec);
+    let mut policy = PolicyState::new(&spec);
     let now_s = ctx.now_s();
     let observations = Observations {
         ready_replicas: 4,
@@ -144,12 +147,12 @@ fn watched_for_five_minutes(ctx: &Context, object: &ModelDeployment, view: &Metr
     };
     for i in (1..=30).rev() {
         let at_s = now_s - 10.0 * f64::from(i);
-        decide(&spec, &observations, &mut memory.policy, at_s);
+        decide(&spec, &observations, &mut policy, at_s);
     }
-    ctx.memory
-        .lock()
-        .expect("memory")
-        .insert(model_key(object), memory);
+    ctx.put_loop(
+        object,
+        ScalingLoop::resumed(spec, Some(policy), Default::default(), Vec::new()),
+    );
 }
 
 /// The parts of a status that say what was decided and from what.

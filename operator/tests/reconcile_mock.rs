@@ -13,9 +13,10 @@ use kube::client::Body;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use tokenscale_operator::autoscaler::PolicyState;
-use tokenscale_operator::controller::scaling::{ModelMemory, policy_spec};
-use tokenscale_operator::controller::{Context, error_policy, model_key, reconcile};
+use tokenscale_operator::controller::scaling::policy_spec;
+use tokenscale_operator::controller::{Context, error_policy, reconcile};
 use tokenscale_operator::crd::ModelDeployment;
+use tokenscale_operator::scaling::ScalingLoop;
 
 #[tokio::test]
 async fn create_applies_owned_children_and_writes_status() {
@@ -250,12 +251,11 @@ async fn idle_replicas_scale_in_draining_the_least_loaded_pod_first() {
     // replicas for a stable window before scaling in, for want of history.
     let seen_an_hour_ago = |ctx: &Context, md: &ModelDeployment| {
         let spec = policy_spec(&md.spec);
-        let mut memory = ModelMemory::new(&spec);
-        memory.policy = PolicyState::new(&spec).seen_since(-3600.0);
-        ctx.memory
-            .lock()
-            .expect("memory lock")
-            .insert(model_key(md), memory);
+        let policy = PolicyState::new(&spec).seen_since(-3600.0);
+        ctx.put_loop(
+            md,
+            ScalingLoop::resumed(spec, Some(policy), Default::default(), Vec::new()),
+        );
     };
     let (result, bodies, _) = run_after(
         md("engine:v1"),

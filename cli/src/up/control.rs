@@ -1,13 +1,14 @@
 //! The control loop of `tokenscale up`: each period, scrape the gateway's (and the ready
-//! engines') `/metrics`, fold them into the operator's metrics memory, run the operator's
-//! `decide`, act on the process pool, and print one status line.
+//! engines') `/metrics`, tick the operator's scaling loop with them and the process pool's
+//! counts, apply the tick to the pool, and print one status line.
 
-use tokenscale_operator::autoscaler::{Decision, Observations, PolicySpec, PolicyState, decide};
-use tokenscale_operator::scaling::attainment::{Attainment, PeriodSample, SloHistory};
+use tokenscale_operator::autoscaler::{Clocks, Decision, PolicySpec};
 use tokenscale_operator::metrics_source::readings::read;
 use tokenscale_operator::metrics_source::text_format::parse;
-use tokenscale_operator::metrics_source::{MetricsView, ModelMetrics, ScrapeRound, TargetKind};
+use tokenscale_operator::metrics_source::{MetricsView, ScrapeRound, TargetKind};
 use tokenscale_operator::scale::ScaleTarget;
+use tokenscale_operator::scaling::attainment::Attainment;
+use tokenscale_operator::scaling::{ScalingLoop, apply};
 
 use super::pool::ProcessPool;
 use super::probe::Probe;
@@ -15,15 +16,11 @@ use super::probe::Probe;
 /// The loop's memory between periods.
 pub struct Controller {
     pub model: String,
-    pub spec: PolicySpec,
     pub gateway_metrics_url: String,
     pub pool: ProcessPool,
     pub probe: Probe,
-    metrics: ModelMetrics,
-    policy: PolicyState,
-    /// The SLO's minute-by-minute record, judged as the operator judges it.
-    slo: SloHistory,
-    last: Option<Decision>,
+    /// The same loop the operator ticks: policy, metrics windows, SLO record.
+    scaling: ScalingLoop,
 }
 
 impl Controller {
@@ -34,23 +31,18 @@ impl Controller {
         gateway_metrics_url: String,
         pool: ProcessPool,
     ) -> Self {
-        let policy = PolicyState::new(&spec);
         Self {
             model,
-            spec,
             gateway_metrics_url,
             pool,
             probe: Probe::new(),
-            metrics: ModelMetrics::default(),
-            policy,
-            slo: SloHistory::default(),
-            last: None,
+            scaling: ScalingLoop::new(spec),
         }
     }
 
-    /// One period at `now_s` (a monotonic clock): observe, decide, act; returns the status line.
+    /// One period at `now_s` (a monotonic clock): scrape, tick, apply; returns the status line.
     pub async fn period(&mut self, now_s: f64) -> String {
-        let view = self.observe(now_s).await;
+        let round = self.scrape().await;
         let counts = self
             .pool
             .replicas()
@@ -58,52 +50,30 @@ impl Controller {
             .ok()
             .flatten()
             .unwrap_or_default();
-        let observations = Observations {
-            ready_replicas: counts.ready,
-            pending_replicas: counts.current.saturating_sub(counts.ready),
-            current_replicas: counts.desired,
-            demand: view.demand.clone(),
-            ttft_p95_s: view.ttft_p95_s,
-            tpot_p95_s: view.tpot_p95_s,
-            replica_loads: view.replica_loads.clone(),
-        };
-        let decision = decide(&self.spec, &observations, &mut self.policy, now_s);
-        if decision.replicas != counts.desired {
-            if decision.replicas < counts.desired {
-                let removed = counts.desired - decision.replicas;
-                let _ = self
-                    .pool
-                    .mark_many_for_removal(&view.replica_loads, removed, &[])
-                    .await;
-            }
-            if let Err(error) = self.pool.set_replicas(decision.replicas).await {
-                tracing::error!(%error, "scaling the process pool");
-            }
-        }
         let unix_s = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
-        let period = PeriodSample {
-            ttft_p95_s: view.ttft_p95_s,
-            tpot_p95_s: view.tpot_p95_s,
-            output_tokens_per_s: view.demand.as_ref().map(|d| d.output_tokens_per_s.stable),
-            gpus: f64::from(counts.ready) * f64::from(self.spec.gpus_per_replica.max(1)),
-        };
-        self.slo.record(unix_s, &self.spec.slo, period);
-        let line = status_line(
+        let tick = self
+            .scaling
+            .tick(Clocks::from_unix_s(now_s, unix_s), &round, counts);
+        match apply(&tick, &self.pool).await {
+            Ok(marked) => self.scaling.note_marked(marked),
+            Err(error) => tracing::error!(%error, "scaling the process pool"),
+        }
+        status_line(
             &self.model,
-            &self.spec,
+            self.scaling.spec(),
             counts.ready,
-            decision.replicas,
-            &view,
-            &decision,
-            self.slo.attainment(unix_s),
-        );
-        self.last = Some(decision);
-        line
+            tick.target_replicas,
+            &tick.view,
+            &tick.decision,
+            tick.attainment,
+        )
     }
 
-    async fn observe(&mut self, now_s: f64) -> MetricsView {
+    /// One scrape round: the gateway, and every ready engine (their load, for the choice of
+    /// which replica a scale-in drains).
+    async fn scrape(&self) -> ScrapeRound {
         let mut round = ScrapeRound::default();
         let mut targets = vec![(
             "gateway".to_string(),
@@ -123,14 +93,7 @@ impl Controller {
                 _ => round.failed += 1,
             }
         }
-        let (stable_s, panic_s) = (
-            self.spec.stable_window.as_secs_f64(),
-            self.spec.panic_window.as_secs_f64(),
-        );
-        let period_s = self.spec.period.as_secs_f64();
-        self.metrics
-            .record(now_s, &round, stable_s + 3.0 * period_s);
-        self.metrics.view(now_s, stable_s, panic_s, 3.0 * period_s)
+        round
     }
 }
 
@@ -176,6 +139,7 @@ pub fn status_line(
 #[cfg(test)]
 mod tests {
     use tokenscale_operator::autoscaler::{DecisionReason, Slo};
+    use tokenscale_operator::scaling::attainment::{PeriodSample, SloHistory};
 
     use super::*;
 

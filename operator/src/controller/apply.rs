@@ -1,5 +1,6 @@
-//! One reconcile of a valid ModelDeployment: apply the children, observe, decide, scale,
-//! write status. Each step is a call into a pure function or a thin API call.
+//! One reconcile of a valid ModelDeployment: apply the children, observe, tick the model's
+//! scaling loop, apply the tick, write status. Each step is a call into a pure function or a
+//! thin API call.
 
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -8,13 +9,10 @@ use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde_json::json;
 
-use std::collections::HashMap;
-
-use crate::scaling::attainment::PeriodSample;
-use super::scaling::{ModelMemory, policy_spec};
+use super::scaling::policy_spec;
 use super::status::{StatusInput, StatusMemory, build_status};
 use super::{Context, lock, model_key};
-use crate::autoscaler::{Clocks, Decision, Observations, decide, snapshot};
+use crate::autoscaler::Clocks;
 use crate::budget::{GpuRequest, Grant};
 use crate::children::{
     FIELD_MANAGER, child_name, engine_deployment, engine_network_policy, engine_pdb,
@@ -22,8 +20,9 @@ use crate::children::{
 };
 use crate::crd::{ModelDeployment, ModelDeploymentStatus};
 use crate::error::{Error, Result};
-use crate::metrics_source::{MetricsView, ModelRef, Observed};
+use crate::metrics_source::{ModelRef, Observed};
 use crate::scale::{KubernetesScaleTarget, ReplicaCounts, ScaleTarget};
+use crate::scaling::{self, Tick};
 use crate::telemetry::ModelFigures;
 
 /// Server-side applies `object` (named `name`) with the operator's field manager.
@@ -103,33 +102,31 @@ pub async fn reconcile_model(md: &ModelDeployment, ctx: &Context) -> Result<Acti
         );
         return Ok(Action::requeue(wait));
     }
-    let view = observe(md, ctx, &namespace, &name).await;
+    let observed = observe(md, ctx, &namespace, &name).await;
     let counts_now = counts.unwrap_or(ReplicaCounts {
         desired: current,
         current: 0,
         ready: 0,
     });
-    let (decision, grant) = decide_for(md, ctx, counts_now, &view);
-    let desired = grant.as_ref().map_or(decision.replicas, |g| g.replicas);
-    if desired != current {
-        scale(md, ctx, &target, &view, counts_now, desired, &decision).await?;
+    let (tick, grant) = tick_for(md, ctx, observed, counts_now);
+    if tick.scales() {
+        scale(md, ctx, &target, &tick).await?;
     }
-    let clocks = ctx.clocks();
     let status = build_status(&StatusInput {
         md,
         counts,
-        desired,
-        decision: &decision,
+        desired: tick.target_replicas,
+        decision: &tick.decision,
         grant: grant.as_ref(),
-        view: &view,
+        view: &tick.view,
         selector: selector_string(md),
-        now: clocks.wall,
-        memory: remember(md, ctx, &view, counts_now.ready, clocks),
+        now: tick.clocks.wall,
+        memory: status_memory(md, ctx, tick.clocks),
     });
     ctx.metrics.models.set(
         md,
         ModelFigures {
-            desired_replicas: desired,
+            desired_replicas: tick.target_replicas,
             ready_replicas: status.ready_replicas.max(0).unsigned_abs(),
         },
     );
@@ -138,164 +135,91 @@ pub async fn reconcile_model(md: &ModelDeployment, ctx: &Context) -> Result<Acti
     Ok(Action::requeue(md.spec.scaling.period.get()))
 }
 
-/// Asks the metrics source and folds the answer into the model's memory.
-async fn observe(
-    md: &ModelDeployment,
-    ctx: &Context,
-    namespace: &str,
-    service: &str,
-) -> MetricsView {
+/// Asks the metrics source for this period's metrics of the model.
+async fn observe(md: &ModelDeployment, ctx: &Context, namespace: &str, service: &str) -> Observed {
     let spec = &md.spec.scaling;
-    let (stable_s, panic_s) = (
-        spec.stable_window.as_secs_f64(),
-        spec.panic_window.as_secs_f64(),
-    );
     let model = ModelRef {
         namespace: namespace.into(),
         service: service.into(),
         served_name: served_name(md),
-        stable_s,
-        panic_s,
+        stable_s: spec.stable_window.as_secs_f64(),
+        panic_s: spec.panic_window.as_secs_f64(),
     };
-    let observed = ctx.metrics_source.observe(&model).await;
-    let clocks = ctx.clocks();
-    let now_s = clocks.now_s;
-    let mut memory = lock(&ctx.memory);
-    let entry = memory_of(&mut memory, md, clocks);
-    match observed {
-        Observed::View(view) => view,
-        Observed::Round(round) => {
-            // Keep a little more than the stable window so its baseline is always there.
-            entry
-                .metrics
-                .record(now_s, &round, stable_s + 3.0 * spec.period.as_secs_f64());
-            // Metrics older than three periods are stale.
-            entry
-                .metrics
-                .view(now_s, stable_s, panic_s, 3.0 * spec.period.as_secs_f64())
-        }
-    }
+    ctx.metrics_source.observe(&model).await
 }
 
-/// The model's memory; the first time this process sees the model (a new leader, a
-/// restart), restored from what the last leader wrote into its status.
-fn memory_of<'a>(
-    memory: &'a mut HashMap<String, ModelMemory>,
-    md: &ModelDeployment,
-    clocks: Clocks,
-) -> &'a mut ModelMemory {
-    memory.entry(model_key(md)).or_insert_with(|| {
-        ModelMemory::restored(&policy_spec(&md.spec), md.status.as_ref(), clocks)
-    })
-}
-
-/// Folds this period into the SLO record and takes the snapshot of the model's memory that
-/// status carries.
-fn remember(
+/// Ticks the model's scaling loop, then applies the GPU budget when one is set (the loop
+/// leaves the budget to the operator: it is shared by every model).
+fn tick_for(
     md: &ModelDeployment,
     ctx: &Context,
-    view: &MetricsView,
-    ready: u32,
-    clocks: Clocks,
-) -> StatusMemory {
-    let spec = policy_spec(&md.spec);
-    let mut memory = lock(&ctx.memory);
-    let entry = memory_of(&mut memory, md, clocks);
-    let period = PeriodSample {
-        ttft_p95_s: view.ttft_p95_s,
-        tpot_p95_s: view.tpot_p95_s,
-        output_tokens_per_s: view.demand.as_ref().map(|d| d.output_tokens_per_s.stable),
-        gpus: f64::from(ready) * f64::from(spec.gpus_per_replica),
-    };
-    let unix_s = clocks.wall.as_millisecond() as f64 / 1e3;
-    entry.slo.record(unix_s, &spec.slo, period);
-    StatusMemory {
-        autoscaler: Some(snapshot(&entry.policy, clocks)),
-        slo: entry.slo.clone(),
-        marked_for_removal: entry.marked_for_removal.clone(),
-    }
-}
-
-/// Runs the policy, then the budget when one is set.
-fn decide_for(
-    md: &ModelDeployment,
-    ctx: &Context,
+    observed: Observed,
     counts: ReplicaCounts,
-    view: &MetricsView,
-) -> (Decision, Option<Grant>) {
-    let spec = policy_spec(&md.spec);
-    let observations = Observations {
-        ready_replicas: counts.ready,
-        pending_replicas: counts.desired.saturating_sub(counts.ready),
-        current_replicas: counts.desired,
-        demand: view.demand.clone(),
-        ttft_p95_s: view.ttft_p95_s,
-        tpot_p95_s: view.tpot_p95_s,
-        replica_loads: view.replica_loads.clone(),
-    };
+) -> (Tick, Option<Grant>) {
     let clocks = ctx.clocks();
-    let now_s = clocks.now_s;
-    let decision = {
-        let mut memory = lock(&ctx.memory);
-        let entry = memory_of(&mut memory, md, clocks);
-        decide(&spec, &observations, &mut entry.policy, now_s)
+    let spec = policy_spec(&md.spec);
+    let key = model_key(md);
+    let mut models = lock(&ctx.models);
+    let scaling = &mut models.entry(md, clocks).scaling;
+    scaling.set_spec(spec.clone());
+    let mut tick = match observed {
+        Observed::Round(round) => scaling.tick(clocks, &round, counts),
+        Observed::View(view) => scaling.tick_view(clocks, view, counts),
     };
     let grant = ctx.settings.gpu_budget.map(|budget| {
         let request = GpuRequest {
-            model: model_key(md),
+            model: key.clone(),
             priority: md.spec.priority,
-            desired_replicas: decision.replicas,
+            desired_replicas: tick.decision.replicas,
             min_replicas: spec.min_replicas,
             gpus_per_replica: md.spec.engine.gpus_per_replica(),
-            slo_ratio: crate::autoscaler::slo_ratio(&spec, &observations),
+            slo_ratio: crate::autoscaler::slo_ratio(&spec, &tick.observations),
         };
         // A model not reconciled for ten periods no longer holds GPUs in the book.
         let ttl_s = 10.0 * spec.period.as_secs_f64();
-        lock(&ctx.budget).grant(budget, request, now_s, ttl_s)
+        models.grant(&key, budget, request, clocks.now_s, ttl_s)
     });
-    (decision, grant)
+    if let Some(grant) = &grant {
+        tick.limit_to(grant.replicas);
+        if let Some(entry) = models.get_mut(&key) {
+            entry.scaling.note_applied(&tick);
+        }
+    }
+    (tick, grant)
 }
 
-/// Changes the replica count, marking the pods to remove first on scale-in, and records an
-/// Event.
+/// The parts of the model's loop that status carries, so a new leader continues from them.
+fn status_memory(md: &ModelDeployment, ctx: &Context, clocks: Clocks) -> StatusMemory {
+    let mut models = lock(&ctx.models);
+    let scaling = &models.entry(md, clocks).scaling;
+    StatusMemory {
+        autoscaler: Some(scaling.policy_snapshot(clocks)),
+        slo: scaling.slo().clone(),
+        marked_for_removal: scaling.marked_for_removal().to_vec(),
+    }
+}
+
+/// Carries the tick out on the Deployment (marking the pods a scale-in removes first), notes
+/// the marks in the loop, and records an Event.
 async fn scale(
     md: &ModelDeployment,
     ctx: &Context,
     target: &KubernetesScaleTarget,
-    view: &MetricsView,
-    counts: ReplicaCounts,
-    desired: u32,
-    decision: &Decision,
+    tick: &Tick,
 ) -> Result<()> {
-    let current = counts.desired;
-    let mut removed = Vec::new();
-    if desired < current {
-        // The ReplicaSet removes pods that are not ready before any ready one, whatever
-        // their deletion cost: only the rest of the scale-in falls on ready pods.
-        let not_ready = counts.current.saturating_sub(counts.ready);
-        let from_ready = (current - desired).saturating_sub(not_ready);
-        let key = model_key(md);
-        let before = lock(&ctx.memory)
-            .get(&key)
-            .map(|m| m.marked_for_removal.clone())
-            .unwrap_or_default();
-        removed = target
-            .mark_many_for_removal(&view.replica_loads, from_ready, &before)
-            .await
-            .map_err(|e| Error::Scale(e.to_string()))?;
-        if let Some(memory) = lock(&ctx.memory).get_mut(&key) {
-            memory.marked_for_removal = removed.clone();
-        }
-    }
-    target
-        .set_replicas(desired)
+    let (current, desired) = (tick.counts.desired, tick.target_replicas);
+    let marked = scaling::apply(tick, target)
         .await
         .map_err(|e| Error::Scale(e.to_string()))?;
+    if let Some(entry) = lock(&ctx.models).get_mut(&model_key(md)) {
+        entry.scaling.note_marked(marked.clone());
+    }
+    let decision = &tick.decision;
     let direction = if desired > current { "up" } else { "down" };
     ctx.metrics.decision(direction, decision.reason.as_str());
     let mut note = format!("{current} -> {desired} replicas: {}", decision.message);
-    if !removed.is_empty() {
-        note.push_str(&format!(" (draining {} first)", removed.join(", ")));
+    if tick.scales_in() && !marked.is_empty() {
+        note.push_str(&format!(" (draining {} first)", marked.join(", ")));
     }
     let event = Event {
         type_: EventType::Normal,

@@ -2,55 +2,47 @@
 //! changes trigger more reconciles, which only re-apply; a new generation, or a wake from the
 //! gateway's queue watch (a first request at zero replicas), lets it decide at once.
 
-use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-/// When each model last decided, and which models may pass the gate once before their period.
-/// Models are keyed `namespace/name`; times are on the policy's clock, in seconds.
-#[derive(Debug, Default)]
-pub struct DueGate {
-    /// `(decided_at_s, generation)` of each model's last decision.
-    decided: HashMap<String, (f64, Option<i64>)>,
-    /// Models woken since their last pass through the gate.
-    woken: HashSet<String>,
+/// When one model last decided, and whether it may pass the gate once before its period.
+/// Times are on the policy's clock, in seconds.
+#[derive(Debug, Clone, Default)]
+pub struct Due {
+    /// `(decided_at_s, generation)` of the last decision.
+    decided: Option<(f64, Option<i64>)>,
+    /// Woken since the last pass through the gate.
+    woken: bool,
 }
 
-impl DueGate {
-    /// Time left before `model` is due; `None` when due now: it never decided, its generation
-    /// changed, a period has passed, or it was woken (this pass uses the wake up).
+impl Due {
+    /// Time left before the model is due; `None` when due now: it never decided, its
+    /// generation changed, a period has passed, or it was woken (this pass uses the wake up).
     pub fn not_due_for(
         &mut self,
-        model: &str,
         generation: Option<i64>,
         period_s: f64,
         now_s: f64,
     ) -> Option<Duration> {
         // Used up here, not at the decision: a wake that comes while a decision is running
         // (its metrics possibly read before the queue filled) still lets the next one through.
-        if self.woken.remove(model) {
+        if std::mem::take(&mut self.woken) {
             return None;
         }
-        let (decided_at_s, decided_generation) = *self.decided.get(model)?;
+        let (decided_at_s, decided_generation) = self.decided?;
         let elapsed_s = now_s - decided_at_s;
         // 5% slack: a requeue after exactly one period must find the model due.
         let due = decided_generation != generation || elapsed_s >= 0.95 * period_s;
         (!due).then(|| Duration::from_secs_f64((period_s - elapsed_s).max(0.0)))
     }
 
-    /// Records that `model`, at `generation`, decided at `now_s`.
-    pub fn mark_decided(&mut self, model: &str, generation: Option<i64>, now_s: f64) {
-        self.decided.insert(model.to_string(), (now_s, generation));
+    /// Records that the model, at `generation`, decided at `now_s`.
+    pub fn mark_decided(&mut self, generation: Option<i64>, now_s: f64) {
+        self.decided = Some((now_s, generation));
     }
 
-    /// Lets `model` past the gate at its next reconcile, however recently it decided.
-    pub fn wake(&mut self, model: &str) {
-        self.woken.insert(model.to_string());
-    }
-
-    /// Forgets a deleted model.
-    pub fn forget(&mut self, model: &str) {
-        self.decided.remove(model);
-        self.woken.remove(model);
+    /// Lets the model past the gate at its next reconcile, however recently it decided.
+    pub fn wake(&mut self) {
+        self.woken = true;
     }
 }
 
@@ -62,36 +54,36 @@ mod tests {
 
     #[test]
     fn a_model_is_due_first_then_once_per_period_and_on_a_new_generation() {
-        let mut gate = DueGate::default();
-        assert_eq!(gate.not_due_for("ns/m", Some(1), PERIOD_S, 0.0), None);
-        gate.mark_decided("ns/m", Some(1), 0.0);
+        let mut gate = Due::default();
+        assert_eq!(gate.not_due_for(Some(1), PERIOD_S, 0.0), None);
+        gate.mark_decided(Some(1), 0.0);
         assert_eq!(
-            gate.not_due_for("ns/m", Some(1), PERIOD_S, 5.0),
+            gate.not_due_for(Some(1), PERIOD_S, 5.0),
             Some(Duration::from_secs(10))
         );
         assert_eq!(
-            gate.not_due_for("ns/m", Some(1), PERIOD_S, 14.5),
+            gate.not_due_for(Some(1), PERIOD_S, 14.5),
             None,
             "within the 5% slack"
         );
-        assert_eq!(gate.not_due_for("ns/m", Some(2), PERIOD_S, 5.0), None);
+        assert_eq!(gate.not_due_for(Some(2), PERIOD_S, 5.0), None);
     }
 
     #[test]
     fn a_woken_model_passes_once_then_waits_for_its_period_again() {
-        let mut gate = DueGate::default();
-        gate.mark_decided("ns/cold", Some(1), 0.0);
-        gate.mark_decided("ns/other", Some(1), 0.0);
-        gate.wake("ns/cold");
+        let (mut cold, mut other) = (Due::default(), Due::default());
+        cold.mark_decided(Some(1), 0.0);
+        other.mark_decided(Some(1), 0.0);
+        cold.wake();
         assert_eq!(
-            gate.not_due_for("ns/other", Some(1), PERIOD_S, 1.0),
+            other.not_due_for(Some(1), PERIOD_S, 1.0),
             Some(Duration::from_secs(14)),
             "only the woken model passes"
         );
-        assert_eq!(gate.not_due_for("ns/cold", Some(1), PERIOD_S, 1.0), None);
-        gate.mark_decided("ns/cold", Some(1), 1.0);
+        assert_eq!(cold.not_due_for(Some(1), PERIOD_S, 1.0), None);
+        cold.mark_decided(Some(1), 1.0);
         assert_eq!(
-            gate.not_due_for("ns/cold", Some(1), PERIOD_S, 2.0),
+            cold.not_due_for(Some(1), PERIOD_S, 2.0),
             Some(Duration::from_secs(14)),
             "the wake is used up"
         );
@@ -99,30 +91,12 @@ mod tests {
 
     #[test]
     fn a_wake_during_a_decision_survives_it() {
-        let mut gate = DueGate::default();
-        gate.mark_decided("ns/cold", Some(1), 0.0);
+        let mut gate = Due::default();
+        gate.mark_decided(Some(1), 0.0);
         // The periodic reconcile passes the gate at 15 s, the queue fills while it decides.
-        assert_eq!(gate.not_due_for("ns/cold", Some(1), PERIOD_S, 15.0), None);
-        gate.wake("ns/cold");
-        gate.mark_decided("ns/cold", Some(1), 15.5);
-        assert_eq!(gate.not_due_for("ns/cold", Some(1), PERIOD_S, 15.6), None);
-    }
-
-    #[test]
-    fn a_deleted_model_is_forgotten_wake_and_all() {
-        let mut gate = DueGate::default();
-        gate.mark_decided("ns/m", Some(1), 0.0);
-        gate.wake("ns/m");
-        gate.forget("ns/m");
-        assert_eq!(
-            gate.not_due_for("ns/m", Some(1), PERIOD_S, 1.0),
-            None,
-            "never decided"
-        );
-        gate.mark_decided("ns/m", Some(1), 1.0);
-        assert!(
-            gate.not_due_for("ns/m", Some(1), PERIOD_S, 2.0).is_some(),
-            "no wake left over"
-        );
+        assert_eq!(gate.not_due_for(Some(1), PERIOD_S, 15.0), None);
+        gate.wake();
+        gate.mark_decided(Some(1), 15.5);
+        assert_eq!(gate.not_due_for(Some(1), PERIOD_S, 15.6), None);
     }
 }

@@ -4,12 +4,12 @@
 pub mod apply;
 pub mod conflict;
 pub mod due;
+pub mod models;
 pub mod scaling;
 pub mod scope;
 pub mod status;
 pub mod wake;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,8 +27,7 @@ use crate::crd::ModelDeployment;
 use crate::error::{Error, Result};
 use crate::metrics_source::MetricsSource;
 use crate::telemetry::Metrics;
-use due::DueGate;
-use scaling::{BudgetBook, ModelMemory};
+use models::Models;
 pub use scope::{WatchScope, check_access};
 
 /// Settings of the controller that come from the command line.
@@ -53,16 +52,10 @@ pub struct Context {
     pub metrics_source: Arc<dyn MetricsSource>,
     /// Command-line settings.
     pub settings: Settings,
-    /// Per-model memory (policy state, metrics history), keyed `namespace/name`.
-    pub memory: Mutex<HashMap<String, ModelMemory>>,
-    /// Latest GPU requests of all models.
-    pub budget: Mutex<BudgetBook>,
-    /// Consecutive failures per model, for the backoff.
-    pub failures: Mutex<HashMap<String, u32>>,
-    /// When each model last decided, and which the queue watch woke: the status write of a
-    /// decision triggers another reconcile, which must not decide again before the period is
-    /// up, unless a first request is waiting at zero replicas.
-    pub due: Mutex<DueGate>,
+    /// Every model's scaling loop, due-gate, failures and GPU request, keyed `namespace/name`.
+    /// The due-gate: the status write of a decision triggers another reconcile, which must not
+    /// decide again before the period is up, unless a first request waits at zero replicas.
+    pub models: Mutex<Models>,
     /// Served names whose gateway admission queue has just filled (see [`wake`]), for every
     /// controller [`run`] starts to map onto its ModelDeployments.
     pub queue_filled: tokio::sync::broadcast::Sender<String>,
@@ -91,10 +84,7 @@ impl Context {
             metrics,
             metrics_source,
             settings,
-            memory: Mutex::default(),
-            budget: Mutex::default(),
-            failures: Mutex::default(),
-            due: Mutex::default(),
+            models: Mutex::default(),
             queue_filled: tokio::sync::broadcast::channel(wake::QUEUE_FILLED_BUFFER).0,
             started: Instant::now(),
             deployments: std::sync::OnceLock::new(),
@@ -118,19 +108,32 @@ impl Context {
     /// a new generation, a period has passed, or woken; see [`DueGate::not_due_for`]).
     pub fn not_due_for(&self, md: &ModelDeployment) -> Option<Duration> {
         let period_s = md.spec.scaling.period.as_secs_f64();
-        let now_s = self.now_s();
-        lock(&self.due).not_due_for(&model_key(md), md.metadata.generation, period_s, now_s)
+        let clocks = self.clocks();
+        lock(&self.models).entry(md, clocks).due.not_due_for(
+            md.metadata.generation,
+            period_s,
+            clocks.now_s,
+        )
     }
 
     /// Records that `md` decided now.
     pub fn mark_decided(&self, md: &ModelDeployment) {
-        let now_s = self.now_s();
-        lock(&self.due).mark_decided(&model_key(md), md.metadata.generation, now_s);
+        let clocks = self.clocks();
+        lock(&self.models)
+            .entry(md, clocks)
+            .due
+            .mark_decided(md.metadata.generation, clocks.now_s);
     }
 
     /// Lets `md` decide at its next reconcile, however recently it decided.
     pub fn wake(&self, md: &ModelDeployment) {
-        lock(&self.due).wake(&model_key(md));
+        let clocks = self.clocks();
+        lock(&self.models).entry(md, clocks).due.wake();
+    }
+
+    /// Sets the scaling loop of `md` (a test's prepared one), as if this process had run it.
+    pub fn put_loop(&self, md: &ModelDeployment, scaling: crate::scaling::ScalingLoop) {
+        lock(&self.models).insert(model_key(md), models::ModelEntry::new(scaling));
     }
 }
 
@@ -145,15 +148,15 @@ pub async fn reconcile(md: Arc<ModelDeployment>, ctx: Arc<Context>) -> Result<Ac
     let key = model_key(&md);
     if md.metadata.deletion_timestamp.is_some() {
         // Children carry ownerReferences: garbage collection removes them. Acting now would
-        // only recreate what is being deleted. Forget the model's memory and budget share.
-        lock(&ctx.memory).remove(&key);
-        lock(&ctx.budget).forget(&key);
-        lock(&ctx.due).forget(&key);
+        // only recreate what is being deleted. Forget the model's loop and budget share.
+        lock(&ctx.models).forget(&key);
         ctx.metrics.models.remove(&md);
         return Ok(Action::await_change());
     }
     let action = apply::reconcile_model(&md, &ctx).await?;
-    lock(&ctx.failures).remove(&key);
+    if let Some(entry) = lock(&ctx.models).get_mut(&key) {
+        entry.failures = 0;
+    }
     Ok(action)
 }
 
@@ -164,10 +167,11 @@ pub fn error_policy(md: Arc<ModelDeployment>, error: &Error, ctx: Arc<Context>) 
     if error.is_permanent() {
         return Action::await_change();
     }
-    let mut failures = lock(&ctx.failures);
-    let count = failures.entry(model_key(&md)).or_insert(0);
-    *count += 1;
-    Action::requeue(backoff(*count))
+    let clocks = ctx.clocks();
+    let mut models = lock(&ctx.models);
+    let entry = models.entry(&md, clocks);
+    entry.failures += 1;
+    Action::requeue(backoff(entry.failures))
 }
 
 /// Delay before retry number `failures` (1-based): 5 s doubling up to 5 minutes.

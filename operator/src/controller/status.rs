@@ -3,7 +3,6 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::scaling::attainment::SloHistory;
 use crate::autoscaler::{Decision, PolicySnapshot};
 use crate::budget::{Grant, GrantReason};
 use crate::crd::status::{SloAttainment, SloStatus};
@@ -13,6 +12,7 @@ use crate::crd::{
 };
 use crate::metrics_source::MetricsView;
 use crate::scale::ReplicaCounts;
+use crate::scaling::attainment::SloHistory;
 
 /// Everything the status is computed from.
 pub struct StatusInput<'a> {

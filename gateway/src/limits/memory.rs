@@ -46,16 +46,21 @@ impl MemoryStore {
         if !all.contains_key(tenant) {
             all.insert(tenant.to_string(), TenantBuckets::default());
         }
-        let Some(buckets) = all.get_mut(tenant) else {
+        let Some(TenantBuckets { total, models }) = all.get_mut(tenant) else {
             return (false, Vec::new());
         };
-        if takes.iter().any(|t| t.scope == Scope::Model) && !buckets.models.contains_key(model) {
-            buckets.models.insert(model.to_string(), Default::default());
+        if takes.iter().any(|t| t.scope == Scope::Model) && !models.contains_key(model) {
+            models.insert(model.to_string(), Default::default());
         }
+        // Found once, by `&str`: no key is allocated per bucket or per request.
+        let mut on_model = models.get_mut(model);
         let mut states = Vec::with_capacity(takes.len());
         let mut fits = true;
         for take in takes {
-            let bucket = bucket(buckets, model, take, now);
+            let Some(buckets) = row(take.scope, total, &mut on_model) else {
+                return (false, Vec::new());
+            };
+            let bucket = bucket(buckets, take, now);
             bucket.refill(now);
             let wait = bucket.wait_for(take.amount);
             if take.amount > 0.0 && (!wait.is_zero() || !bucket.can_ever_hold(take.amount)) {
@@ -71,7 +76,10 @@ impl MemoryStore {
             return (false, states);
         }
         for (take, state) in takes.iter().zip(&mut states) {
-            let bucket = bucket(buckets, model, take, now);
+            let Some(buckets) = row(take.scope, total, &mut on_model) else {
+                return (false, Vec::new());
+            };
+            let bucket = bucket(buckets, take, now);
             bucket.take(take.amount);
             *state = BucketState {
                 remaining: bucket.remaining(),
@@ -83,18 +91,25 @@ impl MemoryStore {
     }
 }
 
-/// The bucket `take` names, created full on first use and following a changed quota.
+/// The tenant's row of buckets, or its row on the request's model, by `scope`.
+fn row<'a>(
+    scope: Scope,
+    total: &'a mut [Option<TokenBucket>; 3],
+    on_model: &'a mut Option<&mut [Option<TokenBucket>; 3]>,
+) -> Option<&'a mut [Option<TokenBucket>; 3]> {
+    match scope {
+        Scope::Tenant => Some(total),
+        Scope::Model => on_model.as_deref_mut(),
+    }
+}
+
+/// The bucket of `row` (a tenant's or a tenant's model's) that `take` names, created full on
+/// first use and following a changed quota.
 fn bucket<'a>(
-    buckets: &'a mut TenantBuckets,
-    model: &str,
+    row: &'a mut [Option<TokenBucket>; 3],
     take: &Take,
     now: Instant,
 ) -> &'a mut TokenBucket {
-    let row = match take.scope {
-        Scope::Tenant => &mut buckets.total,
-        // Inserted by the caller before any lookup.
-        Scope::Model => buckets.models.entry(model.to_string()).or_default(),
-    };
     let bucket =
         row[slot(take.kind)].get_or_insert_with(|| TokenBucket::per_minute(take.per_minute, now));
     if bucket.limit() != take.per_minute {

@@ -93,7 +93,7 @@ where
                 arrived,
             )
             .await?;
-            info.outcome.set_queue_wait(started.elapsed());
+            request.outcome.set_queue_wait(started.elapsed());
             futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
             let response = inner.call(request).await?;
             Ok(response.map(|body| Guarded::wrap(body, permit)))

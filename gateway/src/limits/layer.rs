@@ -15,7 +15,7 @@ use crate::Body;
 use crate::body::Guarded;
 use crate::error::GatewayError;
 use crate::metrics::{Metrics, TenantModelUsage};
-use crate::request::{Info, Parsed};
+use crate::request::{Info, Outcome, Parsed};
 
 /// Layer adding [`Limits`].
 #[derive(Clone)]
@@ -58,17 +58,17 @@ struct Settlement {
     limiter: Arc<Limiter>,
     reservation: Option<Reservation>,
     usage: Arc<TenantModelUsage>,
-    info: Info,
+    outcome: Arc<Outcome>,
     started: bool,
 }
 
 impl Drop for Settlement {
     fn drop(&mut self) {
-        self.usage.finished(self.info.outcome.usage());
+        self.usage.finished(self.outcome.usage());
         let Some(reservation) = self.reservation.take() else {
             return;
         };
-        let how = match (self.started, self.info.outcome.usage()) {
+        let how = match (self.started, self.outcome.usage()) {
             (_, Some(usage)) => Settle::Usage(usage),
             (true, None) => Settle::Unknown,
             (false, None) => Settle::Failed,
@@ -92,6 +92,7 @@ where
 
     fn call(&mut self, request: Parsed) -> Self::Future {
         let (info, tenant) = (request.info.clone(), request.tenant.clone());
+        let outcome = request.outcome.clone();
         let limiter = self.limiter.clone();
         let metrics = self.metrics.clone();
         let clone = self.inner.clone();
@@ -119,7 +120,7 @@ where
                 limiter,
                 reservation,
                 usage: metrics.tenants.of(&tenant.name, &info.model),
-                info,
+                outcome,
                 started: false,
             };
             futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;

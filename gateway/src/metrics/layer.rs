@@ -15,7 +15,7 @@ use tower::{Layer, Service};
 use super::{Metrics, ModelMetrics};
 use crate::Body;
 use crate::error::{BoxError, GatewayError};
-use crate::request::{Info, Parsed};
+use crate::request::{Info, Outcome, Parsed};
 
 /// Layer adding [`Observe`].
 #[derive(Clone)]
@@ -62,7 +62,7 @@ where
     }
 
     fn call(&mut self, request: Parsed) -> Self::Future {
-        let info = request.info.clone();
+        let (info, outcome) = (request.info.clone(), request.outcome.clone());
         let model = self.metrics.model(&info.model);
         let call = self.inner.call(request);
         async move {
@@ -73,6 +73,7 @@ where
                         Observed {
                             inner,
                             info,
+                            outcome,
                             model,
                             status,
                             done: false,
@@ -94,6 +95,7 @@ where
 struct Observed {
     inner: Body,
     info: Info,
+    outcome: Arc<Outcome>,
     model: Arc<ModelMetrics>,
     status: u16,
     done: bool,
@@ -113,18 +115,18 @@ impl Observed {
         m.e2e
             .observe(now.duration_since(self.info.arrival).as_secs_f64());
         m.queue_time
-            .observe(self.info.outcome.queue_wait().as_secs_f64());
-        let usage = self.info.outcome.usage();
+            .observe(self.outcome.queue_wait().as_secs_f64());
+        let usage = self.outcome.usage();
         if let Some(usage) = usage {
             m.tokens(usage);
-            m.usage_source(self.info.outcome.usage_estimated());
+            m.usage_source(self.outcome.usage_estimated());
         }
         if !self.info.stream {
             return;
         }
         // Timed from the first generated content the proxy sent (see `Outcome`), not from the
         // first bytes: a chat stream's role chunk leaves before prefill.
-        if let Some(first) = self.info.outcome.first_content() {
+        if let Some(first) = self.outcome.first_content() {
             m.ttft
                 .observe(first.duration_since(self.info.arrival).as_secs_f64());
             let tokens = usage.map_or(0, |u| u.completion_tokens);

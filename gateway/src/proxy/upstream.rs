@@ -18,7 +18,7 @@ use super::usage::{estimate_completion_tokens, parse_usage};
 use crate::Body;
 use crate::error::{GatewayError, full_body};
 use crate::metrics::Metrics;
-use crate::request::{Info, Usage};
+use crate::request::{Info, Outcome, Parsed, Usage};
 use crate::routing::{ModelPool, Replica, ReplicaState, Routed, layer_missing as missing};
 
 /// Settings of the upstream call.
@@ -106,8 +106,14 @@ impl Service<Routed> for Upstream {
         let this = self.inner.clone();
         async move {
             let Routed { request, replica } = routed;
-            let (info, pool) = (request.info, request.pool);
-            this.exchange(request.http, info, pool, replica).await
+            let Parsed {
+                http,
+                info,
+                outcome,
+                pool,
+                ..
+            } = request;
+            this.exchange(http, (info, outcome), pool, replica).await
         }
         .boxed()
     }
@@ -117,7 +123,7 @@ impl Inner {
     async fn exchange(
         &self,
         request: Request<Bytes>,
-        info: Info,
+        (info, outcome): (Info, Arc<Outcome>),
         pool: Arc<ModelPool>,
         replica: Arc<Replica>,
     ) -> Result<Response<Body>, GatewayError> {
@@ -193,7 +199,7 @@ impl Inner {
         } else {
             let bytes = self.collect(body, deadline, &info, &pool, &replica).await?;
             if status.is_success() {
-                self.record_usage(&bytes, &info);
+                self.record_usage(&bytes, &info, &outcome);
             }
             full_body(bytes)
         };
@@ -203,13 +209,13 @@ impl Inner {
     /// Records a whole answer's usage: the engine's, or (an engine that reports none) the
     /// gateway's own count, so the tenant's limits are settled with an estimate rather than
     /// left charged the whole reservation, as a stream without usage is.
-    fn record_usage(&self, body: &[u8], info: &Info) {
+    fn record_usage(&self, body: &[u8], info: &Info, outcome: &Outcome) {
         if let Some(usage) = parse_usage(body) {
-            info.outcome.set_usage(usage);
+            outcome.set_usage(usage);
         } else if let Some(completion_tokens) =
             estimate_completion_tokens(body, self.settings.chars_per_token)
         {
-            info.outcome.set_estimated_usage(Usage {
+            outcome.set_estimated_usage(Usage {
                 prompt_tokens: info.estimated_prompt_tokens,
                 completion_tokens,
                 cached_tokens: 0,

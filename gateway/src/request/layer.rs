@@ -128,6 +128,7 @@ where
                 .insert(header::CONTENT_LENGTH, body.len().into());
             let parsed = Parsed {
                 info,
+                outcome: Arc::new(Outcome::default()),
                 pool,
                 tenant,
                 batch_line,
@@ -307,7 +308,6 @@ fn read(
         arrival,
         deadline,
         prefix_hash: prompt.prefix_hash,
-        outcome: Outcome::default(),
     });
     Ok((info, pool, forward))
 }

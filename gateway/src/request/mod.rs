@@ -28,7 +28,8 @@ pub struct Usage {
     pub cached_tokens: u64,
 }
 
-/// Facts about a request, set once by the parse layer and read by every layer after it.
+/// Facts about a request, set once by the parse layer and read by every layer after it;
+/// never changed after (what happens to the request is its [`Outcome`]).
 #[derive(Debug)]
 pub struct RequestInfo {
     /// The served model name.
@@ -50,11 +51,12 @@ pub struct RequestInfo {
     pub deadline: Instant,
     /// Hash of the prompt's leading characters, for prefix affinity.
     pub prefix_hash: Option<u64>,
-    /// What the upstream reported, filled while the response streams.
-    pub outcome: Outcome,
 }
 
-/// What happened upstream, recorded by the proxy and read when the response ends.
+/// What happened to a request: one per request, made by the parse layer and handed down in
+/// [`Parsed`]; written by admission (queue wait) and the proxy (usage, first content, as the
+/// response streams), read by limits and metrics when the response body ends. Kept apart
+/// from the facts so that what is written, and by whom, shows in the signatures.
 #[derive(Debug, Default)]
 pub struct Outcome {
     usage: Mutex<Option<Usage>>,

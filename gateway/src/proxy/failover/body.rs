@@ -20,7 +20,7 @@ use crate::Body;
 use crate::error::{BoxError, GatewayError, error_json};
 use crate::metrics::Metrics;
 use crate::proxy::sse::{Cut, Events};
-use crate::request::{Info, Parsed, Usage};
+use crate::request::{Info, Outcome, Parsed, Usage};
 
 /// Sends a request down the stack below the failover layer (picker, upstream call).
 pub type Reissue =
@@ -57,6 +57,8 @@ pub struct Resuming {
     api: Option<Api>,
     resumptions: u32,
     info: Info,
+    /// Where the usage and the first content are recorded (the template's).
+    outcome: Arc<Outcome>,
     metrics: Arc<Metrics>,
     ended: bool,
 }
@@ -71,6 +73,7 @@ impl Resuming {
         metrics: Arc<Metrics>,
     ) -> Self {
         let api = Api::of_path(resend.template.http.uri().path());
+        let outcome = resend.template.outcome.clone();
         Self {
             upstream: Some(upstream),
             tried: vec![replica.clone()],
@@ -85,6 +88,7 @@ impl Resuming {
             api,
             resumptions: 0,
             info,
+            outcome,
             metrics,
             ended: false,
         }
@@ -109,15 +113,15 @@ impl Resuming {
             };
             let (step, usage) = self.splice.event(&whole, text_len);
             if let Some(usage) = usage {
-                self.info.outcome.set_usage(usage);
+                self.outcome.set_usage(usage);
             }
             match step {
                 Step::Forward(bytes) => {
                     self.out.extend_from_slice(&bytes);
                     // Time to first token as the user sees it: the first text or tool call,
                     // not the role-only chunk a chat stream opens with before prefill.
-                    if self.splice.has_content() && self.info.outcome.first_content().is_none() {
-                        self.info.outcome.mark_first_content();
+                    if self.splice.has_content() && self.outcome.first_content().is_none() {
+                        self.outcome.mark_first_content();
                     }
                 }
                 Step::Skip => {}
@@ -257,8 +261,8 @@ impl Resuming {
     /// the completion a token per chunk with text (engines stream a token a chunk).
     fn count_own_usage(&self) {
         let chunks = self.splice.text_chunks();
-        if self.info.outcome.usage().is_none() && chunks > 0 {
-            self.info.outcome.set_estimated_usage(Usage {
+        if self.outcome.usage().is_none() && chunks > 0 {
+            self.outcome.set_estimated_usage(Usage {
                 prompt_tokens: self.info.estimated_prompt_tokens,
                 completion_tokens: chunks,
                 cached_tokens: 0,
@@ -270,9 +274,9 @@ impl Resuming {
     /// The answer is charged for what reached the client (no engine reported usage for it):
     /// neither the whole reservation nor nothing.
     fn fail(&mut self, why: &str, reason: &str) {
-        if self.info.outcome.usage().is_none() {
+        if self.outcome.usage().is_none() {
             let sent = (self.splice.token_ids().len() as u64).max(self.splice.text_chunks());
-            self.info.outcome.set_usage(Usage {
+            self.outcome.set_usage(Usage {
                 prompt_tokens: self.info.estimated_prompt_tokens,
                 completion_tokens: sent,
                 cached_tokens: 0,

@@ -198,9 +198,10 @@ impl QMatrix {
         self.cols
     }
 
-    /// Forces the portable kernels (tests compare them with the SIMD ones).
+    /// Runs the kernels of `simd` (tests compare every path in [`Simd::available`]).
+    /// A path this CPU lacks falls back to its best one (never an illegal instruction).
     pub fn with_simd(mut self, simd: Simd) -> Self {
-        self.simd = simd;
+        self.simd = simd.min(Simd::best());
         self
     }
 
@@ -326,12 +327,16 @@ impl QMatrix {
     ) {
         let bpr = self.cols / QK;
         #[cfg(target_arch = "x86_64")]
-        if self.simd == Simd::Avx2 {
-            use super::kernels::avx2;
-            // SAFETY: `Simd::Avx2` is only ever the result of `Simd::detect` finding AVX2 and
-            // FMA on this CPU (or a test that detected it first).
+        if self.simd.has_avx2() {
+            use super::kernels::{avx2, avx512};
+            // SAFETY: `Simd::Avx2` and `Simd::Avx512` only ever come from `Simd::detect`
+            // finding their features on this CPU (or a test that took them from
+            // `Simd::available`); the f32 path needs AVX2 and FMA only.
             unsafe {
                 match q8_rows {
+                    Some(q) if self.simd == Simd::Avx512 => {
+                        avx512::gemv_q8::<B, R>(w, bpr, rows, q.blocks, q.sums, out)
+                    }
                     Some(q) => avx2::gemv_q8::<B, R>(w, bpr, rows, q.blocks, q.sums, out),
                     None => avx2::gemv_f32::<B, R>(w, bpr, rows, f32_rows, out),
                 }

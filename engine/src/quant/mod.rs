@@ -59,21 +59,73 @@ pub enum Error {
     },
 }
 
-/// Which SIMD kernels this CPU runs (detected once at run time).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The environment variable that caps the kernels below what the CPU offers (`scalar`,
+/// `avx2`, `avx512`): benchmarks and tests of the lower paths on a machine with the higher.
+pub const SIMD_ENV: &str = "TOKENSCALE_SIMD";
+
+/// Which SIMD kernels this CPU runs (detected once at run time). Ordered: each variant's CPU
+/// also runs every lower one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Simd {
     /// Portable Rust, any CPU.
     Scalar,
     /// x86-64 AVX2 + FMA.
     Avx2,
+    /// x86-64 AVX2 + FMA with AVX-512 F/BW/VL and VNNI, used on 256-bit vectors: `vpdpbusd`
+    /// replaces AVX2's two-step byte dot, and byte masks unpack the 5-bit blocks.
+    Avx512,
 }
 
 impl Simd {
-    /// The best kernels this CPU supports.
+    /// The best kernels this CPU supports, capped by [`SIMD_ENV`] when it is set (read once
+    /// per process: every matrix of a model then runs the same kernels).
     pub fn detect() -> Self {
+        static CHOSEN: std::sync::OnceLock<Simd> = std::sync::OnceLock::new();
+        *CHOSEN.get_or_init(|| {
+            let best = Self::best();
+            match std::env::var(SIMD_ENV)
+                .ok()
+                .as_deref()
+                .and_then(Self::parse)
+            {
+                Some(cap) => cap.min(best),
+                None => best,
+            }
+        })
+    }
+
+    /// Every path this CPU runs, lowest first (tests compare them all).
+    pub fn available() -> Vec<Self> {
+        let best = Self::best();
+        [Self::Scalar, Self::Avx2, Self::Avx512]
+            .into_iter()
+            .filter(|s| *s <= best)
+            .collect()
+    }
+
+    /// Whether the AVX2 + FMA kernels may run (true for every path above them too).
+    pub fn has_avx2(self) -> bool {
+        self >= Self::Avx2
+    }
+
+    /// A name as [`SIMD_ENV`] takes it.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "scalar" => Some(Self::Scalar),
+            "avx2" => Some(Self::Avx2),
+            "avx512" => Some(Self::Avx512),
+            _ => None,
+        }
+    }
+
+    fn best() -> Self {
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-            return Self::Avx2;
+            let avx512 = is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512bw")
+                && is_x86_feature_detected!("avx512vl")
+                && is_x86_feature_detected!("avx512vnni");
+            return if avx512 { Self::Avx512 } else { Self::Avx2 };
         }
         Self::Scalar
     }

@@ -48,7 +48,7 @@ impl Q8Rows {
 pub fn quantize_q8(x: &[f32], out: &mut [BlockQ8]) {
     debug_assert_eq!(x.len(), out.len() * QK);
     #[cfg(target_arch = "x86_64")]
-    if Simd::detect() == Simd::Avx2 {
+    if Simd::detect().has_avx2() {
         // SAFETY: `detect` found AVX2 and FMA on this CPU.
         unsafe { super::kernels::avx2::quantize_q8(x, out) };
         return;

@@ -205,9 +205,14 @@ fn kernels_agree_with_dequantised_reference() {
         let bytes = random_matrix(ty, rows, cols, &mut seed);
         let mut dense = vec![0f32; rows * cols];
         dequantize(ty, &bytes, &mut dense).unwrap();
-        let fast = QMatrix::from_ggml(ty, &bytes, rows, cols).unwrap();
-        let portable = fast.clone().with_simd(Simd::Scalar);
-        for q8 in [None, Some(&q8)] {
+        let portable = QMatrix::from_ggml(ty, &bytes, rows, cols)
+            .expect("valid blocks")
+            .with_simd(Simd::Scalar);
+        for (simd, q8) in Simd::available()
+            .into_iter()
+            .flat_map(|s| [(s, None), (s, Some(&q8))])
+        {
+            let fast = portable.clone().with_simd(simd);
             let acts = Acts { f32: &x, q8 };
             for tile in 1..=TILE_ROWS {
                 for m0 in 0..=(m - tile) {
@@ -223,7 +228,7 @@ fn kernels_agree_with_dequantised_reference() {
                                 .map(|(w, v)| w * v)
                                 .sum();
                             let (fa, pb) = (a[r * rows + n], b[r * rows + n]);
-                            assert!((fa - pb).abs() < 1e-4, "{ty} simd {fa} vs scalar {pb}");
+                            assert!((fa - pb).abs() < 1e-4, "{ty} {simd:?} {fa} vs scalar {pb}");
                             // Quantised activations are off by at most half a step per
                             // element: |Σ w·(x − x̂)| ≤ Σ_blocks Σ|w| · d / 2.
                             let wrow = &dense[n * cols..(n + 1) * cols];
@@ -233,14 +238,14 @@ fn kernels_agree_with_dequantised_reference() {
                                 .map(|(w, b)| w.iter().map(|v| v.abs()).sum::<f32>() * b.d * 0.5)
                                 .sum();
                             let tol = if q8.is_some() { bound + 1e-4 } else { 1e-4 };
-                            assert!((fa - exact).abs() < tol, "{ty} {fa} vs exact {exact}");
+                            assert!((fa - exact).abs() < tol, "{ty} {simd:?} {fa} vs {exact}");
                         }
                     }
                 }
             }
         }
         let mut row = vec![0f32; cols];
-        fast.row_f32(5, &mut row);
+        portable.row_f32(5, &mut row);
         assert_eq!(row, &dense[5 * cols..6 * cols]);
     }
 }
@@ -289,9 +294,15 @@ fn a_row_gets_the_same_bits_in_every_tile() {
     let x: Vec<f32> = (0..m * cols).map(|_| lcg(&mut seed)).collect();
     let mut q8 = Q8Rows::default();
     q8.quantize(&x, cols);
-    for ty in BLOCK_TYPES {
+    let paths = Simd::available();
+    for (ty, simd) in BLOCK_TYPES
+        .iter()
+        .flat_map(|&t| paths.iter().map(move |&s| (t, s)))
+    {
         let bytes = random_matrix(ty, rows, cols, &mut seed);
-        let w = QMatrix::from_ggml(ty, &bytes, rows, cols).unwrap();
+        let w = QMatrix::from_ggml(ty, &bytes, rows, cols)
+            .expect("valid blocks")
+            .with_simd(simd);
         let acts = Acts {
             f32: &x,
             q8: Some(&q8),
@@ -308,12 +319,53 @@ fn a_row_gets_the_same_bits_in_every_tile() {
                     w.gemv_tile(acts, m0, tile, start..rows, &mut out);
                     for r in 0..tile {
                         let want = &alone[(m0 + r) * rows + start..(m0 + r + 1) * rows];
-                        assert_eq!(&out[r * len..(r + 1) * len], want, "{ty} tile {tile}");
+                        assert_eq!(&out[r * len..][..len], want, "{ty} {simd:?} tile {tile}");
                     }
                 }
             }
         }
     }
+}
+
+#[test]
+fn the_avx512_kernels_give_the_avx2_kernels_bits() {
+    // Same integers (`vpdpbusd` and `maddubs` + `madd` never saturate here) and the same float
+    // operations in the same order: a model's outputs do not depend on which of the two runs.
+    if !Simd::available().contains(&Simd::Avx512) {
+        println!("skipped: this CPU lacks AVX-512 F/BW/VL + VNNI");
+        return;
+    }
+    let (rows, cols, m) = (9, 768, TILE_ROWS);
+    let mut seed = 29;
+    let x: Vec<f32> = (0..m * cols).map(|_| lcg(&mut seed) * 2.0).collect();
+    let mut q8 = Q8Rows::default();
+    q8.quantize(&x, cols);
+    let acts = Acts {
+        f32: &x,
+        q8: Some(&q8),
+    };
+    for ty in BLOCK_TYPES {
+        let bytes = random_matrix(ty, rows, cols, &mut seed);
+        let avx2 = QMatrix::from_ggml(ty, &bytes, rows, cols)
+            .expect("valid blocks")
+            .with_simd(Simd::Avx2);
+        let avx512 = avx2.clone().with_simd(Simd::Avx512);
+        for tile in 1..=TILE_ROWS {
+            let (mut a, mut b) = (vec![0f32; tile * rows], vec![0f32; tile * rows]);
+            avx2.gemv_tile(acts, m - tile, tile, 0..rows, &mut a);
+            avx512.gemv_tile(acts, m - tile, tile, 0..rows, &mut b);
+            assert_eq!(a, b, "{ty} tile {tile}");
+        }
+    }
+}
+
+#[test]
+fn the_simd_cap_names_parse() {
+    assert_eq!(Simd::parse("AVX2"), Some(Simd::Avx2));
+    assert_eq!(Simd::parse(" scalar "), Some(Simd::Scalar));
+    assert_eq!(Simd::parse("avx512"), Some(Simd::Avx512));
+    assert_eq!(Simd::parse("neon"), None);
+    assert!(Simd::available().contains(&Simd::detect()));
 }
 
 #[test]

@@ -184,8 +184,8 @@ impl FloatRows {
 
     fn dot(&self, w: &[u8], xs: &[&[f32]], simd: Simd, out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
-        if simd == Simd::Avx2 && (self.ty != GgmlType::F16 || avx2::has_f16c()) {
-            // SAFETY: `Simd::Avx2` comes from `Simd::detect` finding AVX2 and FMA (F16C is
+        if simd.has_avx2() && (self.ty != GgmlType::F16 || avx2::has_f16c()) {
+            // SAFETY: `Avx2` and above come from `Simd::detect` finding AVX2 and FMA (F16C is
             // checked above for f16); `w` holds `cols` elements of `ty` and every `xs[r]`
             // `cols` floats (the caller's shapes), `cols` a multiple of 8 (checked in `new`).
             unsafe { avx2::dots(self.ty, w, xs, out) };

@@ -2,14 +2,15 @@
 //!
 //! Integer path per 32-element block: unpack the weights to 32 unsigned bytes once, then for
 //! each activation row `maddubs` (u8 × i8 → i16 pairs) and `madd` with ones (→ 8 × i32),
-//! convert and accumulate with the product of the two block scales (llama.cpp's scheme).
-//! The micro-kernel holds a register tile of `NW` weight rows × `R` activation rows, one
-//! accumulator each: an unpacked weight block serves `R` rows, a loaded activation block `NW`.
+//! convert and accumulate with the product of the two block scales (llama.cpp's scheme); the
+//! register tile itself is `int_tile_kernel!`'s. The block unpacking here serves the AVX-512
+//! kernels too (`avx512`).
 
 use std::arch::x86_64::*;
 use std::ops::Range;
 
 use super::QBlock;
+use super::avx512::q5_bytes_evex;
 use crate::quant::blocks::{
     BlockQ2H, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8, BlockQ8_0, BlockQ8H, QK,
 };
@@ -33,6 +34,16 @@ pub(crate) trait Avx2Block: QBlock {
     /// # Safety
     /// The CPU must support AVX2.
     unsafe fn unpack(&self) -> (__m256i, __m256i);
+    /// [`Avx2Block::unpack`] where AVX-512 BW/VL's byte masks may help: the same bytes.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and AVX-512 F/BW/VL.
+    #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn unpack_evex(&self) -> (__m256i, __m256i) {
+        // SAFETY: AVX2 is among this function's features.
+        unsafe { self.unpack() }
+    }
     /// The 32 dequantised weights as four vectors of 8.
     ///
     /// # Safety
@@ -117,7 +128,7 @@ fn widen_i8x32(w: __m256i) -> [__m256; 4] {
 
 #[target_feature(enable = "avx2")]
 #[inline]
-fn nibbles(qs: &[u8; 16]) -> (__m128i, __m128i) {
+pub(super) fn nibbles(qs: &[u8; 16]) -> (__m128i, __m128i) {
     // SAFETY: `qs` is 16 readable bytes; loadu has no alignment requirement.
     let q = unsafe { _mm_loadu_si128(qs.as_ptr().cast()) };
     let m4 = _mm_set1_epi8(0x0F);
@@ -142,7 +153,12 @@ fn widen_u8(lo: __m128i, hi: __m128i) -> [__m256; 4] {
 /// `d * q + min` is the value, `min` being `$factor` times the block's field `$min_field`
 /// (folded in outside the kernels' inner loop).
 macro_rules! avx2_nibble_block {
-    ($block:ty, $unpack:ident($($field:ident),*), $min_field:ident, $factor:expr) => {
+    (
+        $block:ty,
+        $unpack:ident / $unpack_evex:ident($($field:ident),*),
+        $min_field:ident,
+        $factor:expr
+    ) => {
         impl Avx2Block for $block {
             const SIGNED: bool = false;
             #[target_feature(enable = "avx2")]
@@ -154,6 +170,12 @@ macro_rules! avx2_nibble_block {
             #[inline]
             unsafe fn unpack(&self) -> (__m256i, __m256i) {
                 let u = $unpack($(&self.$field),*);
+                (u, u)
+            }
+            #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl")]
+            #[inline]
+            unsafe fn unpack_evex(&self) -> (__m256i, __m256i) {
+                let u = $unpack_evex($(&self.$field),*);
                 (u, u)
             }
             #[target_feature(enable = "avx2,fma")]
@@ -201,12 +223,12 @@ fn q4_bytes(qs: &[u8; 16]) -> __m256i {
     _mm256_set_m128i(hi, lo)
 }
 
-avx2_nibble_block!(BlockQ4_1, q4_bytes(qs), m, 1.0);
+avx2_nibble_block!(BlockQ4_1, q4_bytes / q4_bytes(qs), m, 1.0);
 // Q4_0's values are `d * (q − 8)`: its offset is `−8 d`.
-avx2_nibble_block!(BlockQ4_0, q4_bytes(qs), d, -8.0);
-avx2_nibble_block!(BlockQ5_1, q5_bytes(qs, qh), m, 1.0);
+avx2_nibble_block!(BlockQ4_0, q4_bytes / q4_bytes(qs), d, -8.0);
+avx2_nibble_block!(BlockQ5_1, q5_bytes / q5_bytes_evex(qs, qh), m, 1.0);
 // Q5_0's values are `d * (q − 16)`: its offset is `−16 d`.
-avx2_nibble_block!(BlockQ5_0, q5_bytes(qs, qh), d, -16.0);
+avx2_nibble_block!(BlockQ5_0, q5_bytes / q5_bytes_evex(qs, qh), d, -16.0);
 
 impl Avx2Block for BlockQ8H {
     const SIGNED: bool = true;
@@ -303,159 +325,32 @@ impl Avx2Block for BlockQ8_0 {
 
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-fn hsum(v: __m256) -> f32 {
+pub(super) fn hsum(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)))
 }
 
-/// Weight rows × quantised activations (see the module docs). `sums[r]` holds the padded
-/// block sums of activation row `r` (see `Q8Rows`).
-#[target_feature(enable = "avx2,fma")]
-pub(crate) fn gemv_q8<B: Avx2Block, const R: usize>(
-    w: &[B],
-    blocks_per_row: usize,
-    rows: Range<usize>,
-    acts: [&[BlockQ8]; R],
-    sums: [&[f32]; R],
-    out: &mut [f32],
-) {
-    let n = rows.len();
-    let acts = acts.map(|a| &a[..blocks_per_row]);
-    let tile = Tile {
-        w,
-        blocks_per_row,
-        acts,
-        sums,
-    };
-    // Weight rows per register tile: at most 8 accumulators (of 16 registers), and at least
-    // 4 independent FMA chains when only one or two activation rows come.
-    let nw = match R {
+/// `madd(maddubs(u, y), 1)`: lane `l` of the result is `Σ u[j] · y[j]` over `j` in
+/// `4 l .. 4 l + 4` (exact: no pair of products reaches `maddubs`' i16 saturation, as
+/// `|u| ≤ 128` and `|y| ≤ 127`).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn dot_bytes(u: __m256i, y: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), _mm256_set1_epi16(1))
+}
+
+/// Weight rows per register tile for `r` activation rows: at most 8 accumulators (of AVX2's
+/// 16 registers), and at least 4 independent FMA chains when only one or two rows come.
+const fn tile_weight_rows(r: usize) -> usize {
+    match r {
         1 | 2 => 4,
         3 | 4 => 2,
         _ => 1,
-    };
-    let mut i = 0;
-    while i + nw <= n {
-        let row = rows.start + i;
-        match nw {
-            4 => tile.rows::<4>(row, i, n, out),
-            2 => tile.rows::<2>(row, i, n, out),
-            _ => tile.rows::<1>(row, i, n, out),
-        }
-        i += nw;
-    }
-    while i < n {
-        tile.rows::<1>(rows.start + i, i, n, out);
-        i += 1;
     }
 }
 
-/// The operands of one [`gemv_q8`] call.
-struct Tile<'a, B, const R: usize> {
-    w: &'a [B],
-    blocks_per_row: usize,
-    acts: [&'a [BlockQ8]; R],
-    sums: [&'a [f32]; R],
-}
-
-/// Runs `$body` once for each constant `$i` in `0..8` below `$n` (a const generic): loops over
-/// a register tile must be unrolled, or LLVM keeps the whole tile of accumulators in memory.
-macro_rules! unrolled {
-    ($i:ident < $n:expr => $body:block) => {
-        unrolled!(@ $i ($n) $body 0 1 2 3 4 5 6 7)
-    };
-    (@ $i:ident ($n:expr) $body:block $($k:literal)*) => {
-        $({
-            let $i: usize = $k;
-            if $i < $n $body
-        })*
-    };
-}
-
-impl<B: Avx2Block, const R: usize> Tile<'_, B, R> {
-    /// Weight rows `row .. row + NW` against every activation row, written to
-    /// `out[r * n + i ..]`. Each accumulator sees the same operations in the same order
-    /// whatever `NW` and `R` are.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    fn rows<const NW: usize>(&self, row: usize, i: usize, n: usize, out: &mut [f32]) {
-        const { assert!(NW <= 8 && R <= 8, "`unrolled!` covers tiles up to 8 × 8") };
-        let bpr = self.blocks_per_row;
-        let mut wrows: [&[B]; NW] = [&[]; NW];
-        unrolled!(j < NW => {
-            wrows[j] = &self.w[(row + j) * bpr..][..bpr];
-        });
-        let acts = &self.acts;
-        let ones = _mm256_set1_epi16(1);
-        let ones_u8 = _mm256_set1_epi8(1);
-        let mut acc = [[_mm256_setzero_ps(); R]; NW];
-        for k in 0..bpr {
-            let mut unpacked = [(_mm256_setzero_si256(), _mm256_setzero_si256()); NW];
-            let mut dw = [_mm256_setzero_ps(); NW];
-            let mut mw = [_mm256_setzero_ps(); NW];
-            unrolled!(j < NW => {
-                // SAFETY: `k < bpr`, the length of every row slice; this function only runs
-                // on CPUs with AVX2 (its target_feature).
-                let wb = unsafe { wrows[j].get_unchecked(k) };
-                unpacked[j] = unsafe { wb.unpack() };
-                dw[j] = unsafe { wb.scales() };
-                if B::LANE_MINS {
-                    mw[j] = unsafe { wb.lane_mins() };
-                }
-            });
-            unrolled!(r < R => {
-                // SAFETY: `k < bpr`, the length of every activation row slice (`gemv_q8`).
-                let a = unsafe { acts[r].get_unchecked(k) };
-                // SAFETY: `qs` is 32 readable bytes; loadu has no alignment requirement.
-                let y = unsafe { _mm256_loadu_si256(a.qs.as_ptr().cast()) };
-                let da = _mm256_set1_ps(a.d);
-                // Σ y over each lane's four elements, for offsets per half block.
-                let ysum = if B::LANE_MINS {
-                    _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(ones_u8, y), ones))
-                } else {
-                    _mm256_setzero_ps()
-                };
-                unrolled!(j < NW => {
-                    let (u, sign) = unpacked[j];
-                    let y = if B::SIGNED {
-                        _mm256_sign_epi8(y, sign)
-                    } else {
-                        y
-                    };
-                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), ones);
-                    let scale = _mm256_mul_ps(dw[j], da);
-                    acc[j][r] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p), acc[j][r]);
-                    if B::LANE_MINS {
-                        let m = _mm256_mul_ps(mw[j], da);
-                        acc[j][r] = _mm256_fmadd_ps(m, ysum, acc[j][r]);
-                    }
-                });
-            });
-        }
-        if B::HAS_MIN {
-            // Σ_k min[k] · s[k]: the offsets times the activation block sums, 8 blocks a step
-            // (the sums are padded with zeros to a multiple of 8).
-            unrolled!(j < NW => {
-                for k0 in (0..bpr).step_by(8) {
-                    // SAFETY: `k0 < bpr`, the row's length; AVX2 is this function's feature.
-                    let m = unsafe { B::mins(wrows[j], k0) };
-                    unrolled!(r < R => {
-                        let s = &self.sums[r][k0..k0 + 8];
-                        // SAFETY: `s` is 8 readable floats.
-                        let s = unsafe { _mm256_loadu_ps(s.as_ptr()) };
-                        acc[j][r] = _mm256_fmadd_ps(m, s, acc[j][r]);
-                    });
-                }
-            });
-        }
-        unrolled!(j < NW => {
-            unrolled!(r < R => {
-                out[r * n + i + j] = hsum(acc[j][r]);
-            });
-        });
-    }
-}
+int_tile_kernel!("avx2,fma", dot_bytes, unpack, tile_weight_rows);
 
 /// Activations → [`BlockQ8`], exactly as `scalar::quantize_q8` (round half away from zero is
 /// LLVM's own lowering of `f32::round`: truncate `v + copysign(0.5 − ulp, v)`).

@@ -6,7 +6,12 @@
 //! batching invariance tests compare a sequence alone and inside a batch bit for bit.
 
 #[cfg(target_arch = "x86_64")]
+#[macro_use]
+mod tile;
+#[cfg(target_arch = "x86_64")]
 pub(super) mod avx2;
+#[cfg(target_arch = "x86_64")]
+pub(super) mod avx512;
 pub(super) mod scalar;
 
 use super::blocks::{

@@ -16,7 +16,7 @@ impl Plan {
     pub(super) fn detect(heads: Heads) -> Self {
         #[cfg(target_arch = "x86_64")]
         let avx2 = heads.head_dim.is_multiple_of(8)
-            && crate::quant::Simd::detect() == crate::quant::Simd::Avx2
+            && crate::quant::Simd::detect().has_avx2()
             && is_x86_feature_detected!("f16c");
         #[cfg(not(target_arch = "x86_64"))]
         let avx2 = {

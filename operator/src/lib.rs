@@ -11,8 +11,8 @@ pub mod error;
 pub mod leader;
 pub mod metrics_source;
 pub mod render;
-pub mod scaling;
 pub mod scale;
+pub mod scaling;
 pub mod telemetry;
 
 pub use error::{Error, Result};

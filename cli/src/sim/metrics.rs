@@ -1,7 +1,9 @@
-//! What the simulated gateway measures: per-second slots (arrivals, tokens, latency
-//! histograms, queue gauges) from which the operator's observations are built with the scrape
-//! delay, and the ground truth the report is scored on (per-minute SLO checks, per-request
-//! attainment, goodput).
+//! What the simulated gateway measures: its `/metrics` (see `exposition`), which the
+//! operator's scaling loop scrapes with the scrape delay; per-second slots (arrivals, tokens,
+//! latency, queue gauges) the baseline policies read; and the ground truth the report is
+//! scored on (per-minute SLO checks, per-request attainment, goodput).
+
+use super::exposition::Exposition;
 
 /// Histogram buckets: 5% wide, from 0.1 ms to about 4 minutes.
 const BUCKETS: usize = 300;
@@ -51,15 +53,11 @@ impl Histogram {
     }
 }
 
-/// One second of measurements.
+/// One second of measurements (what HPA and the knee search read; the scaling loop reads the
+/// exposition).
 #[derive(Debug, Clone, Default)]
 struct Slot {
     second: u64,
-    arrivals: f64,
-    served_tokens: f64,
-    batch_tokens: f64,
-    completed: f64,
-    completed_tokens: f64,
     queued: f64,
     running: f64,
     ttft: Histogram,
@@ -84,19 +82,9 @@ impl Minute {
     }
 }
 
-/// A window's view, as the gateway's metrics give it.
+/// A window's view: latency percentiles and the queue gauges at its end.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WindowView {
-    /// Requests arriving per second.
-    pub arrivals_per_s: f64,
-    /// Output tokens served per second (interactive requests).
-    pub served_tokens_per_s: f64,
-    /// Output tokens of batch lines served per second (the gateway's batch counter).
-    pub batch_tokens_per_s: f64,
-    /// Requests completed in the window.
-    pub completed: f64,
-    /// Mean output tokens of completed requests.
-    pub mean_output_tokens: Option<f64>,
     /// p95 TTFT, seconds.
     pub ttft_p95_s: Option<f64>,
     /// p95 TPOT, seconds.
@@ -128,6 +116,8 @@ pub struct Recorder {
     pub rejected: f64,
     /// Preemptions (requests).
     pub preemptions: f64,
+    /// The gateway's counters, as its `/metrics` exports them.
+    pub exposition: Exposition,
 }
 
 impl Recorder {
@@ -151,6 +141,7 @@ impl Recorder {
             served_tokens: 0.0,
             rejected: 0.0,
             preemptions: 0.0,
+            exposition: Exposition::default(),
         }
     }
 
@@ -158,6 +149,7 @@ impl Recorder {
     pub fn set_time(&mut self, t_s: f64) {
         let second = t_s.max(0.0) as u64;
         self.now_second = second;
+        self.exposition.start_second(second);
         let slot = &mut self.slots[second as usize % RING_S];
         if slot.second != second {
             let (ttft, tpot) = (
@@ -189,24 +181,25 @@ impl Recorder {
 
     /// Requests arriving at the gateway.
     pub fn arrived(&mut self, requests: f64) {
-        self.slot().arrivals += requests;
+        self.exposition.now.arrivals += requests;
     }
 
     /// Output tokens generated.
     pub fn served(&mut self, tokens: f64) {
         self.served_tokens += tokens;
-        self.slot().served_tokens += tokens;
+        self.exposition.now.generation_tokens += tokens;
     }
 
     /// Output tokens of batch lines generated: counted apart, in none of the interactive
     /// figures (throughput, goodput, latency, the minutes' SLO).
     pub fn batch_served(&mut self, tokens: f64) {
-        self.slot().batch_tokens += tokens;
+        self.exposition.now.batch_tokens += tokens;
     }
 
     /// First tokens of `weight` requests at `t_s` after `ttft_s`.
     pub fn first_token(&mut self, t_s: f64, ttft_s: f64, weight: f64) {
         self.slot().ttft.add(ttft_s, weight);
+        self.exposition.now.first_token(ttft_s, weight);
         let over = if ttft_s > self.ttft_target_s {
             weight
         } else {
@@ -221,8 +214,7 @@ impl Recorder {
     pub fn completed(&mut self, t_s: f64, tpot_s: f64, weight: f64, ok: f64, output_tokens: f64) {
         let slot = self.slot();
         slot.tpot.add(tpot_s, weight);
-        slot.completed += weight;
-        slot.completed_tokens += output_tokens;
+        self.exposition.now.finished(tpot_s, weight);
         let over = if tpot_s > self.tpot_target_s {
             weight
         } else {
@@ -255,38 +247,25 @@ impl Recorder {
         let slot = self.slot();
         slot.queued = queued;
         slot.running = running;
+        self.exposition.now.queued = queued;
+        self.exposition.now.running = running;
     }
 
     /// The window of `len_s` seconds ending `delay_s` before now (what a scrape sees).
     pub fn window(&self, len_s: u64, delay_s: u64) -> WindowView {
         let end = self.now_second.saturating_sub(delay_s);
         let start = end.saturating_sub(len_s.max(1) - 1);
-        let (mut arrivals, mut served, mut completed, mut tokens) = (0.0, 0.0, 0.0, 0.0);
-        let mut batch = 0.0;
         let (mut ttft, mut tpot) = (Histogram::default(), Histogram::default());
-        let mut seconds = 0.0;
         for second in start..=end {
             let slot = &self.slots[second as usize % RING_S];
             if slot.second != second {
                 continue;
             }
-            seconds += 1.0;
-            arrivals += slot.arrivals;
-            served += slot.served_tokens;
-            batch += slot.batch_tokens;
-            completed += slot.completed;
-            tokens += slot.completed_tokens;
             ttft.merge(&slot.ttft);
             tpot.merge(&slot.tpot);
         }
         let last = &self.slots[end as usize % RING_S];
-        let seconds = f64::max(seconds, 1.0);
         WindowView {
-            arrivals_per_s: arrivals / seconds,
-            served_tokens_per_s: served / seconds,
-            batch_tokens_per_s: batch / seconds,
-            completed,
-            mean_output_tokens: (completed > 0.0).then(|| tokens / completed),
             ttft_p95_s: ttft.quantile(0.95),
             tpot_p95_s: tpot.quantile(0.95),
             queued: if last.second == end { last.queued } else { 0.0 },

@@ -3,6 +3,7 @@
 //! GPU-hours. A fluid discrete-time model: see `replica` for the approximation.
 
 mod batch;
+mod exposition;
 mod family;
 mod fleet;
 mod knee;

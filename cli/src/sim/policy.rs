@@ -1,18 +1,24 @@
-//! The policies a simulation compares: `tokenscale` (the operator's real `decide`), `hpa`
-//! (Kubernetes HPA on in-flight requests per replica), `static:N` and `oracle` (knows the
-//! future rate and the true capacity: the lower bound on GPU-hours).
+//! The policies a simulation compares: `tokenscale` (the operator's own scaling loop, ticked
+//! on a scrape of the simulated gateway), `hpa` (Kubernetes HPA on in-flight requests per
+//! replica), `static:N` and `oracle` (knows the future rate and the true capacity: the lower
+//! bound on GPU-hours).
 
 use std::collections::VecDeque;
 use std::fmt;
 
-use tokenscale_operator::autoscaler::{
-    BatchDemand, Demand, Observations, PolicySpec, PolicyState, WindowedRate, decide,
-};
+use tokenscale_operator::autoscaler::Clocks;
+use tokenscale_operator::scale::ReplicaCounts;
+use tokenscale_operator::scaling::ScalingLoop;
 
 use super::SimError;
+use super::exposition::BatchGauges;
 use super::fleet::Fleet;
 use super::metrics::Recorder;
 use super::trace::Trace;
+
+/// The wall clock the simulation starts at (2026-01-01T00:00:00Z): the scaling loop's SLO
+/// record keeps wall-clock minutes.
+const SIM_EPOCH_UNIX_S: f64 = 1_767_225_600.0;
 
 /// HPA's defaults: sync every 15 s, ±10% tolerance, 5-minute scale-down stabilisation,
 /// scale-up by at most max(100%, 4 pods) per period.
@@ -86,10 +92,9 @@ pub struct DecideInput<'a> {
 // A few per simulation, made once: boxing the policy's variant would buy nothing.
 #[allow(clippy::large_enum_variant)]
 pub enum Controller {
-    /// The operator's policy, with its memory.
+    /// The operator's scaling loop.
     Tokenscale {
-        spec: PolicySpec,
-        state: PolicyState,
+        scaling: ScalingLoop,
         last_reason: String,
     },
     /// HPA with its recommendation history.
@@ -117,7 +122,7 @@ impl Controller {
     /// How often it decides, seconds.
     pub fn period_s(&self) -> f64 {
         match self {
-            Self::Tokenscale { spec, .. } => spec.period.as_secs_f64(),
+            Self::Tokenscale { scaling, .. } => scaling.spec().period.as_secs_f64(),
             Self::Hpa { .. } => HPA_PERIOD_S,
             Self::Static(_) => f64::INFINITY,
             Self::Oracle { period_s, .. } => *period_s,
@@ -128,14 +133,12 @@ impl Controller {
     pub fn decide(&mut self, input: &DecideInput) -> u32 {
         match self {
             Self::Tokenscale {
-                spec,
-                state,
+                scaling,
                 last_reason,
             } => {
-                let obs = observe(spec, input);
-                let decision = decide(spec, &obs, state, input.now_s);
-                *last_reason = decision.message;
-                decision.replicas
+                let tick = scaling.tick(clocks(input.now_s), &scrape(input), counts(input.fleet));
+                *last_reason = tick.decision.message;
+                tick.target_replicas
             }
             Self::Hpa {
                 target_in_flight,
@@ -170,47 +173,42 @@ impl Controller {
     }
 }
 
-/// The operator's observations, built from the gateway's metrics as a scrape would see them.
-fn observe(spec: &PolicySpec, input: &DecideInput) -> Observations {
-    let stable = input
+impl Controller {
+    /// Between decisions: scrapes without deciding, so the loop's windows are sampled finer
+    /// than its period (and the first decision finds them warm, as a real operator would
+    /// from a gateway that ran before it).
+    pub fn scrape(&mut self, input: &DecideInput) {
+        if let Self::Tokenscale { scaling, .. } = self {
+            scaling.record(input.now_s, &scrape(input));
+        }
+    }
+}
+
+/// The policy clock on the simulation's wall clock.
+fn clocks(now_s: f64) -> Clocks {
+    Clocks::from_unix_s(now_s, SIM_EPOCH_UNIX_S + now_s)
+}
+
+/// The simulated gateway's `/metrics` as a scrape now sees them (`scrape_delay_s` old).
+fn scrape(input: &DecideInput) -> tokenscale_operator::metrics_source::ScrapeRound {
+    let batch = BatchGauges {
+        backlog_tokens: input.batch_backlog_tokens,
+        required_tokens_per_s: input.batch_required_tokens_per_s,
+    };
+    let now_second = input.now_s.max(0.0) as u64;
+    input
         .rec
-        .window(spec.stable_window.as_secs(), input.scrape_delay_s);
-    let panic = input
-        .rec
-        .window(spec.panic_window.as_secs(), input.scrape_delay_s);
-    Observations {
-        ready_replicas: input.fleet.ready(),
-        pending_replicas: input.fleet.starting(),
-        current_replicas: input.fleet.target(),
-        demand: Some(Demand {
-            output_tokens_per_s: WindowedRate {
-                stable: stable.served_tokens_per_s,
-                panic: panic.served_tokens_per_s,
-            },
-            arrival_requests_per_s: WindowedRate {
-                stable: stable.arrivals_per_s,
-                panic: panic.arrivals_per_s,
-            },
-            mean_output_tokens_per_request: stable.mean_output_tokens,
-            queued_requests: stable.queued.round() as u64,
-            running_requests: stable.running.round() as u64,
-            completed_requests: stable.completed.round() as u64,
-            source: Default::default(),
-            // The gateway's batch gauges and counter. Batch lines are served outside the
-            // fluid replicas, so no interactive figure above holds any to take off.
-            batch: BatchDemand {
-                required_output_tokens_per_s: input.batch_required_tokens_per_s,
-                backlog_output_tokens: input.batch_backlog_tokens,
-                output_tokens_per_s: WindowedRate {
-                    stable: stable.batch_tokens_per_s,
-                    panic: panic.batch_tokens_per_s,
-                },
-                in_flight_requests: 0,
-            },
-        }),
-        ttft_p95_s: stable.ttft_p95_s,
-        tpot_p95_s: stable.tpot_p95_s,
-        replica_loads: Vec::new(),
+        .exposition
+        .scrape(now_second, input.scrape_delay_s, batch)
+}
+
+/// The scale target's counts, read live as from the API server: the target is ready plus
+/// starting replicas (draining ones are already gone from it).
+fn counts(fleet: &Fleet) -> ReplicaCounts {
+    ReplicaCounts {
+        desired: fleet.target(),
+        current: fleet.target(),
+        ready: fleet.ready(),
     }
 }
 

@@ -71,6 +71,14 @@ impl Controller {
         )
     }
 
+    /// Between periods: one scrape folded into the metrics windows. Sampled only at each
+    /// period, the panic window (6 s by default, shorter than the 10 s period) would in effect
+    /// be a whole period wide; `sim` showed what that costs (operator/README.md).
+    pub async fn sample(&mut self, now_s: f64) {
+        let round = self.scrape().await;
+        self.scaling.record(now_s, &round);
+    }
+
     /// One scrape round: the gateway, and every ready engine (their load, for the choice of
     /// which replica a scale-in drains).
     async fn scrape(&self) -> ScrapeRound {

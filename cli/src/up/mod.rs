@@ -154,8 +154,8 @@ async fn run(args: &UpArgs) -> Result<(), UpError> {
     result
 }
 
-/// Starts the minimum, then decides every period and, every 250 ms, registers ready replicas
-/// and replaces failed ones, until a stop signal.
+/// Starts the minimum, then decides every period, scrapes every second and, every 250 ms,
+/// registers ready replicas and replaces failed ones, until a stop signal.
 async fn control_loop(
     pool: &pool::ProcessPool,
     model: String,
@@ -170,12 +170,16 @@ async fn control_loop(
     let start = Instant::now();
     let mut decide_tick = tokio::time::interval(period);
     let mut refresh_tick = tokio::time::interval(Duration::from_millis(250));
+    // Scrapes between decisions, so the windows shorter than a period are read at their width.
+    let mut sample_tick = tokio::time::interval(Duration::from_secs(1));
+    sample_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let stop = stop_signal();
     tokio::pin!(stop);
     loop {
         tokio::select! {
             _ = &mut stop => return Ok(()),
             _ = refresh_tick.tick() => pool.refresh().await,
+            _ = sample_tick.tick() => controller.sample(start.elapsed().as_secs_f64()).await,
             _ = decide_tick.tick() => {
                 let line = controller.period(start.elapsed().as_secs_f64()).await;
                 eprintln!("{line}{}", pool.status_note().await);

@@ -24,13 +24,22 @@ const MAX_DELAY_S: usize = 300;
 #[derive(Debug, Clone)]
 struct Buckets {
     bounds_s: &'static [f64],
+    /// Each bucket's `le` label, `+Inf` last: written once (shared by the per-second
+    /// snapshots), not at every scrape.
+    les: std::sync::Arc<[String]>,
     counts: Vec<f64>,
 }
 
 impl Buckets {
     fn new(bounds_s: &'static [f64]) -> Self {
+        let les = bounds_s
+            .iter()
+            .map(f64::to_string)
+            .chain(["+Inf".to_string()])
+            .collect();
         Self {
             bounds_s,
+            les,
             counts: vec![0.0; bounds_s.len() + 1],
         }
     }
@@ -45,13 +54,9 @@ impl Buckets {
     fn samples(&self, name: &str, out: &mut Vec<Sample>) {
         let name = format!("{name}_bucket");
         let mut total = 0.0;
-        for (i, count) in self.counts.iter().enumerate() {
+        for (count, le) in self.counts.iter().zip(self.les.iter()) {
             total += count;
-            let le = self
-                .bounds_s
-                .get(i)
-                .map_or_else(|| "+Inf".to_string(), f64::to_string);
-            out.push(sample(&name, Some(("le", le)), total));
+            out.push(sample(&name, Some(("le", le.clone())), total));
         }
     }
 }

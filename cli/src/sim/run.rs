@@ -205,20 +205,8 @@ pub fn simulate(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace) -
         device_s += f64::from(fleet.allocated()) * devices * cfg.tick_s;
         peak = peak.max(fleet.allocated());
 
-        if t_s >= next_scrape_s && t_s < next_decision_s {
-            let (batch_backlog_tokens, batch_required_tokens_per_s) = batches.gauges(t_s);
-            control.scrape(&DecideInput {
-                now_s: t_s,
-                fleet: &fleet,
-                rec: &rec,
-                trace: &trace,
-                scrape_delay_s: cfg.scrape_delay_s,
-                batch_backlog_tokens,
-                batch_required_tokens_per_s,
-            });
-            next_scrape_s += SCRAPE_EVERY_S;
-        }
-        if t_s >= next_decision_s {
+        let decision_due = t_s >= next_decision_s;
+        if decision_due || t_s >= next_scrape_s {
             let (batch_backlog_tokens, batch_required_tokens_per_s) = batches.gauges(t_s);
             let input = DecideInput {
                 now_s: t_s,
@@ -229,17 +217,23 @@ pub fn simulate(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace) -
                 batch_backlog_tokens,
                 batch_required_tokens_per_s,
             };
-            let desired = control.decide(&input);
-            let current = fleet.target();
-            if desired != current {
-                let direction = if desired > current { 1 } else { -1 };
-                events += 1;
-                flips += u32::from(last_direction != 0 && direction != last_direction);
-                last_direction = direction;
-                fleet.set_target(desired, t_s);
+            if !decision_due {
+                // Between decisions a scrape only feeds the loop's metrics windows.
+                control.scrape(&input);
+                next_scrape_s += SCRAPE_EVERY_S;
+            } else {
+                let desired = control.decide(&input);
+                let current = fleet.target();
+                if desired != current {
+                    let direction = if desired > current { 1 } else { -1 };
+                    events += 1;
+                    flips += u32::from(last_direction != 0 && direction != last_direction);
+                    last_direction = direction;
+                    fleet.set_target(desired, t_s);
+                }
+                fleet.consolidate(t_s);
+                next_decision_s += control.period_s();
             }
-            fleet.consolidate(t_s);
-            next_decision_s += control.period_s();
         }
         if t_s >= next_sample_s {
             series.push(SeriesPoint {

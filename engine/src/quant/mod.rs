@@ -82,16 +82,36 @@ impl Simd {
     pub fn detect() -> Self {
         static CHOSEN: std::sync::OnceLock<Simd> = std::sync::OnceLock::new();
         *CHOSEN.get_or_init(|| {
-            let best = Self::best();
-            match std::env::var(SIMD_ENV)
-                .ok()
-                .as_deref()
-                .and_then(Self::parse)
-            {
-                Some(cap) => cap.min(best),
-                None => best,
+            let (chosen, warning) = Self::capped(Self::best(), std::env::var(SIMD_ENV).ok());
+            if let Some(warning) = warning {
+                tracing::warn!("{warning}");
             }
+            chosen
         })
+    }
+
+    /// `best` capped by the value of [`SIMD_ENV`], and what to warn about: a value that names
+    /// no path is ignored, and one above `best` cannot raise it (either would otherwise
+    /// benchmark another path than the one asked for, silently).
+    fn capped(best: Self, value: Option<String>) -> (Self, Option<String>) {
+        let Some(value) = value else {
+            return (best, None);
+        };
+        match Self::parse(&value) {
+            None => (
+                best,
+                Some(format!(
+                    "{SIMD_ENV}={value:?} is not one of scalar, avx2, avx512: ignored, running {best:?}"
+                )),
+            ),
+            Some(cap) if cap > best => (
+                best,
+                Some(format!(
+                    "{SIMD_ENV}={value} is above what this CPU runs: running {best:?}"
+                )),
+            ),
+            Some(cap) => (cap, None),
+        }
     }
 
     /// Every path this CPU runs, lowest first (tests compare them all).

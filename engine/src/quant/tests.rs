@@ -369,6 +369,24 @@ fn the_simd_cap_names_parse() {
 }
 
 #[test]
+fn a_simd_cap_lowers_the_choice_and_a_bad_one_is_warned_about() {
+    let cap = |best, value: &str| Simd::capped(best, Some(value.to_string()));
+    assert_eq!(Simd::capped(Simd::Avx512, None), (Simd::Avx512, None));
+    assert_eq!(cap(Simd::Avx512, "avx2"), (Simd::Avx2, None));
+    let (chosen, warning) = cap(Simd::Avx2, "avx512");
+    assert_eq!(chosen, Simd::Avx2, "a cap never raises the choice");
+    let warning = warning.expect("a cap above the CPU is warned about");
+    assert!(warning.contains("above what this CPU runs"), "{warning}");
+    let (chosen, warning) = cap(Simd::Avx2, "avx-2");
+    assert_eq!(chosen, Simd::Avx2);
+    let warning = warning.expect("an unknown name is warned about");
+    assert!(
+        warning.contains("TOKENSCALE_SIMD=\"avx-2\" is not one of"),
+        "{warning}"
+    );
+}
+
+#[test]
 fn a_stack_of_mixed_types_computes_each_row_as_its_own_matrix_does() {
     // Q4_K_M's q|k|v: Q5_0, Q5_0, Q8_0 (or Q4_K, Q4_K, Q6_K); here three forms and runs of
     // the same form that merge.

@@ -1,9 +1,9 @@
-//! The integer register-tile kernel, written once and compiled per x86-64 feature level.
+//! The integer register-tile kernel of the AVX2 level.
 //!
-//! Every feature level (AVX2, AVX-512 + VNNI) runs the same float operations in the same order;
-//! only the byte dot (`maddubs` + `madd`, or one `vpdpbusd`) and the weight unpacking differ,
-//! and both give the same integers. A generic function cannot carry a feature level (the
-//! intrinsics would not inline into it), hence a macro expanded in each level's module.
+//! Written as a macro because a generic function cannot carry a feature level: the
+//! intrinsics would not inline into it. The AVX-512 level (`avx512`) keeps this tile's
+//! per-lane operations and their order, two weight rows to a 512-bit register, so both
+//! levels give the same bits.
 
 /// Runs `$body` once for each constant `$i` in `0..8` below `$n` (a const generic): loops over
 /// a register tile must be unrolled, or LLVM keeps the whole tile of accumulators in memory.

@@ -61,9 +61,21 @@ struct Args {
     /// them. The chart sets it (networkPolicy.enabled, on by default).
     #[arg(long, env = "TOKENSCALE_ENGINE_INGRESS_FROM")]
     engine_ingress_from: Option<String>,
+    /// How often the leader scrapes every model between decisions (the windows' samples),
+    /// e.g. `1s`, `500ms`; `0s` samples only at decisions. Scraping only: with
+    /// `--prometheus-url` the windows are Prometheus's.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    sample_every: Duration,
     /// Run once instead of operating (no subcommand: operate).
     #[command(subcommand)]
     command: Option<Command>,
+}
+
+/// A duration flag written as manifests write them ("1s", "500ms").
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    text.parse::<tokenscale_operator::crd::Duration>()
+        .map(|d| d.get())
+        .map_err(|e| e.to_string())
 }
 
 /// One-shot commands.
@@ -181,6 +193,7 @@ async fn main() -> anyhow::Result<()> {
         // Started with the controllers, so only the leader polls the gateway's queues.
         let queue_watch =
             scrape.map(|s| tokio::spawn(controller::wake::watch_queues(s, ctx.clone())));
+        let sampler = tokio::spawn(controller::sampler::run(ctx.clone(), args.sample_every));
         let runs = scope
             .controllers()
             .into_iter()
@@ -189,6 +202,7 @@ async fn main() -> anyhow::Result<()> {
         if let Some(watch) = queue_watch {
             watch.abort();
         }
+        sampler.abort();
     };
     if args.no_leader_election || !args.leader_election {
         tracing::info!("leader election off");

@@ -91,6 +91,11 @@ pub async fn reconcile_model(md: &ModelDeployment, ctx: &Context) -> Result<Acti
         .await?;
     }
 
+    // Where the sampler scrapes the model between decisions (it may have moved: a renamed
+    // served name, other windows).
+    let model = model_ref(md, &namespace, &name);
+    lock(&ctx.models).entry(md, ctx.clocks()).metrics = Some(model.clone());
+
     // A reconcile triggered by our own status write, or by a child's change, only re-applies.
     if let Some(wait) = ctx.not_due_for(md) {
         ctx.metrics.models.set(
@@ -102,7 +107,7 @@ pub async fn reconcile_model(md: &ModelDeployment, ctx: &Context) -> Result<Acti
         );
         return Ok(Action::requeue(wait));
     }
-    let observed = observe(md, ctx, &namespace, &name).await;
+    let observed = ctx.metrics_source.observe(&model).await;
     let counts_now = counts.unwrap_or(ReplicaCounts {
         desired: current,
         current: 0,
@@ -135,17 +140,16 @@ pub async fn reconcile_model(md: &ModelDeployment, ctx: &Context) -> Result<Acti
     Ok(Action::requeue(md.spec.scaling.period.get()))
 }
 
-/// Asks the metrics source for this period's metrics of the model.
-async fn observe(md: &ModelDeployment, ctx: &Context, namespace: &str, service: &str) -> Observed {
+/// Where the model's metrics are, and the windows they are read over.
+fn model_ref(md: &ModelDeployment, namespace: &str, service: &str) -> ModelRef {
     let spec = &md.spec.scaling;
-    let model = ModelRef {
+    ModelRef {
         namespace: namespace.into(),
         service: service.into(),
         served_name: served_name(md),
         stable_s: spec.stable_window.as_secs_f64(),
         panic_s: spec.panic_window.as_secs_f64(),
-    };
-    ctx.metrics_source.observe(&model).await
+    }
 }
 
 /// Ticks the model's scaling loop, then applies the GPU budget when one is set (the loop

@@ -10,6 +10,7 @@ use super::scaling::{policy_spec, restored_loop};
 use crate::autoscaler::Clocks;
 use crate::budget::{GpuRequest, Grant, GrantReason, allocate};
 use crate::crd::ModelDeployment;
+use crate::metrics_source::ModelRef;
 use crate::scaling::ScalingLoop;
 
 /// What the operator keeps about one model between reconciles.
@@ -23,6 +24,8 @@ pub struct ModelEntry {
     pub failures: u32,
     /// Its latest GPU request and when it was made (policy clock, seconds).
     gpu_request: Option<(GpuRequest, f64)>,
+    /// Where its metrics are, from its last reconcile (what the sampler scrapes).
+    pub metrics: Option<ModelRef>,
 }
 
 impl ModelEntry {
@@ -33,6 +36,7 @@ impl ModelEntry {
             due: Due::default(),
             failures: 0,
             gpu_request: None,
+            metrics: None,
         }
     }
 }
@@ -59,6 +63,14 @@ impl Models {
     /// The entry under `key`, if known.
     pub fn get_mut(&mut self, key: &str) -> Option<&mut ModelEntry> {
         self.entries.get_mut(key)
+    }
+
+    /// Each model whose metrics location is known, with it (what the sampler scrapes).
+    pub fn sampled(&self) -> Vec<(String, ModelRef)> {
+        self.entries
+            .iter()
+            .filter_map(|(key, e)| Some((key.clone(), e.metrics.clone()?)))
+            .collect()
     }
 
     /// Replaces the entry under `key` (a test's prepared loop).

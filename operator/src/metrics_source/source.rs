@@ -41,6 +41,11 @@ pub enum Observed {
 pub trait MetricsSource: Send + Sync {
     /// This period's metrics of `model`.
     fn observe<'a>(&'a self, model: &'a ModelRef) -> BoxFuture<'a, Observed>;
+    /// Whether `observe` scrapes (answers [`Observed::Round`]s the scaling loop windows
+    /// itself, so sampling between decisions fills the windows; see `controller::sampler`).
+    fn scrapes(&self) -> bool {
+        false
+    }
 }
 
 /// Where the gateway's metrics are.
@@ -123,6 +128,9 @@ impl ScrapeSource {
 }
 
 impl MetricsSource for ScrapeSource {
+    fn scrapes(&self) -> bool {
+        true
+    }
     fn observe<'a>(&'a self, model: &'a ModelRef) -> BoxFuture<'a, Observed> {
         Box::pin(async move {
             let targets = self.targets(model).await;

@@ -35,7 +35,18 @@ pub(super) unsafe fn attend(
     // Every score is written before it is read, and the block's slots past those in use are
     // zeroed per block below: the buffers only grow, never get cleared.
     let (scores, block) = scratch.buffers(group * ctx, bs.next_multiple_of(8) * hd);
+    // The cache's blocks are scattered (paged): the hardware prefetcher follows a stream
+    // within a block but not the jump to the next one, so each block's lines are asked for
+    // one block ahead (a decode step reads every sequence's whole cache once, from memory).
+    let ahead = |data: &[F16Bits], i: usize| {
+        let start = (i + 1) * bs;
+        if let (Some(&next), true) = (place.block_table.get(i + 1), start < ctx) {
+            let base = kv.head_block(next, g);
+            prefetch(&data[base..base + (ctx - start).min(bs) * hd]);
+        }
+    };
     for (i, b, n) in blocks(place.block_table, bs, ctx) {
+        ahead(keys, i);
         let base = kv.head_block(b, g);
         widen(&keys[base..base + n * hd], block);
         block[n * hd..n.next_multiple_of(8) * hd].fill(0.0);
@@ -52,11 +63,17 @@ pub(super) unsafe fn attend(
             }
         }
     }
+    // The first block of values, while the softmax runs.
+    if let Some(&first) = place.block_table.first() {
+        let base = kv.head_block(first, g);
+        prefetch(&values[base..base + ctx.min(bs) * hd]);
+    }
     for row in scores.chunks_exact_mut(ctx) {
         softmax(row);
     }
     out_g.fill(0.0);
     for (i, b, n) in blocks(place.block_table, bs, ctx) {
+        ahead(values, i);
         let base = kv.head_block(b, g);
         widen(&values[base..base + n * hd], block);
         for (h, out_h) in out_g.chunks_exact_mut(hd).enumerate() {
@@ -72,6 +89,18 @@ pub(super) unsafe fn attend(
                 }
             }
         }
+    }
+}
+
+/// Asks for every cache line of `data` to be brought into L1.
+#[target_feature(enable = "sse")]
+fn prefetch(data: &[F16Bits]) {
+    let bytes = std::mem::size_of_val(data);
+    let start = data.as_ptr().cast::<i8>();
+    for offset in (0..bytes).step_by(64) {
+        // SAFETY: `offset < bytes`, so the address lies inside `data`; a prefetch never
+        // faults and changes no memory.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(start.add(offset)) };
     }
 }
 

@@ -112,9 +112,9 @@ impl<B: Avx2Block, const R: usize> Tile<'_, B, R> {
         // Row `2p + h` of the tile, or the last real row past `end`.
         let mut wrows: [[&[B]; 2]; P] = [[&[]; 2]; P];
         unrolled!(p < P => {
-            for h in 0..2 {
+            for (h, wrow) in wrows[p].iter_mut().enumerate() {
                 let row = start + (i + 2 * p + h).min(end - 1);
-                wrows[p][h] = &self.w[row * bpr..][..bpr];
+                *wrow = &self.w[row * bpr..][..bpr];
             }
         });
         let acts = &self.acts;

@@ -7,15 +7,16 @@ use kube::api::DynamicObject;
 
 use crate::routing::ColdStart;
 
-/// The cold start of `md`; `None` when its TTFT SLO is missing or unreadable. The expected
-/// time to a first replica is left to the gateway's `queue.cold_start_ms`: the resource
-/// carries no measured one.
+/// The cold start of `md`: its TTFT SLO, and the time to a first replica the operator
+/// measured (`status.coldStart`: the longest of its latest cold starts) once it has one;
+/// until then the gateway's `queue.cold_start_ms` stands in. `None` when the TTFT SLO is
+/// missing or unreadable.
 pub fn cold_start_of(md: &DynamicObject) -> Option<ColdStart> {
     let ttft_slo = parse_duration(md.data["spec"]["slo"]["ttftP95"].as_str()?)?;
-    Some(ColdStart {
-        expected: None,
-        ttft_slo,
-    })
+    let expected = md.data["status"]["coldStart"]
+        .as_str()
+        .and_then(parse_duration);
+    Some(ColdStart { expected, ttft_slo })
 }
 
 /// Parses the resource's durations: one or more `<number><unit>` parts, units `ms`, `s`,
@@ -78,6 +79,12 @@ mod tests {
                 expected: None,
                 ttft_slo: Duration::from_millis(800)
             })
+        );
+        // Once the operator has measured cold starts, the hold is theirs.
+        md.data["status"] = serde_json::json!({"coldStart": "95.5s"});
+        assert_eq!(
+            cold_start_of(&md).and_then(|c| c.expected),
+            Some(Duration::from_millis(95_500))
         );
         md.data = serde_json::json!({"spec": {}});
         assert_eq!(cold_start_of(&md), None);

@@ -94,7 +94,16 @@ pub async fn reconcile_model(md: &ModelDeployment, ctx: &Context) -> Result<Acti
     // Where the sampler scrapes the model between decisions (it may have moved: a renamed
     // served name, other windows).
     let model = model_ref(md, &namespace, &name);
-    lock(&ctx.models).entry(md, ctx.clocks()).metrics = Some(model.clone());
+    {
+        let clocks = ctx.clocks();
+        let mut models = lock(&ctx.models);
+        let entry = models.entry(md, clocks);
+        entry.metrics = Some(model.clone());
+        // Every reconcile (a replica turning ready triggers one) times cold starts.
+        if let Some(counts) = counts {
+            entry.scaling.observe_counts(clocks.now_s, counts);
+        }
+    }
 
     // A reconcile triggered by our own status write, or by a child's change, only re-applies.
     if let Some(wait) = ctx.not_due_for(md) {
@@ -200,6 +209,7 @@ fn status_memory(md: &ModelDeployment, ctx: &Context, clocks: Clocks) -> StatusM
         autoscaler: Some(scaling.policy_snapshot(clocks)),
         slo: scaling.slo().clone(),
         marked_for_removal: scaling.marked_for_removal().to_vec(),
+        cold_start_s: scaling.expected_cold_start_s(),
     }
 }
 

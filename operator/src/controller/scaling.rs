@@ -47,7 +47,9 @@ pub fn restored_loop(
         .as_ref()
         .map(|slo| slo.history.clone().repaired())
         .unwrap_or_default();
+    let cold_start_s = status.cold_start.as_ref().map(|d| d.as_secs_f64());
     ScalingLoop::resumed(spec, policy, slo, status.marked_for_removal.clone())
+        .with_cold_start(cold_start_s)
 }
 
 #[cfg(test)]
@@ -82,5 +84,24 @@ mod tests {
         );
         assert_eq!(p.initial_tokens_per_s_per_gpu, Some(40.0));
         assert!(p.validate().is_ok());
+    }
+
+    #[test]
+    fn a_new_leader_starts_from_the_cold_start_in_status() {
+        let spec = PolicySpec::new(
+            0,
+            3,
+            crate::autoscaler::Slo {
+                ttft_p95_s: 0.5,
+                tpot_p95_s: 0.05,
+            },
+        );
+        let status = ModelDeploymentStatus {
+            cold_start: Some("80s".parse().expect("a duration")),
+            ..ModelDeploymentStatus::default()
+        };
+        let clocks = Clocks::from_unix_s(0.0, 1_767_225_600.0);
+        let resumed = restored_loop(spec, Some(&status), clocks);
+        assert_eq!(resumed.expected_cold_start_s(), Some(80.0));
     }
 }

@@ -45,6 +45,8 @@ pub struct StatusMemory {
     pub slo: SloHistory,
     /// Pods marked for removal by the last scale-in.
     pub marked_for_removal: Vec<String>,
+    /// The expected cold start, seconds (see `scaling::ColdStarts`).
+    pub cold_start_s: Option<f64>,
 }
 
 /// What the replicas serve: the commit they report; while none reports (scaled to zero,
@@ -189,6 +191,9 @@ pub fn build_status(input: &StatusInput<'_>) -> ModelDeploymentStatus {
         goodput: attainment.goodput_tokens_per_s_per_gpu.map(round2),
         autoscaler: memory.autoscaler.clone(),
         marked_for_removal: memory.marked_for_removal.clone(),
+        cold_start: memory.cold_start_s.map(|s| {
+            crate::crd::Duration::from_std(std::time::Duration::from_secs_f64(s.max(0.0)))
+        }),
     }
 }
 

@@ -66,6 +66,11 @@ pub struct ModelDeploymentStatus {
     /// the marks of those that stayed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub marked_for_removal: Vec<String>,
+    /// The longest of the latest measured cold starts (a replica asked for until it is
+    /// ready): the gateway holds a request for this model at zero replicas that long plus the
+    /// TTFT SLO.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_start: Option<crate::crd::Duration>,
 }
 
 /// The SLO's record over time (see `controller::attainment` for how a minute is judged).

@@ -27,9 +27,11 @@
 
 mod apply;
 pub mod attainment;
+mod cold_start;
 mod model_loop;
 #[cfg(test)]
 mod tests;
 
 pub use apply::apply;
+pub use cold_start::ColdStarts;
 pub use model_loop::{ScalingLoop, Tick, observations, pending_replicas, ready_to_mark};

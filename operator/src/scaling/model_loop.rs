@@ -3,6 +3,7 @@
 //! scrape and replica counts into what to do.
 
 use super::attainment::{Attainment, PeriodSample, SloHistory};
+use super::cold_start::ColdStarts;
 use crate::autoscaler::{
     Clocks, Decision, Observations, PolicySnapshot, PolicySpec, PolicyState, decide, snapshot,
 };
@@ -93,6 +94,7 @@ pub struct ScalingLoop {
     metrics: ModelMetrics,
     slo: SloHistory,
     marked_for_removal: Vec<String>,
+    cold_starts: ColdStarts,
     last: Option<Tick>,
 }
 
@@ -105,6 +107,7 @@ impl ScalingLoop {
             metrics: ModelMetrics::default(),
             slo: SloHistory::default(),
             marked_for_removal: Vec::new(),
+            cold_starts: ColdStarts::default(),
             last: None,
         }
     }
@@ -130,6 +133,24 @@ impl ScalingLoop {
         resumed.slo = slo;
         resumed.marked_for_removal = marked_for_removal;
         resumed
+    }
+
+    /// Starts the cold-start measurement from an expected cold start another process
+    /// measured (status carries it).
+    pub fn with_cold_start(mut self, expected_s: Option<f64>) -> Self {
+        self.cold_starts = ColdStarts::resumed(expected_s);
+        self
+    }
+
+    /// Folds the scale target's counts in between ticks (the operator reads them at every
+    /// reconcile, which a replica turning ready triggers): finer cold-start timing.
+    pub fn observe_counts(&mut self, now_s: f64, counts: ReplicaCounts) {
+        self.cold_starts.observe(now_s, counts);
+    }
+
+    /// The longest of the latest measured cold starts, seconds (see [`ColdStarts`]).
+    pub fn expected_cold_start_s(&self) -> Option<f64> {
+        self.cold_starts.expected_s()
     }
 
     /// The policy's spec.
@@ -175,6 +196,7 @@ impl ScalingLoop {
     /// One period on a view computed elsewhere (a Prometheus server's): builds the
     /// observations, decides, records the period in the SLO history, and keeps the tick.
     pub fn tick_view(&mut self, now: Clocks, view: MetricsView, counts: ReplicaCounts) -> Tick {
+        self.cold_starts.observe(now.now_s, counts);
         let observations = observations(counts, &view);
         let decision = decide(&self.spec, &observations, &mut self.policy, now.now_s);
         let period = PeriodSample {

@@ -1,0 +1,141 @@
+//! Cold starts as measured: how long a replica takes from being asked for to serving (a pod
+//! scheduled, its image pulled, the model loaded, the readiness probe passed).
+//!
+//! Only the scale target's counts are needed: each replica asked for and not ready yet
+//! (`desired − ready`, see [`pending_replicas`]) waits from the first time it was seen
+//! pending; when the ready count rises, the oldest waits end. The gateway holds a request for
+//! a model at zero replicas for the expected cold start plus the TTFT SLO, so the estimate is
+//! the longest of the latest few: a typical one would drop the requests of every slower start.
+
+use std::collections::VecDeque;
+
+use super::model_loop::pending_replicas;
+use crate::scale::ReplicaCounts;
+
+/// Measured cold starts kept (newest last).
+const KEEP: usize = 5;
+
+/// The cold starts of one model's replicas.
+#[derive(Debug, Clone, Default)]
+pub struct ColdStarts {
+    /// For each replica asked for and not ready yet, oldest first: when it was first seen
+    /// pending (`None`: already pending at the first look, start unknown).
+    waiting: VecDeque<Option<f64>>,
+    /// The ready count at the last look.
+    last_ready: Option<u32>,
+    /// The latest measured cold starts, seconds.
+    measured: VecDeque<f64>,
+}
+
+impl ColdStarts {
+    /// Starts from an expected cold start another process measured (from status).
+    pub fn resumed(expected_s: Option<f64>) -> Self {
+        Self {
+            measured: expected_s
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .into_iter()
+                .collect(),
+            ..Self::default()
+        }
+    }
+
+    /// Folds the scale target's counts at `now_s` in (any time: the more often, the finer).
+    pub fn observe(&mut self, now_s: f64, counts: ReplicaCounts) {
+        if let Some(last) = self.last_ready {
+            // Replicas that became ready since the last look end the oldest waits.
+            let arrived = counts.ready.saturating_sub(last);
+            for _ in 0..arrived {
+                match self.waiting.pop_front() {
+                    Some(Some(asked_s)) => self.push(now_s - asked_s),
+                    Some(None) => {}
+                    None => break,
+                }
+            }
+        }
+        let pending = pending_replicas(counts) as usize;
+        let start = self.last_ready.map(|_| now_s);
+        // New orders (a scale-out, a ready replica lost and replaced) wait from now; orders
+        // withdrawn (a scale-in) drop the newest waits.
+        while self.waiting.len() < pending {
+            self.waiting.push_back(start);
+        }
+        self.waiting.truncate(pending);
+        self.last_ready = Some(counts.ready);
+    }
+
+    /// The longest of the latest measured cold starts, seconds; `None` before any.
+    pub fn expected_s(&self) -> Option<f64> {
+        self.measured.iter().copied().reduce(f64::max)
+    }
+
+    fn push(&mut self, seconds: f64) {
+        if self.measured.len() == KEEP {
+            self.measured.pop_front();
+        }
+        self.measured.push_back(seconds.max(0.0));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(desired: u32, ready: u32) -> ReplicaCounts {
+        ReplicaCounts {
+            desired,
+            current: desired,
+            ready,
+        }
+    }
+
+    #[test]
+    fn each_replica_is_timed_from_its_order_to_ready() {
+        let mut c = ColdStarts::default();
+        c.observe(0.0, counts(1, 1));
+        c.observe(10.0, counts(3, 1)); // two more asked for
+        assert_eq!(c.expected_s(), None, "none ready yet");
+        c.observe(100.0, counts(3, 2));
+        assert_eq!(c.expected_s(), Some(90.0));
+        c.observe(130.0, counts(3, 3));
+        assert_eq!(c.expected_s(), Some(120.0), "the longest of the latest");
+    }
+
+    #[test]
+    fn a_withdrawn_order_is_not_timed_and_a_replaced_replica_is() {
+        let mut c = ColdStarts::default();
+        c.observe(0.0, counts(2, 2));
+        c.observe(10.0, counts(4, 2));
+        c.observe(20.0, counts(3, 2)); // scaled back in before either served
+        c.observe(70.0, counts(3, 3)); // the remaining order, asked for at 10 s
+        assert_eq!(c.expected_s(), Some(60.0));
+        // A ready replica dies and its replacement starts: that is a cold start too.
+        c.observe(200.0, counts(3, 2));
+        c.observe(245.0, counts(3, 3));
+        assert_eq!(c.measured.iter().copied().collect::<Vec<_>>(), [60.0, 45.0]);
+    }
+
+    #[test]
+    fn what_was_pending_before_the_first_look_is_not_timed() {
+        // A new leader cannot know when those were asked for: timing them from its first look
+        // would understate the cold start.
+        let mut c = ColdStarts::resumed(Some(80.0));
+        c.observe(0.0, counts(3, 1));
+        c.observe(5.0, counts(3, 3));
+        assert_eq!(c.expected_s(), Some(80.0), "the carried estimate stands");
+    }
+
+    #[test]
+    fn only_the_latest_few_count() {
+        let mut c = ColdStarts::default();
+        c.observe(0.0, counts(0, 0));
+        let mut t = 0.0;
+        for seconds in [300.0, 40.0, 40.0, 40.0, 40.0, 40.0] {
+            c.observe(t, counts(1, 0));
+            t += seconds;
+            c.observe(t, counts(1, 1));
+            t += 1.0;
+            c.observe(t, counts(0, 0));
+        }
+        assert_eq!(c.expected_s(), Some(40.0), "the slow start has aged out");
+    }
+}

@@ -70,43 +70,37 @@ pub(crate) fn gemv_q8<B: Avx2Block, const R: usize>(
     out: &mut [f32],
 ) {
     let n = rows.len();
-    let tile = Tile {
-        w,
-        blocks_per_row,
-        acts: acts.map(|a| &a[..blocks_per_row]),
-        sums,
-    };
+    let tile = super::Tile::new(w, blocks_per_row, acts, sums);
     let pairs = tile_pairs(R);
     let mut i = 0;
     while i + 2 * pairs <= n {
         match pairs {
-            4 => tile.rows::<4>(rows.start, i, n, n, out),
-            _ => tile.rows::<2>(rows.start, i, n, n, out),
+            4 => tile.row_pairs::<4>(rows.start, i, n, n, out),
+            _ => tile.row_pairs::<2>(rows.start, i, n, n, out),
         }
         i += 2 * pairs;
     }
     // The last one to seven rows, a pair at a time; an odd last row is paired with itself
     // (its twin's results are dropped).
     while i < n {
-        tile.rows::<1>(rows.start, i, n, n.min(i + 2), out);
+        tile.row_pairs::<1>(rows.start, i, n, n.min(i + 2), out);
         i += 2;
     }
 }
 
-/// The operands of one [`gemv_q8`] call.
-struct Tile<'a, B, const R: usize> {
-    w: &'a [B],
-    blocks_per_row: usize,
-    acts: [&'a [BlockQ8]; R],
-    sums: [&'a [f32]; R],
-}
-
-impl<B: Avx2Block, const R: usize> Tile<'_, B, R> {
+impl<B: Avx2Block, const R: usize> super::Tile<'_, B, R> {
     /// Weight rows `start + i .. start + i + 2 P` (those below `start + end`) against every
     /// activation row, written to `out[r * n + i ..]`.
     #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
-    fn rows<const P: usize>(&self, start: usize, i: usize, n: usize, end: usize, out: &mut [f32]) {
+    fn row_pairs<const P: usize>(
+        &self,
+        start: usize,
+        i: usize,
+        n: usize,
+        end: usize,
+        out: &mut [f32],
+    ) {
         const { assert!(P <= 8 && R <= 8, "`unrolled!` covers tiles up to 8 × 8") };
         let bpr = self.blocks_per_row;
         // Row `2p + h` of the tile, or the last real row past `end`.

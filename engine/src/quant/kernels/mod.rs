@@ -18,6 +18,35 @@ use super::blocks::{
     Block, BlockQ2H, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8, BlockQ8_0, BlockQ8H, QK,
 };
 
+/// The operands of one x86-64 integer kernel call (`int_tile_kernel!`'s AVX2 `gemv_q8` and
+/// `avx512::gemv_q8`; each level adds its own register-tile method): the weight blocks, and
+/// each activation row's Q8 blocks and padded block sums (see `Q8Rows`).
+#[cfg(target_arch = "x86_64")]
+struct Tile<'a, B, const R: usize> {
+    w: &'a [B],
+    blocks_per_row: usize,
+    acts: [&'a [BlockQ8]; R],
+    sums: [&'a [f32]; R],
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<'a, B, const R: usize> Tile<'a, B, R> {
+    /// The operands, each activation row cut to one weight row's blocks.
+    fn new(
+        w: &'a [B],
+        blocks_per_row: usize,
+        acts: [&'a [BlockQ8]; R],
+        sums: [&'a [f32]; R],
+    ) -> Self {
+        Self {
+            w,
+            blocks_per_row,
+            acts: acts.map(|a| &a[..blocks_per_row]),
+            sums,
+        }
+    }
+}
+
 /// What every weight block offers the portable kernels.
 pub(super) trait QBlock: Block {
     /// Whether the block's values carry an offset `min` besides `d * q` (the `Σ x` term).

@@ -42,13 +42,7 @@ macro_rules! int_tile_kernel {
             out: &mut [f32],
         ) {
             let n = rows.len();
-            let acts = acts.map(|a| &a[..blocks_per_row]);
-            let tile = Tile {
-                w,
-                blocks_per_row,
-                acts,
-                sums,
-            };
+            let tile = super::Tile::new(w, blocks_per_row, acts, sums);
             let nw = $nw(R);
             let mut i = 0;
             while i + nw <= n {
@@ -67,15 +61,7 @@ macro_rules! int_tile_kernel {
             }
         }
 
-        /// The operands of one [`gemv_q8`] call.
-        struct Tile<'a, B, const R: usize> {
-            w: &'a [B],
-            blocks_per_row: usize,
-            acts: [&'a [BlockQ8]; R],
-            sums: [&'a [f32]; R],
-        }
-
-        impl<B: Avx2Block, const R: usize> Tile<'_, B, R> {
+        impl<B: Avx2Block, const R: usize> super::Tile<'_, B, R> {
             /// Weight rows `row .. row + NW` against every activation row, written to
             /// `out[r * n + i ..]`. Each accumulator sees the same operations in the same
             /// order whatever `NW` and `R` are.

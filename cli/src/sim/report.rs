@@ -16,6 +16,7 @@ pub fn json(results: &[PolicyResult], effects: &[BatchEffect]) -> String {
             let mut object = json!({
                 "policy": r.policy,
                 "slo_minute_attainment": r.slo_minute_attainment,
+                "missed_minutes": r.missed_minutes,
                 "request_attainment": r.request_attainment,
                 "gpu_hours": r.gpu_hours,
                 "goodput_tokens_per_s_per_gpu": r.goodput_tokens_per_s_per_gpu,

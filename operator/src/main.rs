@@ -141,6 +141,7 @@ fn metrics_source(args: &Args, client: &Client) -> anyhow::Result<Sources> {
     let source = Arc::new(ScrapeSource {
         client: client.clone(),
         gateway,
+        endpoints: Default::default(),
     });
     Ok(Sources {
         metrics: source.clone(),

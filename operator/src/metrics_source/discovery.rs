@@ -1,5 +1,9 @@
 //! Finding scrape targets: ready endpoints of a Service through its EndpointSlices.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Client;
 use kube::api::{Api, ListParams};
@@ -45,6 +49,49 @@ pub fn ready_endpoints(slices: &[EndpointSlice], port: i32) -> Vec<Endpoint> {
     out
 }
 
+/// How long a listing of a Service's endpoints is reused. The sampler scrapes every model
+/// each second, and listing EndpointSlices that often (the gateway's and each model's) would
+/// put a steady load of LIST calls on the API server; a pod that comes or goes is seen within
+/// this long instead.
+pub const ENDPOINTS_TTL: Duration = Duration::from_secs(5);
+
+/// The ready endpoints of each Service, as last listed.
+#[derive(Debug, Default)]
+pub struct EndpointCache {
+    entries: Mutex<HashMap<(String, String, i32), (Instant, Vec<Endpoint>)>>,
+}
+
+impl EndpointCache {
+    /// The ready endpoints of `service` on `port`: the last listing if younger than
+    /// [`ENDPOINTS_TTL`], else a new one (a failed listing is not kept).
+    pub async fn endpoints(
+        &self,
+        client: Client,
+        namespace: &str,
+        service: &str,
+        port: i32,
+    ) -> Result<Vec<Endpoint>, kube::Error> {
+        let key = (namespace.to_string(), service.to_string(), port);
+        if let Some(endpoints) = self.fresh(&key, Instant::now()) {
+            return Ok(endpoints);
+        }
+        let endpoints = service_endpoints(client, namespace, service, port).await?;
+        self.store(key, Instant::now(), endpoints.clone());
+        Ok(endpoints)
+    }
+
+    fn fresh(&self, key: &(String, String, i32), now: Instant) -> Option<Vec<Endpoint>> {
+        let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let (listed, endpoints) = entries.get(key)?;
+        (now.saturating_duration_since(*listed) < ENDPOINTS_TTL).then(|| endpoints.clone())
+    }
+
+    fn store(&self, key: (String, String, i32), now: Instant, endpoints: Vec<Endpoint>) {
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        entries.insert(key, (now, endpoints));
+    }
+}
+
 /// Lists the EndpointSlices of Service `service` in `namespace` and returns its ready endpoints.
 pub async fn service_endpoints(
     client: Client,
@@ -61,6 +108,27 @@ pub async fn service_endpoints(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listing_is_reused_until_it_is_older_than_the_ttl() {
+        let cache = EndpointCache::default();
+        let key = ("ns".to_string(), "llama-engine".to_string(), 8000);
+        let listed = vec![Endpoint {
+            name: "llama-1".into(),
+            url: "http://10.0.0.7:8000/metrics".into(),
+        }];
+        let t0 = Instant::now();
+        assert_eq!(cache.fresh(&key, t0), None, "never listed");
+        cache.store(key.clone(), t0, listed.clone());
+        assert_eq!(cache.fresh(&key, t0 + Duration::from_secs(4)), Some(listed));
+        assert_eq!(
+            cache.fresh(&key, t0 + ENDPOINTS_TTL),
+            None,
+            "stale: list again"
+        );
+        let other = ("ns".to_string(), "qwen-engine".to_string(), 8000);
+        assert_eq!(cache.fresh(&other, t0), None, "per Service");
+    }
 
     #[test]
     fn keeps_ready_endpoints_named_by_pod() {

@@ -5,7 +5,7 @@
 use futures::future::{BoxFuture, join_all};
 use kube::Client;
 
-use super::discovery::service_endpoints;
+use super::discovery::EndpointCache;
 use super::model::{MetricsView, ScrapeRound};
 use super::prometheus;
 use super::readings::{TargetKind, read};
@@ -72,6 +72,8 @@ pub struct ScrapeSource {
     pub client: Client,
     /// Where the gateway is.
     pub gateway: GatewayTargets,
+    /// The endpoint listings, reused for a few seconds (see `discovery::ENDPOINTS_TTL`).
+    pub endpoints: EndpointCache,
 }
 
 impl ScrapeSource {
@@ -84,7 +86,11 @@ impl ScrapeSource {
                 namespace,
                 name,
                 port,
-            } => match service_endpoints(self.client.clone(), namespace, name, *port).await {
+            } => match self
+                .endpoints
+                .endpoints(self.client.clone(), namespace, name, *port)
+                .await
+            {
                 Ok(eps) => eps.into_iter().map(|e| (e.name, e.url)).collect(),
                 Err(e) => {
                     tracing::warn!(error = %e, "listing gateway endpoints failed");
@@ -110,13 +116,15 @@ impl ScrapeSource {
             .into_iter()
             .map(|(name, url)| (name, url, TargetKind::Gateway))
             .collect();
-        match service_endpoints(
-            self.client.clone(),
-            &model.namespace,
-            &model.service,
-            ENGINE_PORT,
-        )
-        .await
+        match self
+            .endpoints
+            .endpoints(
+                self.client.clone(),
+                &model.namespace,
+                &model.service,
+                ENGINE_PORT,
+            )
+            .await
         {
             Ok(eps) => targets.extend(eps.into_iter().map(|e| (e.name, e.url, TargetKind::Engine))),
             Err(e) => {

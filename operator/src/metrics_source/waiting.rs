@@ -129,6 +129,7 @@ mod tests {
         let source = ScrapeSource {
             client: kube::Client::new(service, "default"),
             gateway: GatewayTargets::Urls(vec![gateway(depth.clone()).await]),
+            endpoints: Default::default(),
         };
         let (sender, mut named) = mpsc::channel(4);
         let watch = tokio::spawn(async move { source.watch_queues(sender).await });

@@ -55,10 +55,13 @@ pub fn ready_endpoints(slices: &[EndpointSlice], port: i32) -> Vec<Endpoint> {
 /// this long instead.
 pub const ENDPOINTS_TTL: Duration = Duration::from_secs(5);
 
-/// The ready endpoints of each Service, as last listed.
+/// A Service's port: `(namespace, name, port)`.
+type ServicePort = (String, String, i32);
+
+/// The ready endpoints of each Service, as last listed, and when.
 #[derive(Debug, Default)]
 pub struct EndpointCache {
-    entries: Mutex<HashMap<(String, String, i32), (Instant, Vec<Endpoint>)>>,
+    entries: Mutex<HashMap<ServicePort, (Instant, Vec<Endpoint>)>>,
 }
 
 impl EndpointCache {
@@ -80,13 +83,13 @@ impl EndpointCache {
         Ok(endpoints)
     }
 
-    fn fresh(&self, key: &(String, String, i32), now: Instant) -> Option<Vec<Endpoint>> {
+    fn fresh(&self, key: &ServicePort, now: Instant) -> Option<Vec<Endpoint>> {
         let entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         let (listed, endpoints) = entries.get(key)?;
         (now.saturating_duration_since(*listed) < ENDPOINTS_TTL).then(|| endpoints.clone())
     }
 
-    fn store(&self, key: (String, String, i32), now: Instant, endpoints: Vec<Endpoint>) {
+    fn store(&self, key: ServicePort, now: Instant, endpoints: Vec<Endpoint>) {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         entries.insert(key, (now, endpoints));
     }

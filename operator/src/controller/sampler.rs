@@ -15,9 +15,6 @@ use futures::future::join_all;
 use super::{Context, lock};
 use crate::metrics_source::Observed;
 
-/// How often every model is sampled by default (`--sample-every`).
-pub const SAMPLE_EVERY: Duration = Duration::from_secs(1);
-
 /// Samples every known model each `every` until the task is dropped; returns at once when
 /// the metrics source does not scrape (see the module docs).
 pub async fn run(ctx: Arc<Context>, every: Duration) {
@@ -181,7 +178,8 @@ mod tests {
     async fn a_source_that_does_not_scrape_is_not_sampled() {
         // Prometheus keeps the windows itself: the sampler ends at once.
         let ctx = Arc::new(context(Arc::new(FixedSource(MetricsView::default()))));
-        let ended = tokio::time::timeout(Duration::from_secs(5), run(ctx, SAMPLE_EVERY)).await;
+        let ended =
+            tokio::time::timeout(Duration::from_secs(5), run(ctx, Duration::from_secs(1))).await;
         assert!(
             ended.is_ok(),
             "the sampler kept running for a Prometheus source"

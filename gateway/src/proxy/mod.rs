@@ -17,3 +17,10 @@ pub use h1_pool::H1Error;
 pub use stream::{StreamBroke, UpstreamStream};
 pub use upstream::{Upstream, UpstreamSettings};
 pub use usage::{estimate_completion_tokens, parse_usage, parse_usage_json};
+
+/// The replica that answered a response, set by the upstream call as a typed response
+/// extension: failover reads it to exclude that replica from later attempts. (The
+/// `x-tokenscale-upstream` header says the same to the client, but a URL that is not a valid
+/// header value would be missing there; this never is.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnsweredBy(pub String);

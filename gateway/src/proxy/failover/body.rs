@@ -38,13 +38,13 @@ pub struct Resend {
 }
 
 /// A continuation on its way: the new stream, or why none came.
-type Starting = BoxFuture<'static, Result<(Body, String), GatewayError>>;
+type Starting = BoxFuture<'static, Result<(Body, Option<String>), GatewayError>>;
 
 /// The body the client reads.
 pub struct Resuming {
     upstream: Option<Body>,
-    /// The replica feeding `upstream` (excluded from later continuations).
-    replica: String,
+    /// The replica feeding `upstream` (excluded from later continuations), if it was named.
+    replica: Option<String>,
     tried: Vec<String>,
     starting: Option<(Starting, Continuation)>,
     events: Events,
@@ -67,7 +67,7 @@ impl Resuming {
     /// Follows `upstream` (from `replica`) for the request `info`.
     pub fn new(
         upstream: Body,
-        replica: String,
+        replica: Option<String>,
         resend: Resend,
         info: Info,
         metrics: Arc<Metrics>,
@@ -76,7 +76,7 @@ impl Resuming {
         let outcome = resend.template.outcome.clone();
         Self {
             upstream: Some(upstream),
-            tried: vec![replica.clone()],
+            tried: replica.iter().cloned().collect(),
             replica,
             starting: None,
             events: Events::default(),
@@ -154,7 +154,7 @@ impl Resuming {
                 self.end();
             }
             Plan::Fail(reason) => {
-                tracing::warn!(replica = %self.replica, %why, reason, "stream lost");
+                tracing::warn!(replica = self.replica.as_deref().unwrap_or("(unnamed)"), %why, reason, "stream lost");
                 self.count("none", "failed");
                 self.fail(why, reason);
             }
@@ -165,7 +165,7 @@ impl Resuming {
                 });
                 match body {
                     Ok(body) => {
-                        tracing::info!(replica = %self.replica, %why, continuation = how.as_str(), %model, "stream continues elsewhere");
+                        tracing::info!(replica = self.replica.as_deref().unwrap_or("(unnamed)"), %why, continuation = how.as_str(), %model, "stream continues elsewhere");
                         let start = self.start(body);
                         self.starting = Some((start, how));
                     }
@@ -199,7 +199,8 @@ impl Resuming {
                         // The replica refused the continuation itself (a 4xx): no other will
                         // take it better.
                         return Err(GatewayError::Upstream {
-                            replica: super::upstream_of(&response),
+                            replica: super::upstream_of(&response)
+                                .unwrap_or_else(|| "(unnamed)".to_string()),
                             message: format!("the continuation was answered {}", response.status()),
                             retryable: false,
                             status: http::StatusCode::BAD_GATEWAY,
@@ -228,13 +229,13 @@ impl Resuming {
     }
 
     /// A continuation answered (`Ok`) or could not be had.
-    fn started(&mut self, how: Continuation, result: Result<(Body, String), GatewayError>) {
+    fn started(&mut self, how: Continuation, result: Result<(Body, Option<String>), GatewayError>) {
         match result {
             Ok((body, replica)) => {
                 self.resumptions += 1;
                 self.count(how.as_str(), "resumed");
                 self.splice.resumed(how);
-                self.tried.push(replica.clone());
+                self.tried.extend(replica.clone());
                 self.replica = replica;
                 self.broken_event = None;
                 self.upstream = Some(body);

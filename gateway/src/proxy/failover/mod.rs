@@ -17,7 +17,6 @@ use std::time::Instant;
 use futures::future::{BoxFuture, FutureExt};
 use http::Response;
 use http_body_util::BodyExt;
-use tokenscale_common::headers as names;
 use tower::{Layer, Service};
 
 use crate::Body;
@@ -184,14 +183,13 @@ where
     })
 }
 
-/// The replica that answered (the upstream call names it in a header).
-fn upstream_of(response: &Response<Body>) -> String {
+/// The replica that answered, as the upstream call named it; `None` from an inner service
+/// that names none (nothing is excluded for it then).
+fn upstream_of(response: &Response<Body>) -> Option<String> {
     response
-        .headers()
-        .get(names::UPSTREAM)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string()
+        .extensions()
+        .get::<super::AnsweredBy>()
+        .map(|answered| answered.0.clone())
 }
 
 /// Whether `error` is the picker's "no replica left to try".

@@ -20,6 +20,8 @@
 //!
 //! `proxy_bench limits [SECONDS] [CONNECTIONS]` compares `limits.store: memory` with
 //! `limits.store: redis` (needs `redis-server`) in the same run: see `limits.rs`.
+//! `proxy_bench versus OTHER_GATEWAY [SECONDS] [CONNECTIONS]` compares this build's gateway
+//! with another build's (an earlier commit's), interleaved.
 
 mod limits;
 mod load;
@@ -78,13 +80,23 @@ fn main() -> Result<()> {
         println!("{target}: {rate:.0} req/s ({requests} requests)");
         return Ok(());
     }
-    if args.get(1).map(String::as_str) == Some("limits") {
-        let seconds: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5);
-        let connections: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(64);
+    if let Some(mode @ ("limits" | "versus")) = args.get(1).map(String::as_str) {
+        let other = (mode == "versus")
+            .then(|| args.get(2).map(PathBuf::from).ok_or("versus OTHER_GATEWAY"))
+            .transpose()?;
+        let rest = if other.is_some() { 3 } else { 2 };
+        let seconds: u64 = args.get(rest).and_then(|s| s.parse().ok()).unwrap_or(5);
+        let connections: usize = args
+            .get(rest + 1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(64);
         let dir =
             std::env::temp_dir().join(format!("tokenscale-limits-bench-{}", std::process::id()));
         std::fs::create_dir_all(&dir)?;
-        let result = limits::run(&dir, &gateway_bin()?, seconds, connections);
+        let result = match other {
+            Some(other) => limits::versus(&dir, &gateway_bin()?, &other, seconds, connections),
+            None => limits::run(&dir, &gateway_bin()?, seconds, connections),
+        };
         let _ = std::fs::remove_dir_all(&dir);
         return result;
     }

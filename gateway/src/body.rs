@@ -1,37 +1,179 @@
-//! `Guarded`: a response body that keeps a guard alive until its last frame is produced.
+//! The response body of the whole stack, and `Guarded`: a body that keeps a guard alive until
+//! its last frame is produced.
+//!
+//! [`Body`] carries what its producer learned of the answer back to the layers above it: the
+//! engine's usage and when the first generated content left ([`Report`]). The upstream call
+//! and the failover stream fill it in; the limits and metrics layers read it when the body
+//! ends. So the usage returns through the body itself: nothing below the limits layer writes
+//! shared per-request state for it.
 //!
 //! Layers attach what must live as long as the response (an admission permit, a replica
-//! lease, a limit settlement) by wrapping the body; the guard drops right after the final
+//! lease, a limit settlement) by wrapping the body; the guard ends right after the final
 //! frame is handed to hyper, or when the client goes away and hyper drops the body.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::BodyExt;
 
-use crate::Body;
 use crate::error::BoxError;
+use crate::request::Usage;
 
-/// A body with a guard dropped at its end.
-pub struct Guarded<G> {
+/// What a response body's producer learned of the answer; final once the body has ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Report {
+    /// The tokens the answer used: the engine's `usage`, else the gateway's own count.
+    pub usage: Option<Usage>,
+    /// `usage` is the gateway's own count (the engine reported none).
+    pub estimated: bool,
+    /// When the first generated content (text, reasoning or a tool call) reached the
+    /// client's stream: the time to first token as the user sees it. A chat stream's
+    /// role-only first chunk leaves before prefill and does not count.
+    pub first_content: Option<Instant>,
+}
+
+/// A body that reports on its answer.
+pub trait Reporting: HttpBody<Data = Bytes, Error = BoxError> + Send + 'static {
+    /// What is known so far (see [`Report`]).
+    fn report(&self) -> Report;
+}
+
+/// The response body type of the whole stack: any body, plus its [`Report`].
+pub struct Body(Pin<Box<dyn Reporting>>);
+
+impl Body {
+    /// A body that reports nothing (an error, a health answer, a file).
+    pub fn new<B>(inner: B) -> Self
+    where
+        B: HttpBody<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: Into<BoxError>,
+    {
+        Self::reporting(Fixed {
+            inner: inner.map_err(Into::into),
+            report: Report::default(),
+        })
+    }
+
+    /// A whole answer, with what it is known to report.
+    pub fn full(bytes: Bytes, report: Report) -> Self {
+        Self::reporting(Fixed {
+            inner: http_body_util::Full::new(bytes).map_err(|never| match never {}),
+            report,
+        })
+    }
+
+    /// A body that reports for itself.
+    pub fn reporting(body: impl Reporting) -> Self {
+        Self(Box::pin(body))
+    }
+
+    /// What the body's producer learned of the answer so far.
+    pub fn report(&self) -> Report {
+        self.0.report()
+    }
+}
+
+impl HttpBody for Body {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.0.as_mut().poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.0.size_hint()
+    }
+}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Body")
+            .field("report", &self.report())
+            .finish()
+    }
+}
+
+/// A body whose report is known when it is made.
+struct Fixed<B> {
+    inner: B,
+    report: Report,
+}
+
+impl<B> HttpBody for Fixed<B>
+where
+    B: HttpBody<Data = Bytes, Error = BoxError> + Unpin,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<B> Reporting for Fixed<B>
+where
+    B: HttpBody<Data = Bytes, Error = BoxError> + Unpin + Send + 'static,
+{
+    fn report(&self) -> Report {
+        self.report
+    }
+}
+
+/// A body with a guard that ends with it.
+pub struct Guarded<G: Send + 'static> {
     inner: Body,
     guard: Option<G>,
+    /// Called with the guard and the body's report when the body ends or is dropped.
+    end: fn(G, Report),
 }
 
 impl<G: Send + 'static> Guarded<G> {
     /// Wraps `inner` so that `guard` lives until the body ends or is dropped.
     pub fn wrap(inner: Body, guard: G) -> Body {
+        Self::settle_with(inner, guard, |guard, _| drop(guard))
+    }
+
+    /// Wraps `inner` so that `end` gets `guard` and the body's final report when the body
+    /// ends, or what was known when it is dropped (the client went away).
+    pub fn settle_with(inner: Body, guard: G, end: fn(G, Report)) -> Body {
         if inner.is_end_stream() {
-            drop(guard);
+            end(guard, inner.report());
             return inner;
         }
-        Guarded {
+        Body::reporting(Guarded {
             inner,
             guard: Some(guard),
+            end,
+        })
+    }
+
+    fn finish(&mut self) {
+        if let Some(guard) = self.guard.take() {
+            (self.end)(guard, self.inner.report());
         }
-        .boxed_unsync()
     }
 }
 
@@ -46,9 +188,9 @@ impl<G: Send + 'static> HttpBody for Guarded<G> {
         let this = &mut *self;
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
-            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => this.guard = None,
+            Poll::Ready(None) | Poll::Ready(Some(Err(_))) => this.finish(),
             // hyper may not poll again after a frame that completes a sized body.
-            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.guard = None,
+            Poll::Ready(Some(Ok(_))) if this.inner.is_end_stream() => this.finish(),
             _ => {}
         }
         polled
@@ -63,4 +205,123 @@ impl<G: Send + 'static> HttpBody for Guarded<G> {
     }
 }
 
-impl<G> Unpin for Guarded<G> {}
+impl<G: Send + 'static> Reporting for Guarded<G> {
+    fn report(&self) -> Report {
+        self.inner.report()
+    }
+}
+
+impl<G: Send + 'static> Drop for Guarded<G> {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+impl<G: Send + 'static> Unpin for Guarded<G> {}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    static ENDED: Mutex<Vec<(u32, Option<Usage>)>> = Mutex::new(Vec::new());
+
+    fn record(id: u32, report: Report) {
+        ENDED.lock().expect("lock").push((id, report.usage));
+    }
+
+    fn ended(id: u32) -> Vec<Option<Usage>> {
+        let ended = ENDED.lock().expect("lock");
+        ended
+            .iter()
+            .filter(|(i, _)| *i == id)
+            .map(|(_, u)| *u)
+            .collect()
+    }
+
+    const USAGE: Usage = Usage {
+        prompt_tokens: 7,
+        completion_tokens: 3,
+        cached_tokens: 2,
+    };
+
+    /// A two-frame body that reports its usage only once its last frame is out, as a stream
+    /// with a usage chunk at its end does.
+    struct Streamed(u8);
+
+    impl HttpBody for Streamed {
+        type Data = Bytes;
+        type Error = BoxError;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+            if self.0 == 2 {
+                return Poll::Ready(None);
+            }
+            self.0 += 1;
+            Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"x")))))
+        }
+    }
+
+    impl Reporting for Streamed {
+        fn report(&self) -> Report {
+            Report {
+                usage: (self.0 == 2).then_some(USAGE),
+                ..Report::default()
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn guards_get_the_report_the_body_ends_with_through_every_wrapper() {
+        let body = Body::reporting(Streamed(0));
+        let body = Guarded::settle_with(body, 1u32, record);
+        let body = Guarded::wrap(body, ());
+        assert_eq!(body.report().usage, None, "not known before the end");
+        let bytes = body.collect().await.expect("body").to_bytes();
+        assert_eq!(&bytes[..], b"xx");
+        assert_eq!(
+            ended(1),
+            vec![Some(USAGE)],
+            "settled once, with the final usage"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_body_dropped_early_settles_with_what_was_known() {
+        let body = Body::reporting(Streamed(0));
+        let mut body = Guarded::settle_with(body, 2u32, record);
+        let first = body.frame().await.expect("a frame").expect("data");
+        assert!(first.is_data());
+        drop(body);
+        assert_eq!(
+            ended(2),
+            vec![None],
+            "the client left before the usage came"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_whole_answer_reports_from_the_start() {
+        let report = Report {
+            usage: Some(USAGE),
+            estimated: true,
+            first_content: None,
+        };
+        let body = Body::full(Bytes::from_static(b"{}"), report);
+        assert_eq!(body.report(), report, "known before the first frame");
+        let body = Guarded::settle_with(body, 3u32, record);
+        body.collect().await.expect("body");
+        assert_eq!(ended(3), vec![Some(USAGE)]);
+        let empty = Body::full(Bytes::new(), report);
+        let _ = Guarded::settle_with(empty, 4u32, record);
+        assert_eq!(
+            ended(4),
+            vec![Some(USAGE)],
+            "an empty body ends as it is wrapped"
+        );
+    }
+}

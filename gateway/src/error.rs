@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
-use http_body_util::BodyExt;
 
 use crate::Body;
 use crate::limits::RateLimitHeaders;
@@ -224,9 +223,7 @@ pub fn error_json(message: &str, kind: &str, param: Option<&str>, code: Option<&
 
 /// A complete body from bytes.
 pub fn full_body(bytes: Bytes) -> Body {
-    http_body_util::Full::new(bytes)
-        .map_err(|never| match never {})
-        .boxed_unsync()
+    Body::full(bytes, crate::body::Report::default())
 }
 
 #[cfg(test)]

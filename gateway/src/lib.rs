@@ -23,8 +23,7 @@ pub mod server;
 pub mod stack;
 pub mod store;
 
-/// The response body type of the whole stack.
-pub type Body = http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, error::BoxError>;
+pub use body::Body;
 
 pub use discovery::Registry;
 pub use error::GatewayError;

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::future::{BoxFuture, FutureExt};
 use http::Response;
@@ -13,6 +13,11 @@ use crate::body::Guarded;
 use crate::error::GatewayError;
 use crate::metrics::Metrics;
 use crate::request::Parsed;
+
+/// How long a request waited in the admission queue: put on its response, for the metrics
+/// layer above.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueWait(pub Duration);
 
 /// Layer adding [`Admission`].
 #[derive(Clone)]
@@ -93,9 +98,10 @@ where
                 arrived,
             )
             .await?;
-            request.outcome.set_queue_wait(started.elapsed());
+            let queue_wait = QueueWait(started.elapsed());
             futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-            let response = inner.call(request).await?;
+            let mut response = inner.call(request).await?;
+            response.extensions_mut().insert(queue_wait);
             Ok(response.map(|body| Guarded::wrap(body, permit)))
         }
         .boxed()

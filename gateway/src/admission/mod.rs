@@ -10,7 +10,7 @@ mod share;
 mod slots;
 
 pub use in_flight::{InFlight, InFlightCounts, InFlightGuard, InFlightLayer, InFlightRefusal};
-pub use layer::{Admission, AdmissionLayer};
+pub use layer::{Admission, AdmissionLayer, QueueWait};
 pub use permit::{AdmissionPermit, Waiter, admit, dispatch};
 pub use queue::{QueueKey, WaitQueue};
 pub use share::{GatewayShare, pod_share};

@@ -15,7 +15,7 @@ use crate::Body;
 use crate::body::Guarded;
 use crate::error::GatewayError;
 use crate::metrics::{Metrics, TenantModelUsage};
-use crate::request::{Info, Outcome, Parsed};
+use crate::request::{Info, Parsed, Usage};
 
 /// Layer adding [`Limits`].
 #[derive(Clone)]
@@ -50,30 +50,42 @@ pub struct Limits<S> {
     metrics: Arc<Metrics>,
 }
 
-/// Settles a reservation when dropped: with the engine's usage when it reported one; else
-/// a refund unless a successful response had started (then the client left mid-stream, and
-/// the engine may have done all the work: the reservation stays charged).
-/// The tenant's usage counters on the model are added to at the same time.
+/// Settles a reservation: at the end of the response body, with the usage the body reports
+/// (the engine's, else the gateway's count); else a refund unless a successful response had
+/// started (then the client left mid-stream, and the engine may have done all the work: the
+/// reservation stays charged). Dropped without a response (the client left while the request
+/// was queued, or it failed), it refunds. The tenant's usage counters on the model are added
+/// to at the same time.
 struct Settlement {
     limiter: Arc<Limiter>,
     reservation: Option<Reservation>,
     usage: Arc<TenantModelUsage>,
-    outcome: Arc<Outcome>,
     started: bool,
+    settled: bool,
 }
 
-impl Drop for Settlement {
-    fn drop(&mut self) {
-        self.usage.finished(self.outcome.usage());
+impl Settlement {
+    /// Settles with `usage` (`None`: none was reported).
+    fn settle(&mut self, usage: Option<Usage>) {
+        if std::mem::replace(&mut self.settled, true) {
+            return;
+        }
+        self.usage.finished(usage);
         let Some(reservation) = self.reservation.take() else {
             return;
         };
-        let how = match (self.started, self.outcome.usage()) {
+        let how = match (self.started, usage) {
             (_, Some(usage)) => Settle::Usage(usage),
             (true, None) => Settle::Unknown,
             (false, None) => Settle::Failed,
         };
         self.limiter.settle(reservation, how);
+    }
+}
+
+impl Drop for Settlement {
+    fn drop(&mut self) {
+        self.settle(None);
     }
 }
 
@@ -92,7 +104,6 @@ where
 
     fn call(&mut self, request: Parsed) -> Self::Future {
         let (info, tenant) = (request.info.clone(), request.tenant.clone());
-        let outcome = request.outcome.clone();
         let limiter = self.limiter.clone();
         let metrics = self.metrics.clone();
         let clone = self.inner.clone();
@@ -120,8 +131,8 @@ where
                 limiter,
                 reservation,
                 usage: metrics.tenants.of(&tenant.name, &info.model),
-                outcome,
                 started: false,
+                settled: false,
             };
             futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
             let mut response = inner.call(request).await?;
@@ -129,7 +140,11 @@ where
                 headers.write(response.headers_mut());
             }
             settlement.started = response.status().is_success();
-            Ok(response.map(|body| Guarded::wrap(body, settlement)))
+            Ok(response.map(|body| {
+                Guarded::settle_with(body, settlement, |mut settlement, report| {
+                    settlement.settle(report.usage)
+                })
+            }))
         }
         .boxed()
     }

@@ -3,19 +3,20 @@
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt};
 use http::Response;
 use http_body::{Body as HttpBody, Frame, SizeHint};
-use http_body_util::BodyExt;
 use tower::{Layer, Service};
 
 use super::{Metrics, ModelMetrics};
 use crate::Body;
+use crate::admission::QueueWait;
+use crate::body::{Report, Reporting};
 use crate::error::{BoxError, GatewayError};
-use crate::request::{Info, Outcome, Parsed};
+use crate::request::{Info, Parsed};
 
 /// Layer adding [`Observe`].
 #[derive(Clone)]
@@ -62,23 +63,26 @@ where
     }
 
     fn call(&mut self, request: Parsed) -> Self::Future {
-        let (info, outcome) = (request.info.clone(), request.outcome.clone());
+        let info = request.info.clone();
         let model = self.metrics.model(&info.model);
         let call = self.inner.call(request);
         async move {
             match call.await {
                 Ok(response) => {
                     let status = response.status().as_u16();
+                    let queue_wait = response
+                        .extensions()
+                        .get::<QueueWait>()
+                        .map_or(Duration::ZERO, |wait| wait.0);
                     Ok(response.map(|inner| {
-                        Observed {
+                        Body::reporting(Observed {
                             inner,
                             info,
-                            outcome,
+                            queue_wait,
                             model,
                             status,
                             done: false,
-                        }
-                        .boxed_unsync()
+                        })
                     }))
                 }
                 Err(error) => {
@@ -95,7 +99,8 @@ where
 struct Observed {
     inner: Body,
     info: Info,
-    outcome: Arc<Outcome>,
+    /// Time in the admission queue (the admission layer puts it on the response).
+    queue_wait: Duration,
     model: Arc<ModelMetrics>,
     status: u16,
     done: bool,
@@ -114,19 +119,20 @@ impl Observed {
         }
         m.e2e
             .observe(now.duration_since(self.info.arrival).as_secs_f64());
-        m.queue_time
-            .observe(self.outcome.queue_wait().as_secs_f64());
-        let usage = self.outcome.usage();
+        m.queue_time.observe(self.queue_wait.as_secs_f64());
+        // What the proxy learned of the answer comes back with its body.
+        let report = self.inner.report();
+        let usage = report.usage;
         if let Some(usage) = usage {
             m.tokens(usage);
-            m.usage_source(self.outcome.usage_estimated());
+            m.usage_source(report.estimated);
         }
         if !self.info.stream {
             return;
         }
-        // Timed from the first generated content the proxy sent (see `Outcome`), not from the
+        // Timed from the first generated content the proxy sent (see `Report`), not from the
         // first bytes: a chat stream's role chunk leaves before prefill.
-        if let Some(first) = self.outcome.first_content() {
+        if let Some(first) = report.first_content {
             m.ttft
                 .observe(first.duration_since(self.info.arrival).as_secs_f64());
             let tokens = usage.map_or(0, |u| u.completion_tokens);
@@ -167,6 +173,12 @@ impl HttpBody for Observed {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+impl Reporting for Observed {
+    fn report(&self) -> Report {
+        self.inner.report()
     }
 }
 

@@ -16,9 +16,10 @@ use super::client::UpstreamClient;
 use super::stream::{StreamSource, UpstreamStream};
 use super::usage::{estimate_completion_tokens, parse_usage};
 use crate::Body;
-use crate::error::{GatewayError, full_body};
+use crate::body::Report;
+use crate::error::GatewayError;
 use crate::metrics::Metrics;
-use crate::request::{Info, Outcome, Parsed, Usage};
+use crate::request::{Info, Parsed, Usage};
 use crate::routing::{ModelPool, Replica, ReplicaState, Routed, layer_missing as missing};
 
 /// Settings of the upstream call.
@@ -107,13 +108,9 @@ impl Service<Routed> for Upstream {
         async move {
             let Routed { request, replica } = routed;
             let Parsed {
-                http,
-                info,
-                outcome,
-                pool,
-                ..
+                http, info, pool, ..
             } = request;
-            this.exchange(http, (info, outcome), pool, replica).await
+            this.exchange(http, info, pool, replica).await
         }
         .boxed()
     }
@@ -123,7 +120,7 @@ impl Inner {
     async fn exchange(
         &self,
         request: Request<Bytes>,
-        (info, outcome): (Info, Arc<Outcome>),
+        info: Info,
         pool: Arc<ModelPool>,
         replica: Arc<Replica>,
     ) -> Result<Response<Body>, GatewayError> {
@@ -189,7 +186,8 @@ impl Inner {
             let first_timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
             let idle = self.settings.stream_idle_timeout;
             match UpstreamStream::start(body, idle, first_timeout, source).await {
-                Ok(stream) => stream.boxed_unsync(),
+                // The failover layer's stream reads the usage and the first content from it.
+                Ok(stream) => Body::new(stream),
                 // Nothing reached the client yet: another replica may serve it whole.
                 Err(why) => {
                     return Err(retryable(
@@ -201,28 +199,34 @@ impl Inner {
             }
         } else {
             let bytes = self.collect(body, deadline, &info, &pool, &replica).await?;
-            if status.is_success() {
-                self.record_usage(&bytes, &info, &outcome);
-            }
-            full_body(bytes)
+            let report = match status.is_success() {
+                true => self.report(&bytes, &info),
+                false => Report::default(),
+            };
+            Body::full(bytes, report)
         };
         Ok(Response::from_parts(parts, body))
     }
 
-    /// Records a whole answer's usage: the engine's, or (an engine that reports none) the
-    /// gateway's own count, so the tenant's limits are settled with an estimate rather than
-    /// left charged the whole reservation, as a stream without usage is.
-    fn record_usage(&self, body: &[u8], info: &Info, outcome: &Outcome) {
+    /// A whole answer's usage: the engine's, or (an engine that reports none) the gateway's
+    /// own count, so the tenant's limits are settled with an estimate rather than left
+    /// charged the whole reservation, as a stream without usage is.
+    fn report(&self, body: &[u8], info: &Info) -> Report {
         if let Some(usage) = parse_usage(body) {
-            outcome.set_usage(usage);
-        } else if let Some(completion_tokens) =
-            estimate_completion_tokens(body, self.settings.chars_per_token)
-        {
-            outcome.set_estimated_usage(Usage {
+            return Report {
+                usage: Some(usage),
+                ..Report::default()
+            };
+        }
+        let estimate = estimate_completion_tokens(body, self.settings.chars_per_token);
+        Report {
+            usage: estimate.map(|completion_tokens| Usage {
                 prompt_tokens: info.estimated_prompt_tokens,
                 completion_tokens,
                 cached_tokens: 0,
-            });
+            }),
+            estimated: estimate.is_some(),
+            first_content: None,
         }
     }
 

@@ -11,7 +11,7 @@ use http_body_util::BodyExt;
 use tower::{Layer, Service};
 
 use super::deadline::{request_deadline, request_priority};
-use super::{Outcome, Parsed, RequestInfo, parse_body, request_usage_in_stream};
+use super::{Parsed, RequestInfo, parse_body, request_usage_in_stream};
 use crate::Body;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -128,7 +128,6 @@ where
                 .insert(header::CONTENT_LENGTH, body.len().into());
             let parsed = Parsed {
                 info,
-                outcome: Arc::new(Outcome::default()),
                 pool,
                 tenant,
                 batch_line,

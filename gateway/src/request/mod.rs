@@ -11,9 +11,8 @@ pub use parse::{PartialBody, PromptSummary, parse_body};
 pub use parsed::Parsed;
 pub use rewrite::request_usage_in_stream;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 pub use tokenscale_common::priority::Priority;
 
@@ -29,7 +28,8 @@ pub struct Usage {
 }
 
 /// Facts about a request, set once by the parse layer and read by every layer after it;
-/// never changed after (what happens to the request is its [`Outcome`]).
+/// never changed after (what the answer used comes back with its body: see
+/// [`Report`](crate::body::Report)).
 #[derive(Debug)]
 pub struct RequestInfo {
     /// The served model name.
@@ -51,69 +51,6 @@ pub struct RequestInfo {
     pub deadline: Instant,
     /// Hash of the prompt's leading characters, for prefix affinity.
     pub prefix_hash: Option<u64>,
-}
-
-/// What happened to a request: one per request, made by the parse layer and handed down in
-/// [`Parsed`]; written by admission (queue wait) and the proxy (usage, first content, as the
-/// response streams), read by limits and metrics when the response body ends. Kept apart
-/// from the facts so that what is written, and by whom, shows in the signatures.
-#[derive(Debug, Default)]
-pub struct Outcome {
-    usage: Mutex<Option<Usage>>,
-    /// The usage is the gateway's own count: the engine reported none.
-    estimated: AtomicBool,
-    queue_wait_us: AtomicU64,
-    /// When the first generated content (text, reasoning or a tool call) reached the client's
-    /// stream: the time to first token as the user sees it. A chat stream's role-only first
-    /// chunk is sent before prefill and does not count.
-    first_content: OnceLock<Instant>,
-}
-
-impl Outcome {
-    /// Records the engine's usage.
-    pub fn set_usage(&self, usage: Usage) {
-        *self.usage.lock().unwrap_or_else(|p| p.into_inner()) = Some(usage);
-    }
-
-    /// Records the gateway's own count, for an answer whose engine reported no usage.
-    pub fn set_estimated_usage(&self, usage: Usage) {
-        let mut slot = self.usage.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_none() {
-            *slot = Some(usage);
-            self.estimated.store(true, Ordering::Relaxed);
-        }
-    }
-
-    /// True when [`Self::usage`] is the gateway's own count.
-    pub fn usage_estimated(&self) -> bool {
-        self.estimated.load(Ordering::Relaxed)
-    }
-
-    /// Records the time spent in the admission queue.
-    pub fn set_queue_wait(&self, wait: Duration) {
-        self.queue_wait_us
-            .store(wait.as_micros() as u64, Ordering::Relaxed);
-    }
-
-    /// Time spent in the admission queue.
-    pub fn queue_wait(&self) -> Duration {
-        Duration::from_micros(self.queue_wait_us.load(Ordering::Relaxed))
-    }
-
-    /// Records that the first generated content is being sent now (later calls keep the first).
-    pub fn mark_first_content(&self) {
-        let _ = self.first_content.set(Instant::now());
-    }
-
-    /// When the first generated content was sent, if any was.
-    pub fn first_content(&self) -> Option<Instant> {
-        self.first_content.get().copied()
-    }
-
-    /// The engine's usage, if it reported one.
-    pub fn usage(&self) -> Option<Usage> {
-        *self.usage.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
 /// Shared handle to a request's facts (see [`Parsed`]).

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::Request;
 
-use super::{Info, Outcome};
+use super::Info;
 use crate::auth::Tenant;
 use crate::routing::ModelPool;
 
@@ -17,8 +17,6 @@ use crate::routing::ModelPool;
 pub struct Parsed {
     /// The request's facts, shared with the guards on its response body.
     pub info: Info,
-    /// What happens to it (copies for other attempts share it: one answer reaches the client).
-    pub outcome: Arc<Outcome>,
     /// The pool of its model.
     pub pool: Arc<ModelPool>,
     /// Whose request it is.
@@ -50,7 +48,6 @@ impl Parsed {
             .insert(http::header::CONTENT_LENGTH, length.into());
         Parsed {
             info: self.info.clone(),
-            outcome: self.outcome.clone(),
             pool: self.pool.clone(),
             tenant: self.tenant.clone(),
             batch_line: self.batch_line,

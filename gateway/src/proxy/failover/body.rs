@@ -17,10 +17,11 @@ use http_body::{Body as HttpBody, Frame};
 use super::continuation::{self, Api};
 use super::splice::{Continuation, Plan, Splice, Step};
 use crate::Body;
+use crate::body::{Report, Reporting};
 use crate::error::{BoxError, GatewayError, error_json};
 use crate::metrics::Metrics;
 use crate::proxy::sse::{Cut, Events};
-use crate::request::{Info, Outcome, Parsed, Usage};
+use crate::request::{Info, Parsed, Usage};
 
 /// Sends a request down the stack below the failover layer (picker, upstream call).
 pub type Reissue =
@@ -57,8 +58,8 @@ pub struct Resuming {
     api: Option<Api>,
     resumptions: u32,
     info: Info,
-    /// Where the usage and the first content are recorded (the template's).
-    outcome: Arc<Outcome>,
+    /// The usage and the first content, as the layers above read them from the body.
+    report: Report,
     metrics: Arc<Metrics>,
     ended: bool,
 }
@@ -73,7 +74,6 @@ impl Resuming {
         metrics: Arc<Metrics>,
     ) -> Self {
         let api = Api::of_path(resend.template.http.uri().path());
-        let outcome = resend.template.outcome.clone();
         Self {
             upstream: Some(upstream),
             tried: replica.iter().cloned().collect(),
@@ -88,7 +88,7 @@ impl Resuming {
             api,
             resumptions: 0,
             info,
-            outcome,
+            report: Report::default(),
             metrics,
             ended: false,
         }
@@ -113,15 +113,15 @@ impl Resuming {
             };
             let (step, usage) = self.splice.event(&whole, text_len);
             if let Some(usage) = usage {
-                self.outcome.set_usage(usage);
+                self.report.usage = Some(usage);
             }
             match step {
                 Step::Forward(bytes) => {
                     self.out.extend_from_slice(&bytes);
                     // Time to first token as the user sees it: the first text or tool call,
                     // not the role-only chunk a chat stream opens with before prefill.
-                    if self.splice.has_content() && self.outcome.first_content().is_none() {
-                        self.outcome.mark_first_content();
+                    if self.splice.has_content() && self.report.first_content.is_none() {
+                        self.report.first_content = Some(Instant::now());
                     }
                 }
                 Step::Skip => {}
@@ -260,14 +260,15 @@ impl Resuming {
     /// An answer whose engine sent no usage (it ignores `include_usage`) is counted by the
     /// gateway itself, and the metrics say so: the prompt as estimated from its characters,
     /// the completion a token per chunk with text (engines stream a token a chunk).
-    fn count_own_usage(&self) {
+    fn count_own_usage(&mut self) {
         let chunks = self.splice.text_chunks();
-        if self.outcome.usage().is_none() && chunks > 0 {
-            self.outcome.set_estimated_usage(Usage {
+        if self.report.usage.is_none() && chunks > 0 {
+            self.report.usage = Some(Usage {
                 prompt_tokens: self.info.estimated_prompt_tokens,
                 completion_tokens: chunks,
                 cached_tokens: 0,
             });
+            self.report.estimated = true;
         }
     }
 
@@ -275,9 +276,9 @@ impl Resuming {
     /// The answer is charged for what reached the client (no engine reported usage for it):
     /// neither the whole reservation nor nothing.
     fn fail(&mut self, why: &str, reason: &str) {
-        if self.outcome.usage().is_none() {
+        if self.report.usage.is_none() {
             let sent = (self.splice.token_ids().len() as u64).max(self.splice.text_chunks());
-            self.outcome.set_usage(Usage {
+            self.report.usage = Some(Usage {
                 prompt_tokens: self.info.estimated_prompt_tokens,
                 completion_tokens: sent,
                 cached_tokens: 0,
@@ -368,5 +369,11 @@ impl HttpBody for Resuming {
 
     fn is_end_stream(&self) -> bool {
         self.ended && self.out.is_empty()
+    }
+}
+
+impl Reporting for Resuming {
+    fn report(&self) -> Report {
+        self.report
     }
 }

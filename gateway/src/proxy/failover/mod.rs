@@ -16,7 +16,6 @@ use std::time::Instant;
 
 use futures::future::{BoxFuture, FutureExt};
 use http::Response;
-use http_body_util::BodyExt;
 use tower::{Layer, Service};
 
 use crate::Body;
@@ -107,7 +106,7 @@ where
                 max_resumptions: settings.max_resumptions,
             };
             Ok(response
-                .map(|body| Resuming::new(body, replica, resend, info, metrics).boxed_unsync()))
+                .map(|body| Body::reporting(Resuming::new(body, replica, resend, info, metrics))))
         }
         .boxed()
     }

@@ -142,6 +142,7 @@ fn metrics_source(args: &Args, client: &Client) -> anyhow::Result<Sources> {
         client: client.clone(),
         gateway,
         endpoints: Default::default(),
+        scrapes: Default::default(),
     });
     Ok(Sources {
         metrics: source.clone(),

@@ -8,6 +8,7 @@ pub mod model;
 pub mod prometheus;
 pub mod readings;
 pub mod scrape;
+pub mod shared_scrape;
 pub mod source;
 pub mod waiting;
 pub mod window;

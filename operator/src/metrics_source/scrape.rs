@@ -15,7 +15,7 @@ pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(3);
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 
 /// Why a scrape failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum ScrapeError {
     /// The URL could not be parsed.
     #[error("invalid scrape URL {url:?}: {message}")]

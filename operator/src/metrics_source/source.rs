@@ -9,8 +9,7 @@ use super::discovery::EndpointCache;
 use super::model::{MetricsView, ScrapeRound};
 use super::prometheus;
 use super::readings::{TargetKind, read};
-use super::scrape::fetch_text;
-use super::text_format::parse;
+use super::shared_scrape::SharedScrapes;
 use crate::children::ENGINE_PORT;
 
 /// The model a source is asked about.
@@ -74,6 +73,8 @@ pub struct ScrapeSource {
     pub gateway: GatewayTargets,
     /// The endpoint listings, reused for a few seconds (see `discovery::ENDPOINTS_TTL`).
     pub endpoints: EndpointCache,
+    /// Fetches shared between the models of one round and the queue watch.
+    pub scrapes: SharedScrapes,
 }
 
 impl ScrapeSource {
@@ -142,12 +143,11 @@ impl MetricsSource for ScrapeSource {
     fn observe<'a>(&'a self, model: &'a ModelRef) -> BoxFuture<'a, Observed> {
         Box::pin(async move {
             let targets = self.targets(model).await;
-            let fetches = targets.iter().map(|(_, url, _)| fetch_text(url));
+            let fetches = targets.iter().map(|(_, url, _)| self.scrapes.get(url));
             let mut round = ScrapeRound::default();
-            for ((name, _, kind), body) in targets.iter().zip(join_all(fetches).await) {
-                match body {
-                    Ok(text) => {
-                        let exposition = parse(&text);
+            for ((name, _, kind), scraped) in targets.iter().zip(join_all(fetches).await) {
+                match scraped {
+                    Ok(exposition) => {
                         if !exposition.errors.is_empty() {
                             tracing::debug!(target_name = %name, errors = exposition.errors.len(), "skipped malformed metric lines");
                         }

@@ -10,9 +10,8 @@ use futures::future::join_all;
 use tokenscale_common::metrics::{LABEL_MODEL_NAME, gateway};
 use tokio::sync::mpsc;
 
-use super::scrape::fetch_text;
 use super::source::{GatewayTargets, ScrapeSource};
-use super::text_format::{Sample, parse};
+use super::text_format::Sample;
 
 /// How often the gateway's queues are polled.
 pub const POLL_EVERY: Duration = Duration::from_secs(1);
@@ -57,14 +56,14 @@ impl ScrapeSource {
         loop {
             ticks.tick().await;
             let urls = self.gateway_urls().await;
-            let bodies = join_all(urls.iter().map(|url| fetch_text(url))).await;
-            let answered: Vec<String> = bodies.into_iter().filter_map(Result::ok).collect();
+            let scraped = join_all(urls.iter().map(|url| self.scrapes.get(url))).await;
+            let answered: Vec<_> = scraped.into_iter().filter_map(Result::ok).collect();
             if answered.is_empty() {
                 continue;
             }
             let queued = answered
                 .iter()
-                .flat_map(|text| queued_models(&parse(text).samples))
+                .flat_map(|exposition| queued_models(&exposition.samples))
                 .collect();
             for model in edges.update(queued) {
                 if sender.send(model).await.is_err() {
@@ -77,6 +76,7 @@ impl ScrapeSource {
 
 #[cfg(test)]
 mod tests {
+    use super::super::text_format::parse;
     use super::*;
 
     fn set(names: &[&str]) -> BTreeSet<String> {
@@ -130,6 +130,7 @@ mod tests {
             client: kube::Client::new(service, "default"),
             gateway: GatewayTargets::Urls(vec![gateway(depth.clone()).await]),
             endpoints: Default::default(),
+            scrapes: Default::default(),
         };
         let (sender, mut named) = mpsc::channel(4);
         let watch = tokio::spawn(async move { source.watch_queues(sender).await });

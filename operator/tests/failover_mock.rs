@@ -38,10 +38,13 @@ struct Served {
 /// Requests served so far, in order.
 type Log = Arc<Mutex<Vec<Served>>>;
 
+/// The engine Deployment as the mocked API server reads it now (a test may change it).
+type Engine = Arc<Mutex<Value>>;
+
 /// Answers every request until the last client is dropped: the Deployment reads as
 /// `engine`, a status write answers the object with that status, Events are created, a pod
 /// patch answers the pod, any other write echoes its body.
-fn serve(mut handle: ApiHandle, object: &ModelDeployment, engine: Value) -> Log {
+fn serve(mut handle: ApiHandle, object: &ModelDeployment, engine: Engine) -> Log {
     let log = Log::default();
     let object = serde_json::to_value(object).expect("json");
     let served = log.clone();
@@ -52,7 +55,7 @@ fn serve(mut handle: ApiHandle, object: &ModelDeployment, engine: Value) -> Log 
             let bytes = request.into_body().collect_bytes().await.expect("body");
             let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             let (status, answer) = match method.clone() {
-                Method::GET => (200, engine.clone()),
+                Method::GET => (200, engine.lock().expect("engine").clone()),
                 Method::POST => (201, body.clone()),
                 _ if path.ends_with("/status") => {
                     let mut with_status = object.clone();
@@ -82,6 +85,11 @@ fn serve(mut handle: ApiHandle, object: &ModelDeployment, engine: Value) -> Log 
 
 /// A leader: an operator process with its own clock and memory, seeing `view`.
 fn leader(view: MetricsView, object: &ModelDeployment, engine: Value) -> (Arc<Context>, Log) {
+    leader_of(view, object, Arc::new(Mutex::new(engine)))
+}
+
+/// A leader whose Deployment reads as `engine` says at each request.
+fn leader_of(view: MetricsView, object: &ModelDeployment, engine: Engine) -> (Arc<Context>, Log) {
     let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
     let ctx = Context::new(
         Client::new(service, NS),
@@ -306,4 +314,32 @@ async fn pods_that_are_not_ready_go_first_so_fewer_ready_pods_are_marked() {
     drop(ctx);
     assert_eq!(status["desiredReplicas"], 6, "{status}");
     assert_eq!(status["markedForRemoval"], json!(["llama-engine-pod-7"]));
+}
+
+#[tokio::test]
+async fn a_replica_is_timed_from_its_order_to_ready_and_status_says_how_long_it_took() {
+    let mut object = md("engine:1");
+    let engine: Engine = Arc::new(Mutex::new(deployment(2, 2)));
+    let (ctx, log) = leader_of(steady(), &object, engine.clone());
+    let status = reconcile_once(&ctx, &object, &log).await;
+    assert!(
+        status["coldStart"].is_null(),
+        "nothing started yet: {status}"
+    );
+    // Two more replicas ordered: pending from this look on. (Each reconcile below is a new
+    // generation, so each decides and writes status.)
+    *engine.lock().expect("engine") = deployment(4, 2);
+    object.metadata.generation = Some(3);
+    let status = reconcile_once(&ctx, &object, &log).await;
+    assert!(status["coldStart"].is_null(), "still starting: {status}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    *engine.lock().expect("engine") = deployment(4, 4);
+    object.metadata.generation = Some(4);
+    let status = reconcile_once(&ctx, &object, &log).await;
+    let cold: tokenscale_operator::crd::Duration =
+        serde_json::from_value(status["coldStart"].clone()).expect("a measured cold start");
+    assert!(
+        (0.3..5.0).contains(&cold.as_secs_f64()),
+        "timed from the order to ready: {cold:?}"
+    );
 }

@@ -23,12 +23,13 @@ use crate::{Result, addr, free_port, load, median, micros, paced, wait_until_ser
 /// read.
 fn config(up: u16, store: &str, extra: bool) -> String {
     let key_hash = tokenscale_gateway::auth::hash_key("bench-key");
-    let (models, bounds) = match extra {
-        true => (
+    let (models, bounds) = if extra {
+        (
             "    models: [bench]\n",
             "bounds: {max_connections: 100000, max_in_flight: 100000}\n",
-        ),
-        false => ("", ""),
+        )
+    } else {
+        ("", "")
     };
     format!(
         "models:\n  - name: bench\n    upstreams: [\"http://127.0.0.1:{up}\"]\n    replica_concurrency: 100000\n\

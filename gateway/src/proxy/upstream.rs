@@ -199,9 +199,10 @@ impl Inner {
             }
         } else {
             let bytes = self.collect(body, deadline, &info, &pool, &replica).await?;
-            let report = match status.is_success() {
-                true => self.report(&bytes, &info),
-                false => Report::default(),
+            let report = if status.is_success() {
+                self.report(&bytes, &info)
+            } else {
+                Report::default()
             };
             Body::full(bytes, report)
         };

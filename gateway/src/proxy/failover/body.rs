@@ -38,6 +38,9 @@ pub struct Resend {
     pub max_resumptions: u32,
 }
 
+/// How logs and errors name a replica the inner service did not name.
+const UNNAMED: &str = "(unnamed)";
+
 /// A continuation on its way: the new stream, or why none came.
 type Starting = BoxFuture<'static, Result<(Body, Option<String>), GatewayError>>;
 
@@ -154,7 +157,7 @@ impl Resuming {
                 self.end();
             }
             Plan::Fail(reason) => {
-                tracing::warn!(replica = self.replica.as_deref().unwrap_or("(unnamed)"), %why, reason, "stream lost");
+                tracing::warn!(replica = self.replica.as_deref().unwrap_or(UNNAMED), %why, reason, "stream lost");
                 self.count("none", "failed");
                 self.fail(why, reason);
             }
@@ -165,7 +168,7 @@ impl Resuming {
                 });
                 match body {
                     Ok(body) => {
-                        tracing::info!(replica = self.replica.as_deref().unwrap_or("(unnamed)"), %why, continuation = how.as_str(), %model, "stream continues elsewhere");
+                        tracing::info!(replica = self.replica.as_deref().unwrap_or(UNNAMED), %why, continuation = how.as_str(), %model, "stream continues elsewhere");
                         let start = self.start(body);
                         self.starting = Some((start, how));
                     }
@@ -200,7 +203,7 @@ impl Resuming {
                         // take it better.
                         return Err(GatewayError::Upstream {
                             replica: super::upstream_of(&response)
-                                .unwrap_or_else(|| "(unnamed)".to_string()),
+                                .unwrap_or_else(|| UNNAMED.to_string()),
                             message: format!("the continuation was answered {}", response.status()),
                             retryable: false,
                             status: http::StatusCode::BAD_GATEWAY,

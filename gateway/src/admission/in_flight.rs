@@ -2,7 +2,7 @@
 //! tenant's share of its own cap (429 past it), counted from the headers to the response's
 //! end, before the body is read: a flood can hold neither memory nor slots without bound.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};

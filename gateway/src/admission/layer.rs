@@ -14,8 +14,8 @@ use crate::error::GatewayError;
 use crate::metrics::Metrics;
 use crate::request::Parsed;
 
-/// How long a request waited in the admission queue: put on its response, for the metrics
-/// layer above.
+/// How long a request waited in the admission queue: put on the response of one that waited,
+/// for the metrics layer above.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueWait(pub Duration);
 
@@ -98,10 +98,14 @@ where
                 arrived,
             )
             .await?;
-            let queue_wait = QueueWait(started.elapsed());
+            // Only a request that waited carries its wait up (the metrics layer reads none as
+            // zero): an extension costs two allocations, on every response otherwise.
+            let queue_wait = permit.queued().then(|| QueueWait(started.elapsed()));
             futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
             let mut response = inner.call(request).await?;
-            response.extensions_mut().insert(queue_wait);
+            if let Some(queue_wait) = queue_wait {
+                response.extensions_mut().insert(queue_wait);
+            }
             Ok(response.map(|body| Guarded::wrap(body, permit)))
         }
         .boxed()

@@ -22,6 +22,15 @@ pub struct AdmissionPermit {
     tenant: Arc<str>,
     class: Priority,
     armed: bool,
+    /// It waited in the queue (else it was admitted on arrival).
+    queued: bool,
+}
+
+impl AdmissionPermit {
+    /// Whether the request waited in the queue for this permit.
+    pub fn queued(&self) -> bool {
+        self.queued
+    }
 }
 
 impl Drop for AdmissionPermit {
@@ -45,6 +54,7 @@ pub fn dispatch(pool: &Arc<ModelPool>, slots: &mut Slots<Waiter>, capacity: usiz
             tenant: key.tenant,
             class: key.priority,
             armed: true,
+            queued: true,
         };
         if let Err(mut permit) = waiter.send(permit) {
             // The waiter gave up (deadline, disconnect) just now: undo without re-locking.
@@ -76,6 +86,7 @@ pub async fn admit(
                 tenant: tenant.clone(),
                 class: priority,
                 armed: true,
+                queued: false,
             }));
         }
         let (sender, receiver) = oneshot::channel();

@@ -3,8 +3,10 @@
 //! arrival order. A request's deadline only decides when it gives up: a client that sets a
 //! short `x-tokenscale-deadline-ms` cannot put itself ahead of anyone.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+
+use foldhash::HashMap;
 
 use crate::request::Priority;
 
@@ -36,7 +38,7 @@ impl<W> Default for WaitQueue<W> {
         Self {
             entries: BTreeMap::new(),
             waiting: BTreeMap::new(),
-            held: HashMap::new(),
+            held: HashMap::default(),
             queued_tokens: 0,
         }
     }

@@ -2,8 +2,8 @@
 //! `x-api-key: <key>`. Anything else that claims to be a credential is refused, never read as
 //! "no key" (which would charge it to the anonymous tenant).
 
-use http::HeaderMap;
 use http::header::AUTHORIZATION;
+use http::{HeaderMap, HeaderName};
 use tokenscale_common::headers;
 
 /// What the request presents.
@@ -25,11 +25,11 @@ pub type Malformed = &'static str;
 /// - `x-api-key` must be exactly one non-empty header of visible characters;
 /// - both may be sent only when they carry the same key.
 pub fn presented_key(headers: &HeaderMap) -> Result<Presented<'_>, Malformed> {
-    let bearer = match single(headers, AUTHORIZATION.as_str())? {
+    let bearer = match single(headers, &AUTHORIZATION)? {
         None => None,
         Some(value) => Some(bearer_token(value)?),
     };
-    let api_key = match single(headers, headers::API_KEY)? {
+    let api_key = match single(headers, &API_KEY)? {
         None => None,
         Some(value) if is_token(value) => Some(value),
         Some(_) => return Err("The x-api-key header must hold one key with no spaces."),
@@ -44,8 +44,11 @@ pub fn presented_key(headers: &HeaderMap) -> Result<Presented<'_>, Malformed> {
     }
 }
 
+// Looked up by `HeaderName`: a `&str` name is parsed and checked again on every lookup.
+const API_KEY: HeaderName = HeaderName::from_static(headers::API_KEY);
+
 /// The only value of header `name`, as text; more than one value is malformed.
-fn single<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, Malformed> {
+fn single<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<Option<&'a str>, Malformed> {
     let mut values = headers.get_all(name).iter();
     let Some(first) = values.next() else {
         return Ok(None);

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use futures::future::{BoxFuture, FutureExt};
+use futures::future::{BoxFuture, Either, FutureExt};
 use http::Response;
 use tower::{Layer, Service};
 
@@ -57,7 +57,8 @@ where
 {
     type Response = Response<Body>;
     type Error = GatewayError;
-    type Future = BoxFuture<'static, Result<Response<Body>, GatewayError>>;
+    /// The inner call itself for a tenant without tenant-wide limits (most): no box.
+    type Future = Either<S::Future, BoxFuture<'static, Result<Response<Body>, GatewayError>>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), GatewayError>> {
         self.inner.poll_ready(cx)
@@ -66,7 +67,7 @@ where
     fn call(&mut self, request: Authed<B>) -> Self::Future {
         let tenant = request.tenant.clone();
         if tenant.total_limits.is_none() {
-            return self.inner.call(request).boxed();
+            return Either::Left(self.inner.call(request));
         }
         let (limiter, metrics) = (self.limiter.clone(), self.metrics.clone());
         let clone = self.inner.clone();
@@ -92,5 +93,6 @@ where
             inner.call(request).await
         }
         .boxed()
+        .right_future()
     }
 }

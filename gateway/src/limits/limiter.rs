@@ -232,8 +232,7 @@ impl Limiter {
             }
             // Taken locally: `takes` already carry this pod's share of each quota.
             _ => {
-                self.local
-                    .take(&tenant, &model, &takes, true, Instant::now());
+                self.local.settle(&tenant, &model, &takes, Instant::now());
             }
         }
     }

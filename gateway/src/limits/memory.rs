@@ -1,18 +1,21 @@
 //! The in-memory store: every bucket in this process. Right for one gateway pod; with Redis,
 //! it is also a pod's fallback while Redis cannot be reached.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
 use super::bucket::TokenBucket;
 use super::plan::{BucketState, LimitKind, Scope, Take};
 
-/// One tenant's buckets: across models, and per model. Indexed by [`LimitKind`].
+/// A row of buckets, indexed by [`LimitKind`] (see `slot`).
+type Row = [Option<TokenBucket>; 3];
+
+/// One tenant's buckets: across models, and per model.
 #[derive(Debug, Default)]
 struct TenantBuckets {
-    total: [Option<TokenBucket>; 3],
-    models: HashMap<String, [Option<TokenBucket>; 3]>,
+    total: Row,
+    models: HashMap<String, Row>,
 }
 
 /// All buckets of all tenants, behind one lock held for a few bucket updates. Looked up by
@@ -43,17 +46,9 @@ impl MemoryStore {
         now: Instant,
     ) -> (bool, Vec<BucketState>) {
         let mut all = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
-        if !all.contains_key(tenant) {
-            all.insert(tenant.to_string(), TenantBuckets::default());
-        }
-        let Some(TenantBuckets { total, models }) = all.get_mut(tenant) else {
+        let Some((total, mut on_model)) = rows(&mut all, tenant, model, takes) else {
             return (false, Vec::new());
         };
-        if takes.iter().any(|t| t.scope == Scope::Model) && !models.contains_key(model) {
-            models.insert(model.to_string(), Default::default());
-        }
-        // Found once, by `&str`: no key is allocated per bucket or per request.
-        let mut on_model = models.get_mut(model);
         let mut states = Vec::with_capacity(takes.len());
         let mut fits = true;
         for take in takes {
@@ -89,14 +84,49 @@ impl MemoryStore {
         }
         (true, states)
     }
+
+    /// Adds every amount of `takes` (a settlement's corrections, either sign) to `tenant`'s
+    /// buckets, regardless of level: `take` with `force`, without the states nobody reads.
+    pub fn settle(&self, tenant: &str, model: &str, takes: &[Take], now: Instant) {
+        let mut all = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
+        let Some((total, mut on_model)) = rows(&mut all, tenant, model, takes) else {
+            return;
+        };
+        for take in takes {
+            if let Some(buckets) = row(take.scope, total, &mut on_model) {
+                let bucket = bucket(buckets, take, now);
+                bucket.refill(now);
+                bucket.take(take.amount);
+            }
+        }
+    }
+}
+
+/// The rows `takes` use: the tenant's, and its row on `model` when a take is on the model
+/// (created empty on first use). Found once, by `&str`: no key is allocated per bucket or per
+/// request.
+fn rows<'a>(
+    all: &'a mut HashMap<String, TenantBuckets>,
+    tenant: &str,
+    model: &str,
+    takes: &[Take],
+) -> Option<(&'a mut Row, Option<&'a mut Row>)> {
+    if !all.contains_key(tenant) {
+        all.insert(tenant.to_string(), TenantBuckets::default());
+    }
+    let TenantBuckets { total, models } = all.get_mut(tenant)?;
+    if takes.iter().any(|t| t.scope == Scope::Model) && !models.contains_key(model) {
+        models.insert(model.to_string(), Default::default());
+    }
+    Some((total, models.get_mut(model)))
 }
 
 /// The tenant's row of buckets, or its row on the request's model, by `scope`.
 fn row<'a>(
     scope: Scope,
-    total: &'a mut [Option<TokenBucket>; 3],
-    on_model: &'a mut Option<&mut [Option<TokenBucket>; 3]>,
-) -> Option<&'a mut [Option<TokenBucket>; 3]> {
+    total: &'a mut Row,
+    on_model: &'a mut Option<&mut Row>,
+) -> Option<&'a mut Row> {
     match scope {
         Scope::Tenant => Some(total),
         Scope::Model => on_model.as_deref_mut(),
@@ -105,11 +135,7 @@ fn row<'a>(
 
 /// The bucket of `row` (a tenant's or a tenant's model's) that `take` names, created full on
 /// first use and following a changed quota.
-fn bucket<'a>(
-    row: &'a mut [Option<TokenBucket>; 3],
-    take: &Take,
-    now: Instant,
-) -> &'a mut TokenBucket {
+fn bucket<'a>(row: &'a mut Row, take: &Take, now: Instant) -> &'a mut TokenBucket {
     let bucket =
         row[slot(take.kind)].get_or_insert_with(|| TokenBucket::per_minute(take.per_minute, now));
     if bucket.limit() != take.per_minute {

@@ -11,10 +11,11 @@ pub use histogram::Histogram;
 pub use layer::{MetricsLayer, Observe};
 pub use tenants::{TenantModelUsage, TenantUsage};
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
+use foldhash::HashMap;
 use tokenscale_common::metrics::gateway as names;
 
 use crate::request::Usage;

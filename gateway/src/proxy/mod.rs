@@ -22,5 +22,6 @@ pub use usage::{estimate_completion_tokens, parse_usage, parse_usage_json};
 /// extension: failover reads it to exclude that replica from later attempts. (The
 /// `x-tokenscale-upstream` header says the same to the client, but a URL that is not a valid
 /// header value would be missing there; this never is.)
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AnsweredBy(pub String);
+/// A handle on the replica, not a copy of its URL: the name is read only for streams.
+#[derive(Debug, Clone)]
+pub struct AnsweredBy(pub std::sync::Arc<crate::routing::Replica>);

@@ -167,9 +167,7 @@ impl Inner {
         // As a fresh response would be: the upstream's protocol details stay behind.
         parts.version = Version::HTTP_11;
         parts.extensions = http::Extensions::new();
-        parts
-            .extensions
-            .insert(super::AnsweredBy(replica.addr.url.clone()));
+        parts.extensions.insert(super::AnsweredBy(replica.clone()));
         drop_unforwarded(&mut parts.headers);
         // Room for what the layers above add (request id, rate-limit headers): one growth.
         parts.headers.reserve(16);

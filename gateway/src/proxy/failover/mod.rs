@@ -188,7 +188,7 @@ fn upstream_of(response: &Response<Body>) -> Option<String> {
     response
         .extensions()
         .get::<super::AnsweredBy>()
-        .map(|answered| answered.0.clone())
+        .map(|answered| answered.0.addr.url.clone())
 }
 
 /// Whether `error` is the picker's "no replica left to try".

@@ -239,7 +239,9 @@ impl Gateway {
                 }
             }
             (_, path) if crate::batch::api::is_batch_path(path) => match &self.batches {
-                Ok((batches, _)) => batches.handle(request, &self.tenants).await,
+                // Boxed: the Batch API's future is large, and every request's future (this
+                // function's) would otherwise be as large, and moved, on every request.
+                Ok((batches, _)) => Box::pin(batches.handle(request, &self.tenants)).await,
                 Err(why) => {
                     GatewayError::PathNotFound(format!("{} {path}: {why}", request.method()))
                         .into_response()

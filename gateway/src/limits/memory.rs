@@ -49,7 +49,8 @@ impl MemoryStore {
         let Some((total, mut on_model)) = rows(&mut all, tenant, model, takes) else {
             return (false, Vec::new());
         };
-        let mut states = Vec::with_capacity(takes.len());
+        // Refilled and checked first; the states (two float-to-duration conversions each)
+        // are worked out once, for the outcome.
         let mut fits = true;
         for take in takes {
             let Some(buckets) = row(take.scope, total, &mut on_model) else {
@@ -57,32 +58,32 @@ impl MemoryStore {
             };
             let bucket = bucket(buckets, take, now);
             bucket.refill(now);
-            let wait = bucket.wait_for(take.amount);
-            if take.amount > 0.0 && (!wait.is_zero() || !bucket.can_ever_hold(take.amount)) {
+            if take.amount > 0.0
+                && (!bucket.wait_for(take.amount).is_zero() || !bucket.can_ever_hold(take.amount))
+            {
                 fits = false;
             }
+        }
+        let taken = fits || force;
+        let mut states = Vec::with_capacity(takes.len());
+        for take in takes {
+            let Some(buckets) = row(take.scope, total, &mut on_model) else {
+                return (false, Vec::new());
+            };
+            let bucket = bucket(buckets, take, now);
+            let wait = if taken {
+                bucket.take(take.amount);
+                std::time::Duration::ZERO
+            } else {
+                bucket.wait_for(take.amount)
+            };
             states.push(BucketState {
                 remaining: bucket.remaining(),
                 reset: bucket.time_to_full(),
                 wait,
             });
         }
-        if !(fits || force) {
-            return (false, states);
-        }
-        for (take, state) in takes.iter().zip(&mut states) {
-            let Some(buckets) = row(take.scope, total, &mut on_model) else {
-                return (false, Vec::new());
-            };
-            let bucket = bucket(buckets, take, now);
-            bucket.take(take.amount);
-            *state = BucketState {
-                remaining: bucket.remaining(),
-                reset: bucket.time_to_full(),
-                wait: std::time::Duration::ZERO,
-            };
-        }
-        (true, states)
+        (taken, states)
     }
 
     /// Adds every amount of `takes` (a settlement's corrections, either sign) to `tenant`'s

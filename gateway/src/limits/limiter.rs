@@ -250,7 +250,9 @@ impl Limiter {
         if let Some(shared) = &self.shared {
             let now_ms = shared.epoch.elapsed().as_millis() as u64;
             if now_ms >= shared.down_until_ms.load(Ordering::Relaxed) {
-                match shared.store.take(tenant, model, takes, force).await {
+                // Boxed: the Redis call's future is ~4 KB; inline, it made every caller's
+                // future (and each request's move of it) that large on the memory path too.
+                match Box::pin(shared.store.take(tenant, model, takes, force)).await {
                     Ok((taken, states)) => {
                         self.store_up();
                         return Ok((true, taken, states));
@@ -379,6 +381,25 @@ mod tests {
         let itpm = headers.input_tokens.expect("itpm").remaining;
         assert!((5800..5810).contains(&itpm), "{itpm}");
         assert!(headers.output_tokens.expect("otpm").remaining >= 1900);
+    }
+
+    #[test]
+    fn the_memory_paths_futures_stay_small() {
+        // Every request moves these futures whole (they are held inline by the limits
+        // layers' boxed futures); the Redis call's (~4 KB) must stay boxed out of them.
+        let (limiter, tenant) = (limiter(), tenant(None));
+        let reserve = limiter.reserve(&tenant, "m", 1, 1);
+        let admit = limiter.admit_request(&tenant);
+        assert!(
+            std::mem::size_of_val(&reserve) < 1024,
+            "{}",
+            std::mem::size_of_val(&reserve)
+        );
+        assert!(
+            std::mem::size_of_val(&admit) < 1024,
+            "{}",
+            std::mem::size_of_val(&admit)
+        );
     }
 
     #[tokio::test]

@@ -219,6 +219,43 @@ impl<G: Send + 'static> Drop for Guarded<G> {
 
 impl<G: Send + 'static> Unpin for Guarded<G> {}
 
+/// The future of a call whose response body keeps `guard` until it ends ([`Guarded::wrap`]);
+/// if the call fails, the guard goes at once. What a layer that only holds something for the
+/// response's life returns, unboxed: an `async` block here cost an allocation and a move per
+/// request.
+pub struct GuardResponse<F, G> {
+    call: F,
+    guard: Option<G>,
+}
+
+impl<F, G> GuardResponse<F, G> {
+    /// `call`, its response's body then holding `guard`.
+    pub fn new(call: F, guard: G) -> Self {
+        Self {
+            call,
+            guard: Some(guard),
+        }
+    }
+}
+
+impl<F, G, E> Future for GuardResponse<F, G>
+where
+    F: Future<Output = Result<http::Response<Body>, E>> + Unpin,
+    G: Send + Unpin + 'static,
+{
+    type Output = Result<http::Response<Body>, E>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let response = std::task::ready!(Pin::new(&mut this.call).poll(cx))?;
+        Poll::Ready(Ok(match this.guard.take() {
+            Some(guard) => response.map(|body| Guarded::wrap(body, guard)),
+            // Polled again after it completed: nothing left to hold.
+            None => response,
+        }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
@@ -322,6 +359,42 @@ mod tests {
             ended(4),
             vec![Some(USAGE)],
             "an empty body ends as it is wrapped"
+        );
+    }
+
+    /// Counts its own drops.
+    struct Held(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    impl Drop for Held {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_guarded_response_holds_its_guard_until_the_body_ends_or_the_call_fails() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let drops = std::sync::Arc::new(AtomicUsize::new(0));
+        let answer = async { Ok::<_, ()>(http::Response::new(Body::reporting(Streamed(0)))) };
+        let call = GuardResponse::new(Box::pin(answer), Held(drops.clone()));
+        let mut body = call.await.expect("response").into_body();
+        assert_eq!(drops.load(Ordering::SeqCst), 0, "held while the body runs");
+        body.frame().await.expect("a frame").expect("data");
+        assert_eq!(drops.load(Ordering::SeqCst), 0);
+        body.collect().await.expect("the rest");
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            1,
+            "released at the body's end"
+        );
+
+        let failed = async { Err::<http::Response<Body>, _>("refused") };
+        let call = GuardResponse::new(Box::pin(failed), Held(drops.clone()));
+        assert_eq!(call.await.err(), Some("refused"));
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            2,
+            "released when the call fails"
         );
     }
 }

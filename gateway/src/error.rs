@@ -25,9 +25,15 @@ pub enum GatewayError {
         /// The offending field, if one.
         param: Option<&'static str>,
     },
-    /// No key, or a key that matches no tenant (401).
-    #[error("{0}")]
-    Unauthorized(&'static str),
+    /// No key, or a key that matches no tenant (401). Its response carries the refusal for
+    /// the audit log line, which the server writes with the client's address.
+    #[error("{reason}")]
+    Unauthorized {
+        /// Why, for the client.
+        reason: &'static str,
+        /// What the audit line says of it.
+        refused: Box<crate::auth::KeyRefused>,
+    },
     /// The model is not served by this gateway (404).
     #[error("The model `{0}` does not exist or you do not have access to it.")]
     ModelNotFound(String),
@@ -130,7 +136,7 @@ impl GatewayError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
-            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             Self::ModelNotFound(_) | Self::PathNotFound(_) => StatusCode::NOT_FOUND,
             Self::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -148,7 +154,7 @@ impl GatewayError {
     fn type_and_code(&self) -> (&'static str, Option<&'static str>) {
         match self {
             Self::BadRequest { .. } => ("invalid_request_error", None),
-            Self::Unauthorized(_) => ("invalid_request_error", Some("invalid_api_key")),
+            Self::Unauthorized { .. } => ("invalid_request_error", Some("invalid_api_key")),
             Self::ModelNotFound(_) => ("invalid_request_error", Some("model_not_found")),
             Self::PathNotFound(_) => ("invalid_request_error", Some("unknown_url")),
             Self::PayloadTooLarge { .. } => ("invalid_request_error", Some("request_too_large")),
@@ -208,6 +214,9 @@ impl GatewayError {
         } = &self
         {
             limits.write(headers);
+        }
+        if let Self::Unauthorized { refused, .. } = self {
+            response.extensions_mut().insert(*refused);
         }
         response
     }

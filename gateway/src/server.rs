@@ -21,7 +21,7 @@ use tower::ServiceExt;
 
 use crate::Body;
 use crate::admission::{GatewayShare, InFlightCounts};
-use crate::auth::{ClientAddr, TenantDirectory, authenticate};
+use crate::auth::{KeyRefused, TenantDirectory, authenticate};
 use crate::batch::Batches;
 use crate::batch::runner::Runner;
 use crate::body::Guarded;
@@ -392,11 +392,14 @@ async fn serve_connections(
         let activity = Arc::new(Activity::default());
         let service = {
             let (gateway, activity) = (gateway.clone(), activity.clone());
-            hyper::service::service_fn(move |mut request: Request<Incoming>| {
+            hyper::service::service_fn(move |request: Request<Incoming>| {
                 let (gateway, open) = (gateway.clone(), activity.request());
-                request.extensions_mut().insert(ClientAddr(peer));
                 async move {
                     let response = gateway.handle(request).await;
+                    // The audit line of a refused credential, with the client's address.
+                    if let Some(refused) = response.extensions().get::<KeyRefused>() {
+                        refused.log(peer);
+                    }
                     Ok::<_, Infallible>(response.map(|body| Guarded::wrap(body, open)))
                 }
             })

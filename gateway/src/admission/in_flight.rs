@@ -2,20 +2,20 @@
 //! tenant's share of its own cap (429 past it), counted from the headers to the response's
 //! end, before the body is read: a flood can hold neither memory nor slots without bound.
 
-use foldhash::HashMap;
+use hashbrown::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::future::{BoxFuture, FutureExt};
+use futures::future::{Either, Ready, ready};
 use http::Response;
 use tower::{Layer, Service};
 
 use super::GatewayShare;
 use crate::Body;
 use crate::auth::{Authed, Tenant};
-use crate::body::Guarded;
+use crate::body::GuardResponse;
 use crate::error::GatewayError;
 use crate::limits::RateLimitHeaders;
 use crate::metrics::Metrics;
@@ -140,11 +140,14 @@ pub struct InFlight<S> {
 impl<S, B> Service<Authed<B>> for InFlight<S>
 where
     S: Service<Authed<B>, Response = Response<Body>, Error = GatewayError> + Send,
-    S::Future: Send + 'static,
+    S::Future: Send + Unpin + 'static,
 {
     type Response = Response<Body>;
     type Error = GatewayError;
-    type Future = BoxFuture<'static, Result<Response<Body>, GatewayError>>;
+    type Future = Either<
+        Ready<Result<Response<Body>, GatewayError>>,
+        GuardResponse<S::Future, InFlightGuard>,
+    >;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), GatewayError>> {
         self.inner.poll_ready(cx)
@@ -159,15 +162,10 @@ where
                 if matches!(refusal, InFlightRefusal::Tenant(_)) {
                     self.metrics.rate_limited(&tenant.name, "", "in_flight");
                 }
-                return futures::future::ready(Err(error)).boxed();
+                return Either::Left(ready(Err(error)));
             }
         };
-        let call = self.inner.call(request);
-        async move {
-            let response = call.await?;
-            Ok(response.map(|body| Guarded::wrap(body, guard)))
-        }
-        .boxed()
+        Either::Right(GuardResponse::new(self.inner.call(request), guard))
     }
 }
 

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use foldhash::HashMap;
+use hashbrown::HashMap;
 
 use crate::request::Priority;
 

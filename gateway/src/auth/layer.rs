@@ -25,11 +25,6 @@ pub struct Authed<B> {
     pub request: Request<B>,
 }
 
-/// The client's address, put in the request's extensions by the server (the connection's,
-/// as hyper's own connection facts are; read only for the audit log).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientAddr(pub SocketAddr);
-
 /// Layer adding [`Auth`].
 #[derive(Clone)]
 pub struct AuthLayer {
@@ -85,14 +80,14 @@ where
     }
 }
 
-/// The tenant of `request`, or the 401 to answer (logged on the audit target).
+/// The tenant of `request`, or the 401 to answer (its response carries a [`KeyRefused`]).
 pub fn authenticate<B>(
     request: &Request<B>,
     directory: &TenantDirectory,
 ) -> Result<Arc<Tenant>, GatewayError> {
-    let refused = |reason: &'static str, key: Option<&str>| {
-        audit_refusal(request, reason, key);
-        GatewayError::Unauthorized(reason)
+    let refused = |reason: &'static str, key: Option<&str>| GatewayError::Unauthorized {
+        reason,
+        refused: Box::new(KeyRefused::of(request, reason, key)),
     };
     match presented_key(request.headers()) {
         Err(malformed) => Err(refused(malformed, None)),
@@ -109,24 +104,93 @@ pub fn authenticate<B>(
     }
 }
 
-/// One `tokenscale::audit` line per refused credential: who (address, request id), why, and
-/// the first 12 hex digits of the key's SHA-256, which correlate attempts with one key
-/// without revealing it (the config holds the full hashes of the real keys anyway).
-fn audit_refusal<B>(request: &Request<B>, reason: &'static str, key: Option<&str>) {
-    let fingerprint = key.map(|key| hex::encode(&Sha256::digest(key.as_bytes())[..6]));
-    let client = request.extensions().get::<ClientAddr>().map(|c| c.0);
-    let request_id = request
-        .headers()
-        .get(tokenscale_common::headers::REQUEST_ID)
-        .and_then(|v| v.to_str().ok());
-    tracing::warn!(
-        target: "tokenscale::audit",
-        event = "key_refused",
-        reason,
-        key_sha256_prefix = fingerprint.as_deref(),
-        client = ?client,
-        request_id,
-        path = request.uri().path(),
-        "refused a request's credentials"
-    );
+/// A refused credential, as the `tokenscale::audit` line tells it: why, the request's id and
+/// path, and the first 12 hex digits of the key's SHA-256, which correlate attempts with one
+/// key without revealing it (the config holds the full hashes of the real keys anyway).
+///
+/// It travels on the 401 response, and the server writes the line with the client's address
+/// ([`KeyRefused::log`]): the address is the connection's, and putting it on every request
+/// for the few refused ones cost two allocations per request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRefused {
+    reason: &'static str,
+    key_sha256_prefix: Option<String>,
+    request_id: Option<String>,
+    path: String,
+}
+
+impl KeyRefused {
+    fn of<B>(request: &Request<B>, reason: &'static str, key: Option<&str>) -> Self {
+        let request_id = request
+            .headers()
+            .get(tokenscale_common::headers::REQUEST_ID)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        Self {
+            reason,
+            key_sha256_prefix: key.map(|key| hex::encode(&Sha256::digest(key.as_bytes())[..6])),
+            request_id,
+            path: request.uri().path().to_string(),
+        }
+    }
+
+    /// Writes the audit line, naming the client at `client`.
+    pub fn log(&self, client: SocketAddr) {
+        tracing::warn!(
+            target: "tokenscale::audit",
+            event = "key_refused",
+            reason = self.reason,
+            key_sha256_prefix = self.key_sha256_prefix.as_deref(),
+            %client,
+            request_id = self.request_id.as_deref(),
+            path = %self.path,
+            "refused a request's credentials"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn a_refused_key_comes_back_on_its_401_with_what_the_audit_line_says_never_the_key() {
+        let yaml = format!(
+            "tenants:\n  - name: a\n    keys: [\"{}\"]\n",
+            super::super::hash_key("good-key")
+        );
+        let config = Config::from_yaml(&yaml).expect("valid config");
+        let directory = TenantDirectory::new(&config.tenants, None);
+        let request = Request::builder()
+            .uri("/v1/chat/completions")
+            .header("authorization", "Bearer stolen-key")
+            .header(tokenscale_common::headers::REQUEST_ID, "req-7")
+            .body(())
+            .expect("request");
+        let error = authenticate(&request, &directory).expect_err("unknown key");
+        let response = error.into_response();
+        assert_eq!(response.status(), http::StatusCode::UNAUTHORIZED);
+        let refused = response
+            .extensions()
+            .get::<KeyRefused>()
+            .expect("the refusal rides on the 401");
+        let fingerprint = hex::encode(&Sha256::digest(b"stolen-key")[..6]);
+        assert_eq!(
+            refused,
+            &KeyRefused {
+                reason: "Incorrect API key provided.",
+                key_sha256_prefix: Some(fingerprint),
+                request_id: Some("req-7".into()),
+                path: "/v1/chat/completions".into(),
+            }
+        );
+        assert!(!format!("{refused:?}").contains("stolen-key"));
+
+        let good = Request::builder()
+            .header("x-api-key", "good-key")
+            .body(())
+            .expect("request");
+        assert!(authenticate(&good, &directory).is_ok());
+    }
 }

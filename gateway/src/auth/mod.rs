@@ -6,7 +6,7 @@ mod layer;
 mod models;
 
 pub use credentials::{Presented, presented_key};
-pub use layer::{Auth, AuthLayer, Authed, ClientAddr, authenticate};
+pub use layer::{Auth, AuthLayer, Authed, KeyRefused, authenticate};
 pub use models::{ModelAccess, glob_match};
 
 use std::sync::{Arc, RwLock};

@@ -1,7 +1,7 @@
 //! The in-memory store: every bucket in this process. Right for one gateway pod; with Redis,
 //! it is also a pod's fallback while Redis cannot be reached.
 
-use foldhash::HashMap;
+use hashbrown::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -46,9 +46,7 @@ impl MemoryStore {
         now: Instant,
     ) -> (bool, Vec<BucketState>) {
         let mut all = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
-        let Some((total, mut on_model)) = rows(&mut all, tenant, model, takes) else {
-            return (false, Vec::new());
-        };
+        let (total, mut on_model) = rows(&mut all, tenant, model, takes);
         // Refilled and checked first; the states (two float-to-duration conversions each)
         // are worked out once, for the outcome.
         let mut fits = true;
@@ -90,9 +88,7 @@ impl MemoryStore {
     /// buckets, regardless of level: `take` with `force`, without the states nobody reads.
     pub fn settle(&self, tenant: &str, model: &str, takes: &[Take], now: Instant) {
         let mut all = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
-        let Some((total, mut on_model)) = rows(&mut all, tenant, model, takes) else {
-            return;
-        };
+        let (total, mut on_model) = rows(&mut all, tenant, model, takes);
         for take in takes {
             if let Some(buckets) = row(take.scope, total, &mut on_model) {
                 let bucket = bucket(buckets, take, now);
@@ -111,15 +107,14 @@ fn rows<'a>(
     tenant: &str,
     model: &str,
     takes: &[Take],
-) -> Option<(&'a mut Row, Option<&'a mut Row>)> {
-    if !all.contains_key(tenant) {
-        all.insert(tenant.to_string(), TenantBuckets::default());
-    }
-    let TenantBuckets { total, models } = all.get_mut(tenant)?;
-    if takes.iter().any(|t| t.scope == Scope::Model) && !models.contains_key(model) {
-        models.insert(model.to_string(), Default::default());
-    }
-    Some((total, models.get_mut(model)))
+) -> (&'a mut Row, Option<&'a mut Row>) {
+    let TenantBuckets { total, models } = all.entry_ref(tenant).or_default();
+    let on_model = if takes.iter().any(|t| t.scope == Scope::Model) {
+        Some(models.entry_ref(model).or_default())
+    } else {
+        models.get_mut(model)
+    };
+    (total, on_model)
 }
 
 /// The tenant's row of buckets, or its row on the request's model, by `scope`.

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use foldhash::HashMap;
+use hashbrown::HashMap;
 use tokenscale_common::metrics::gateway as names;
 
 use crate::request::Usage;

@@ -1,7 +1,7 @@
 //! Usage per tenant and model (requests, prompt, cached and completion tokens), so a tenant
 //! can be shown what it used beside which of its limits refused it (`rate_limited_total`).
 
-use foldhash::HashMap;
+use hashbrown::HashMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};

@@ -18,10 +18,11 @@ pub use stream::{StreamBroke, UpstreamStream};
 pub use upstream::{Upstream, UpstreamSettings};
 pub use usage::{estimate_completion_tokens, parse_usage, parse_usage_json};
 
-/// The replica that answered a response, set by the upstream call as a typed response
-/// extension: failover reads it to exclude that replica from later attempts. (The
+/// The replica that answered a streamed response, set by the upstream call as a typed
+/// response extension: failover reads it to continue a broken stream on another replica. (The
 /// `x-tokenscale-upstream` header says the same to the client, but a URL that is not a valid
-/// header value would be missing there; this never is.)
-/// A handle on the replica, not a copy of its URL: the name is read only for streams.
+/// header value would be missing there; this never is.) A whole answer carries none: it is
+/// never continued, and a failed attempt names its replica in its error. A handle on the
+/// replica, not a copy of its URL.
 #[derive(Debug, Clone)]
 pub struct AnsweredBy(pub std::sync::Arc<crate::routing::Replica>);

@@ -167,7 +167,6 @@ impl Inner {
         // As a fresh response would be: the upstream's protocol details stay behind.
         parts.version = Version::HTTP_11;
         parts.extensions = http::Extensions::new();
-        parts.extensions.insert(super::AnsweredBy(replica.clone()));
         drop_unforwarded(&mut parts.headers);
         // Room for what the layers above add (request id, rate-limit headers): one growth.
         parts.headers.reserve(16);
@@ -183,6 +182,9 @@ impl Inner {
             };
             let first_timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
             let idle = self.settings.stream_idle_timeout;
+            // Only a stream is continued elsewhere, so only a stream names its replica (an
+            // extension costs two allocations).
+            parts.extensions.insert(super::AnsweredBy(replica.clone()));
             match UpstreamStream::start(body, idle, first_timeout, source).await {
                 // The failover layer's stream reads the usage and the first content from it.
                 Ok(stream) => Body::new(stream),

@@ -3,13 +3,13 @@
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use futures::future::{BoxFuture, FutureExt};
+use futures::future::{Either, Ready, ready};
 use http::Response;
 use tower::{Layer, Service};
 
 use super::Replica;
 use crate::Body;
-use crate::body::Guarded;
+use crate::body::GuardResponse;
 use crate::error::GatewayError;
 use crate::request::Parsed;
 
@@ -43,11 +43,14 @@ pub struct Pick<S> {
 impl<S> Service<Parsed> for Pick<S>
 where
     S: Service<Routed, Response = Response<Body>, Error = GatewayError> + Send,
-    S::Future: Send + 'static,
+    S::Future: Send + Unpin + 'static,
 {
     type Response = Response<Body>;
     type Error = GatewayError;
-    type Future = BoxFuture<'static, Result<Response<Body>, GatewayError>>;
+    type Future = Either<
+        Ready<Result<Response<Body>, GatewayError>>,
+        GuardResponse<S::Future, super::ReplicaLease>,
+    >;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), GatewayError>> {
         self.inner.poll_ready(cx)
@@ -60,15 +63,11 @@ where
             let error = GatewayError::NoReplicaLeft {
                 model: pool.name.clone(),
             };
-            return futures::future::ready(Err(error)).boxed();
+            return Either::Left(ready(Err(error)));
         };
         let replica = lease.replica.clone();
         let call = self.inner.call(Routed { request, replica });
-        async move {
-            let response = call.await?;
-            Ok(response.map(|body| Guarded::wrap(body, lease)))
-        }
-        .boxed()
+        Either::Right(GuardResponse::new(call, lease))
     }
 }
 

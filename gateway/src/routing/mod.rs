@@ -9,7 +9,7 @@ pub use layer::{Pick, PickLayer, Routed, missing as layer_missing};
 pub use pool::{ColdStart, ModelPool, ModelSettings, PoolSnapshot};
 pub use replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
 
-use foldhash::HashMap;
+use hashbrown::HashMap;
 use std::sync::{Arc, RwLock};
 
 use crate::admission::GatewayShare;

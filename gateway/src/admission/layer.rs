@@ -4,12 +4,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use futures::future::{BoxFuture, FutureExt};
+use futures::future::{BoxFuture, Either, FutureExt, Ready, ready};
 use http::Response;
 use tower::{Layer, Service};
 
+use super::{AdmissionPermit, Entry};
 use crate::Body;
-use crate::body::Guarded;
+use crate::body::{GuardResponse, Guarded};
 use crate::error::GatewayError;
 use crate::metrics::Metrics;
 use crate::request::Parsed;
@@ -55,59 +56,66 @@ pub struct Admission<S> {
 impl<S> Service<Parsed> for Admission<S>
 where
     S: Service<Parsed, Response = Response<Body>, Error = GatewayError> + Clone + Send + 'static,
-    S::Future: Send + 'static,
+    S::Future: Send + Unpin + 'static,
 {
     type Response = Response<Body>;
     type Error = GatewayError;
-    type Future = BoxFuture<'static, Result<Response<Body>, GatewayError>>;
+    /// Refused at once; admitted at once (the inner call, holding the permit: no box); or
+    /// queued, waiting and then calling, boxed.
+    type Future = Either<
+        Ready<Result<Response<Body>, GatewayError>>,
+        Either<
+            GuardResponse<S::Future, AdmissionPermit>,
+            BoxFuture<'static, Result<Response<Body>, GatewayError>>,
+        >,
+    >;
 
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), GatewayError>> {
-        // Readiness is decided per request, by the model's pool.
-        Poll::Ready(Ok(()))
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), GatewayError>> {
+        // Admission itself is decided per request, by the model's pool; this is the inner
+        // service's readiness, for a request admitted at once.
+        self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Parsed) -> Self::Future {
+        let started = Instant::now();
+        let info = &request.info;
+        let tokens = info.estimated_prompt_tokens + info.reserved_output_tokens;
+        // A Batch API line is not interactive demand: the autoscaler reads batch work from
+        // the batch backlog instead.
+        let arrived = |outcome| {
+            if request.batch_line {
+                return;
+            }
+            let model = self.metrics.model(&info.model);
+            model.arrived(
+                outcome,
+                info.estimated_prompt_tokens,
+                info.reserved_output_tokens,
+            );
+        };
+        let tenant = &request.tenant.name;
+        let entry = super::arrive(&request.pool, info.priority, tokens, tenant, arrived);
+        let queued = match entry {
+            Err(error) => return Either::Left(ready(Err(error))),
+            Ok(Entry::Admitted(permit)) => {
+                let call = self.inner.call(request);
+                return Either::Right(Either::Left(GuardResponse::new(call, permit)));
+            }
+            Ok(Entry::Queued(queued)) => queued,
+        };
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let metrics = self.metrics.clone();
-        async move {
-            let (info, pool) = (request.info.clone(), request.pool.clone());
-            let tenant = request.tenant.name.clone();
-            let started = Instant::now();
-            let tokens = info.estimated_prompt_tokens + info.reserved_output_tokens;
-            let model = metrics.model(&info.model);
-            // A Batch API line is not interactive demand: the autoscaler reads batch work
-            // from the batch backlog instead.
-            let batch_line = request.batch_line;
-            let arrived = |outcome| {
-                if batch_line {
-                    return;
-                }
-                model.arrived(
-                    outcome,
-                    info.estimated_prompt_tokens,
-                    info.reserved_output_tokens,
-                );
-            };
-            let permit = super::admit(
-                &pool,
-                info.priority,
-                info.deadline,
-                tokens,
-                &tenant,
-                arrived,
-            )
-            .await?;
-            // Only a request that waited carries its wait up (the metrics layer reads none as
-            // zero): an extension costs two allocations, on every response otherwise.
-            let queue_wait = permit.queued().then(|| QueueWait(started.elapsed()));
+        let call = async move {
+            let (pool, deadline) = (request.pool.clone(), request.info.deadline);
+            let permit = queued.wait(&pool, deadline).await?;
+            let queue_wait = QueueWait(started.elapsed());
             futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
             let mut response = inner.call(request).await?;
-            if let Some(queue_wait) = queue_wait {
-                response.extensions_mut().insert(queue_wait);
-            }
+            // Only a request that waited carries its wait up (the metrics layer reads none
+            // as zero): an extension costs two allocations, on every response otherwise.
+            response.extensions_mut().insert(queue_wait);
             Ok(response.map(|body| Guarded::wrap(body, permit)))
-        }
-        .boxed()
+        };
+        Either::Right(Either::Right(call.boxed()))
     }
 }

@@ -22,15 +22,6 @@ pub struct AdmissionPermit {
     tenant: Arc<str>,
     class: Priority,
     armed: bool,
-    /// It waited in the queue (else it was admitted on arrival).
-    queued: bool,
-}
-
-impl AdmissionPermit {
-    /// Whether the request waited in the queue for this permit.
-    pub fn queued(&self) -> bool {
-        self.queued
-    }
 }
 
 impl Drop for AdmissionPermit {
@@ -54,7 +45,6 @@ pub fn dispatch(pool: &Arc<ModelPool>, slots: &mut Slots<Waiter>, capacity: usiz
             tenant: key.tenant,
             class: key.priority,
             armed: true,
-            queued: true,
         };
         if let Err(mut permit) = waiter.send(permit) {
             // The waiter gave up (deadline, disconnect) just now: undo without re-locking.
@@ -77,7 +67,22 @@ pub async fn admit(
     tenant: &Arc<str>,
     arrived: impl FnOnce(Arrival),
 ) -> Result<AdmissionPermit, GatewayError> {
-    let entry = pool.with_slots(|slots, capacity| {
+    match arrive(pool, priority, tokens, tenant, arrived)? {
+        Entry::Admitted(permit) => Ok(permit),
+        Entry::Queued(queued) => queued.wait(pool, deadline).await,
+    }
+}
+
+/// The arrival half of [`admit`], at once: the permit when the request is admitted now, else
+/// its place in the queue to [`wait`](Queued::wait) on.
+pub fn arrive(
+    pool: &Arc<ModelPool>,
+    priority: Priority,
+    tokens: u64,
+    tenant: &Arc<str>,
+    arrived: impl FnOnce(Arrival),
+) -> Result<Entry, GatewayError> {
+    pool.with_slots(|slots, capacity| {
         if slots.admits_now(priority, capacity) {
             arrived(Arrival::Admitted);
             slots.take(tenant, priority);
@@ -86,7 +91,6 @@ pub async fn admit(
                 tenant: tenant.clone(),
                 class: priority,
                 armed: true,
-                queued: false,
             }));
         }
         let (sender, receiver) = oneshot::channel();
@@ -99,34 +103,48 @@ pub async fn admit(
             });
         };
         arrived(Arrival::Queued);
-        Ok(Entry::Queued(key, receiver))
-    })?;
-    let (key, receiver) = match entry {
-        Entry::Admitted(permit) => return Ok(permit),
-        Entry::Queued(key, receiver) => (key, receiver),
-    };
-    // A client that goes away while queued drops this future: leave the queue then too.
-    let mut waiting = LeaveOnDrop {
-        pool,
-        key: Some(key),
-    };
-    match tokio::time::timeout_at(deadline.into(), receiver).await {
-        Ok(Ok(permit)) => {
-            waiting.key = None;
-            Ok(permit)
-        }
-        Ok(Err(_)) | Err(_) => {
-            drop(waiting);
-            Err(gave_up(pool))
+        Ok(Entry::Queued(Queued { key, receiver }))
+    })
+}
+
+/// A request's place in its model's queue.
+pub struct Queued {
+    key: QueueKey,
+    receiver: oneshot::Receiver<AdmissionPermit>,
+}
+
+impl Queued {
+    /// Waits for the permit until `deadline` (503 past it); dropping the future leaves the
+    /// queue.
+    pub async fn wait(
+        self,
+        pool: &Arc<ModelPool>,
+        deadline: Instant,
+    ) -> Result<AdmissionPermit, GatewayError> {
+        let mut waiting = LeaveOnDrop {
+            pool,
+            key: Some(self.key),
+        };
+        match tokio::time::timeout_at(deadline.into(), self.receiver).await {
+            Ok(Ok(permit)) => {
+                waiting.key = None;
+                Ok(permit)
+            }
+            Ok(Err(_)) | Err(_) => {
+                drop(waiting);
+                Err(gave_up(pool))
+            }
         }
     }
 }
 
 /// What became of a request on arrival (a permit made under the lock leaves it before any
 /// drop could take it again).
-enum Entry {
+pub enum Entry {
+    /// A slot now.
     Admitted(AdmissionPermit),
-    Queued(QueueKey, oneshot::Receiver<AdmissionPermit>),
+    /// A place in the queue.
+    Queued(Queued),
 }
 
 /// The 503 of a request whose deadline passed in the queue, saying why it waited.

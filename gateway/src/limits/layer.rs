@@ -2,13 +2,15 @@
 //! settles at the end: with the engine's usage, or a refund when the request is dropped before
 //! its response started (the client left while it was queued, or it failed).
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use futures::future::{BoxFuture, FutureExt};
+use futures::future::{BoxFuture, Either, FutureExt, Ready, ready};
 use http::Response;
 use tower::{Layer, Service};
 
+use super::RateLimitHeaders;
 use super::limiter::{LimitError, Limiter, Reservation, Settle};
 use super::plan::{Refusal, Scope};
 use crate::Body;
@@ -92,61 +94,127 @@ impl Drop for Settlement {
 impl<S> Service<Parsed> for Limits<S>
 where
     S: Service<Parsed, Response = Response<Body>, Error = GatewayError> + Clone + Send + 'static,
-    S::Future: Send + 'static,
+    S::Future: Send + Unpin + 'static,
 {
     type Response = Response<Body>;
     type Error = GatewayError;
-    type Future = BoxFuture<'static, Result<Response<Body>, GatewayError>>;
+    /// Refused at once; the inner call, settled (the memory store: reserved at once); or,
+    /// with Redis, the reservation's round trip and then the inner call, boxed.
+    type Future = Either<
+        Ready<Result<Response<Body>, GatewayError>>,
+        Either<Settling<S::Future>, BoxFuture<'static, Result<Response<Body>, GatewayError>>>,
+    >;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), GatewayError>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, request: Parsed) -> Self::Future {
-        let (info, tenant) = (request.info.clone(), request.tenant.clone());
-        let limiter = self.limiter.clone();
-        let metrics = self.metrics.clone();
+        let info = &request.info;
+        let local = self.limiter.reserve_local(
+            &request.tenant,
+            &info.model,
+            info.estimated_prompt_tokens,
+            info.reserved_output_tokens,
+        );
+        if let Some(reserved) = local {
+            return match settling(&self.limiter, &self.metrics, &request, reserved) {
+                Ok((settlement, headers)) => Either::Right(Either::Left(Settling::new(
+                    self.inner.call(request),
+                    settlement,
+                    headers,
+                ))),
+                Err(error) => Either::Left(ready(Err(error))),
+            };
+        }
+        let (limiter, metrics) = (self.limiter.clone(), self.metrics.clone());
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        async move {
+        let call = async move {
+            let info = &request.info;
             let reserved = limiter
                 .reserve(
-                    &tenant,
+                    &request.tenant,
                     &info.model,
                     info.estimated_prompt_tokens,
                     info.reserved_output_tokens,
                 )
                 .await;
-            let reserved = match reserved {
-                Ok(reserved) => reserved,
-                Err(LimitError::Refused(refusal)) => {
-                    metrics.rate_limited(&tenant.name, &info.model, refusal.label());
-                    return Err(refused(refusal, &info));
-                }
-                Err(LimitError::StoreDown) => return Err(store_down()),
-            };
-            let (reservation, headers) = reserved.unzip();
-            // Armed before waiting: a client that leaves while queued drops it, refunding.
-            let mut settlement = Settlement {
-                limiter,
-                reservation,
-                usage: metrics.tenants.of(&tenant.name, &info.model),
-                started: false,
-                settled: false,
-            };
+            let (settlement, headers) = settling(&limiter, &metrics, &request, reserved)?;
             futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-            let mut response = inner.call(request).await?;
-            if let Some(headers) = headers {
-                headers.write(response.headers_mut());
-            }
-            settlement.started = response.status().is_success();
-            Ok(response.map(|body| {
-                Guarded::settle_with(body, settlement, |mut settlement, report| {
-                    settlement.settle(report.usage)
-                })
-            }))
+            Settling::new(inner.call(request), settlement, headers).await
+        };
+        Either::Right(Either::Right(call.boxed()))
+    }
+}
+
+/// What settles a reservation, or the error of a refused one. Armed before the inner call:
+/// a request dropped before its response (its client left while it was queued) drops it,
+/// refunding.
+fn settling(
+    limiter: &Arc<Limiter>,
+    metrics: &Metrics,
+    request: &Parsed,
+    reserved: Result<Option<(Reservation, RateLimitHeaders)>, LimitError>,
+) -> Result<(Settlement, Option<RateLimitHeaders>), GatewayError> {
+    let (info, tenant) = (&request.info, &request.tenant);
+    let reserved = match reserved {
+        Ok(reserved) => reserved,
+        Err(LimitError::Refused(refusal)) => {
+            metrics.rate_limited(&tenant.name, &info.model, refusal.label());
+            return Err(refused(refusal, info));
         }
-        .boxed()
+        Err(LimitError::StoreDown) => return Err(store_down()),
+    };
+    let (reservation, headers) = reserved.unzip();
+    let settlement = Settlement {
+        limiter: limiter.clone(),
+        reservation,
+        usage: metrics.tenants.of(&tenant.name, &info.model),
+        started: false,
+        settled: false,
+    };
+    Ok((settlement, headers))
+}
+
+/// The inner call, then its response with the rate-limit headers and a body that settles
+/// the reservation when it ends; a failed call drops the settlement, refunding.
+pub struct Settling<F> {
+    call: F,
+    settlement: Option<(Settlement, Option<RateLimitHeaders>)>,
+}
+
+impl<F> Settling<F> {
+    fn new(call: F, settlement: Settlement, headers: Option<RateLimitHeaders>) -> Self {
+        Self {
+            call,
+            settlement: Some((settlement, headers)),
+        }
+    }
+}
+
+impl<F> Future for Settling<F>
+where
+    F: Future<Output = Result<Response<Body>, GatewayError>> + Unpin,
+{
+    type Output = Result<Response<Body>, GatewayError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let mut response = std::task::ready!(Pin::new(&mut this.call).poll(cx))?;
+        let Some((mut settlement, headers)) = this.settlement.take() else {
+            // Polled again after it completed.
+            return Poll::Ready(Ok(response));
+        };
+        if let Some(headers) = headers {
+            headers.write(response.headers_mut());
+        }
+        settlement.started = response.status().is_success();
+        Poll::Ready(Ok(response.map(|body| {
+            Guarded::settle_with(body, settlement, |mut settlement, report| {
+                settlement.settle(report.usage)
+            })
+        })))
     }
 }
 

@@ -157,44 +157,34 @@ impl Limiter {
         input_tokens: u64,
         output_tokens: u64,
     ) -> Result<Option<(Reservation, RateLimitHeaders)>, LimitError> {
-        let mut takes = Vec::with_capacity(5);
-        let amounts = |requests| {
-            [
-                (LimitKind::Requests, requests),
-                (LimitKind::InputTokens, input_tokens as f64),
-                (LimitKind::OutputTokens, output_tokens as f64),
-            ]
-        };
-        plan::takes(
-            Scope::Model,
-            tenant.limits.as_ref(),
-            amounts(1.0),
-            &mut takes,
-        );
-        // The tenant-wide request was taken before the body.
-        plan::takes(
-            Scope::Tenant,
-            tenant.total_limits.as_ref(),
-            amounts(0.0),
-            &mut takes,
-        );
-        takes.retain(|t| !(t.scope == Scope::Tenant && t.kind == LimitKind::Requests));
+        let mut takes = reserve_takes(tenant, input_tokens, output_tokens);
         if takes.is_empty() {
             return Ok(None);
         }
         let (shared, taken, states) = self.take(&tenant.name, model, &mut takes, false).await?;
-        if !taken && let Some(refusal) = plan::refusal(&takes, &states) {
-            return Err(LimitError::Refused(refusal));
+        reserved(tenant, model, takes, shared, taken, &states)
+    }
+
+    /// [`reserve`](Self::reserve) when every bucket is in this process (`limits.store:
+    /// memory`): at once, with no future to build and poll. `None` with a shared store.
+    pub fn reserve_local(
+        &self,
+        tenant: &Tenant,
+        model: &str,
+        input_tokens: u64,
+        output_tokens: u64,
+    ) -> Option<Result<Option<(Reservation, RateLimitHeaders)>, LimitError>> {
+        if self.shared.is_some() {
+            return None;
         }
-        let headers = plan::headers(&takes, &states);
-        takes.retain(|t| t.kind != LimitKind::Requests);
-        let reservation = Reservation {
-            tenant: tenant.name.clone(),
-            model: model.to_string(),
-            takes,
-            shared,
-        };
-        Ok(Some((reservation, headers)))
+        let takes = reserve_takes(tenant, input_tokens, output_tokens);
+        if takes.is_empty() {
+            return Some(Ok(None));
+        }
+        let (taken, states) = self
+            .local
+            .take(&tenant.name, model, &takes, false, Instant::now());
+        Some(reserved(tenant, model, takes, false, taken, &states))
     }
 
     /// Corrects a reservation with how the request ended (prompt tokens served from the
@@ -301,6 +291,56 @@ impl Limiter {
             }
         }
     }
+}
+
+/// What a reservation takes: one request and the tokens on the model; the tokens on the
+/// tenant-wide buckets (whose request was taken before the body).
+fn reserve_takes(tenant: &Tenant, input_tokens: u64, output_tokens: u64) -> Vec<Take> {
+    let mut takes = Vec::with_capacity(5);
+    let amounts = |requests| {
+        [
+            (LimitKind::Requests, requests),
+            (LimitKind::InputTokens, input_tokens as f64),
+            (LimitKind::OutputTokens, output_tokens as f64),
+        ]
+    };
+    plan::takes(
+        Scope::Model,
+        tenant.limits.as_ref(),
+        amounts(1.0),
+        &mut takes,
+    );
+    plan::takes(
+        Scope::Tenant,
+        tenant.total_limits.as_ref(),
+        amounts(0.0),
+        &mut takes,
+    );
+    takes.retain(|t| !(t.scope == Scope::Tenant && t.kind == LimitKind::Requests));
+    takes
+}
+
+/// The reservation (and its headers) `takes` made, or the refusal.
+fn reserved(
+    tenant: &Tenant,
+    model: &str,
+    mut takes: Vec<Take>,
+    shared: bool,
+    taken: bool,
+    states: &[BucketState],
+) -> Result<Option<(Reservation, RateLimitHeaders)>, LimitError> {
+    if !taken && let Some(refusal) = plan::refusal(&takes, states) {
+        return Err(LimitError::Refused(refusal));
+    }
+    let headers = plan::headers(&takes, states);
+    takes.retain(|t| t.kind != LimitKind::Requests);
+    let reservation = Reservation {
+        tenant: tenant.name.clone(),
+        model: model.to_string(),
+        takes,
+        shared,
+    };
+    Ok(Some((reservation, headers)))
 }
 
 #[cfg(test)]

@@ -2,13 +2,13 @@
 //! tenant's share of its own cap (429 past it), counted from the headers to the response's
 //! end, before the body is read: a flood can hold neither memory nor slots without bound.
 
-use hashbrown::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::future::{Either, Ready, ready};
+use hashbrown::HashMap;
 use http::Response;
 use tower::{Layer, Service};
 

@@ -11,7 +11,7 @@ mod slots;
 
 pub use in_flight::{InFlight, InFlightCounts, InFlightGuard, InFlightLayer, InFlightRefusal};
 pub use layer::{Admission, AdmissionLayer, QueueWait};
-pub use permit::{AdmissionPermit, Entry, Queued, Waiter, admit, arrive, dispatch};
+pub use permit::{AdmissionPermit, Entry, Queued, Waiter, arrive, dispatch};
 pub use queue::{QueueKey, WaitQueue};
 pub use share::{GatewayShare, pod_share};
 pub use slots::Slots;

@@ -1,4 +1,4 @@
-//! `admit`: a slot of a model's capacity, at once or after waiting in its queue, held as an
+//! `arrive`: a slot of a model's capacity, at once or after waiting in its queue, held as an
 //! [`AdmissionPermit`] until the response ends; and `dispatch`, which hands freed slots on.
 
 use std::sync::Arc;
@@ -54,27 +54,10 @@ pub fn dispatch(pool: &Arc<ModelPool>, slots: &mut Slots<Waiter>, capacity: usiz
     }
 }
 
-/// Waits for a slot of `pool` for `tenant`: at once when a ready replica has room and nobody
-/// waits, else in the queue (see [`WaitQueue`](super::WaitQueue) for its order) until
-/// `deadline`. 503 when the queue is full or the deadline passes. Dropping the future leaves
-/// the queue. `arrived` is told at once what became of the request on arrival (demand as
-/// offered).
-pub async fn admit(
-    pool: &Arc<ModelPool>,
-    priority: Priority,
-    deadline: Instant,
-    tokens: u64,
-    tenant: &Arc<str>,
-    arrived: impl FnOnce(Arrival),
-) -> Result<AdmissionPermit, GatewayError> {
-    match arrive(pool, priority, tokens, tenant, arrived)? {
-        Entry::Admitted(permit) => Ok(permit),
-        Entry::Queued(queued) => queued.wait(pool, deadline).await,
-    }
-}
-
-/// The arrival half of [`admit`], at once: the permit when the request is admitted now, else
-/// its place in the queue to [`wait`](Queued::wait) on.
+/// A slot of `pool` for `tenant`, decided at once: the permit when a ready replica has room
+/// and nobody waits, else a place in the queue (see [`WaitQueue`](super::WaitQueue) for its
+/// order) to [`wait`](Queued::wait) on, else 503 when the queue is full. `arrived` is told
+/// what became of the request (demand as offered).
 pub fn arrive(
     pool: &Arc<ModelPool>,
     priority: Priority,
@@ -168,7 +151,7 @@ fn gave_up(pool: &ModelPool) -> GatewayError {
     }
 }
 
-/// Takes a waiter out of the queue when its `admit` future ends without a permit, whether it
+/// Takes a waiter out of the queue when its `wait` future ends without a permit, whether it
 /// timed out or was dropped (the client went away): its place must not linger until its
 /// deadline, holding queue room and counting as demand.
 struct LeaveOnDrop<'a> {
@@ -206,7 +189,10 @@ mod tests {
 
     async fn take(pool: &Arc<ModelPool>, class: Priority) -> Result<AdmissionPermit, GatewayError> {
         let deadline = Instant::now() + Duration::from_millis(50);
-        admit(pool, class, deadline, 1, &Arc::from("t"), |_| {}).await
+        match arrive(pool, class, 1, &Arc::from("t"), |_| {})? {
+            Entry::Admitted(permit) => Ok(permit),
+            Entry::Queued(queued) => queued.wait(pool, deadline).await,
+        }
     }
 
     #[tokio::test]

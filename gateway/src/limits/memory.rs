@@ -1,9 +1,10 @@
 //! The in-memory store: every bucket in this process. Right for one gateway pod; with Redis,
 //! it is also a pod's fallback while Redis cannot be reached.
 
-use hashbrown::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
+
+use hashbrown::HashMap;
 
 use super::bucket::TokenBucket;
 use super::plan::{BucketState, LimitKind, Scope, Take};

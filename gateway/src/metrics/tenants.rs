@@ -1,11 +1,11 @@
 //! Usage per tenant and model (requests, prompt, cached and completion tokens), so a tenant
 //! can be shown what it used beside which of its limits refused it (`rate_limited_total`).
 
-use hashbrown::HashMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
+use hashbrown::HashMap;
 use tokenscale_common::metrics::{LABEL_MODEL_NAME as MODEL, gateway as names};
 
 use super::render::{esc, family};

@@ -9,8 +9,9 @@ pub use layer::{Pick, PickLayer, Routed, missing as layer_missing};
 pub use pool::{ColdStart, ModelPool, ModelSettings, PoolSnapshot};
 pub use replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
 
-use hashbrown::HashMap;
 use std::sync::{Arc, RwLock};
+
+use hashbrown::HashMap;
 
 use crate::admission::GatewayShare;
 

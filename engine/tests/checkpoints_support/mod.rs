@@ -43,10 +43,26 @@ pub fn run_script(script: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A directory under the test target's temp dir, unique to this process and label.
+/// A directory under the test target's temp dir, unique to this process and label. Those a
+/// finished test process left with the same label are removed first: some are hundreds of
+/// megabytes (a fetched checkpoint), and statics are never dropped to clean up after themselves.
 pub fn scratch(label: &str) -> PathBuf {
-    let dir =
-        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{label}-{}", std::process::id()));
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    if let Ok(entries) = std::fs::read_dir(&root) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let pid = name.to_str().and_then(|name| {
+                name.strip_prefix(label)?
+                    .strip_prefix('-')?
+                    .parse::<u32>()
+                    .ok()
+            });
+            if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    let dir = root.join(format!("{label}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create a scratch directory");
     dir

@@ -195,7 +195,7 @@ async fn main() -> anyhow::Result<()> {
         // Started with the controllers, so only the leader polls the gateway's queues.
         let queue_watch =
             scrape.map(|s| tokio::spawn(controller::wake::watch_queues(s, ctx.clone())));
-        let sampler = tokio::spawn(controller::sampler::run(ctx.clone(), args.sample_every));
+        let clock = tokio::spawn(controller::ticker::run(ctx.clone(), args.sample_every));
         let runs = scope
             .controllers()
             .into_iter()
@@ -204,7 +204,7 @@ async fn main() -> anyhow::Result<()> {
         if let Some(watch) = queue_watch {
             watch.abort();
         }
-        sampler.abort();
+        clock.abort();
     };
     if args.no_leader_election || !args.leader_election {
         tracing::info!("leader election off");

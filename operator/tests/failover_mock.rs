@@ -17,6 +17,7 @@ use tokenscale_operator::autoscaler::{
     Demand, Observations, PolicyState, ReplicaLoad, WindowedRate, decide,
 };
 use tokenscale_operator::controller::scaling::policy_spec;
+use tokenscale_operator::controller::ticker::decide_due;
 use tokenscale_operator::controller::{Context, Settings, reconcile};
 use tokenscale_operator::crd::ModelDeployment;
 use tokenscale_operator::metrics_source::{FixedSource, MetricsView};
@@ -100,7 +101,7 @@ fn leader_of(view: MetricsView, object: &ModelDeployment, engine: Engine) -> (Ar
     (Arc::new(ctx), serve(handle, object, engine))
 }
 
-/// One reconcile; returns the status it wrote.
+/// One reconcile and the scaling clock's look after it; returns the last status written.
 async fn reconcile_once(ctx: &Arc<Context>, object: &ModelDeployment, log: &Log) -> Value {
     let result = tokio::time::timeout(
         Duration::from_secs(5),
@@ -109,6 +110,9 @@ async fn reconcile_once(ctx: &Arc<Context>, object: &ModelDeployment, log: &Log)
     .await
     .expect("reconcile finished in time");
     assert!(result.is_ok(), "{result:?}");
+    tokio::time::timeout(Duration::from_secs(5), decide_due(ctx))
+        .await
+        .expect("the decision finished in time");
     let log = log.lock().expect("log");
     let write = log
         .iter()
@@ -326,8 +330,8 @@ async fn a_replica_is_timed_from_its_order_to_ready_and_status_says_how_long_it_
         status["coldStart"].is_null(),
         "nothing started yet: {status}"
     );
-    // Two more replicas ordered: pending from this look on. (Each reconcile below is a new
-    // generation, so each decides and writes status.)
+    // Two more replicas ordered: pending from this look on. (Each object below is a new
+    // generation, so each look decides and writes status.)
     *engine.lock().expect("engine") = deployment(4, 2);
     object.metadata.generation = Some(3);
     let status = reconcile_once(&ctx, &object, &log).await;

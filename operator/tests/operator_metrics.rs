@@ -1,4 +1,4 @@
-//! The operator's per-model gauges: set by a reconcile (mocked API server) from what it saw,
+//! The operator's per-model gauges: set by a decision (mocked API server) from what it saw,
 //! labelled `model_name` (served name) and `namespace`, dropped with the model, and the whole
 //! `/metrics` text accepted by `promtool check metrics`.
 
@@ -15,6 +15,7 @@ use fixtures::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use tokenscale_common::metrics::operator;
 use tokenscale_operator::controller::reconcile;
+use tokenscale_operator::controller::ticker::decide_due;
 use tokenscale_operator::telemetry::{Metrics, ModelFigures};
 
 /// The exposition line of the series `name{...}`, if any.
@@ -23,7 +24,7 @@ fn line_of<'a>(text: &'a str, name: &str) -> Option<&'a str> {
 }
 
 #[tokio::test]
-async fn a_reconcile_sets_the_models_gauges_and_a_deletion_drops_them() {
+async fn a_decision_sets_the_models_gauges_and_a_deletion_drops_them() {
     let (ctx, verifier) = context(heavy_demand());
     let server = verifier.run(Scenario::ScaleUp);
     let model = Arc::new(md("engine:v1"));
@@ -34,6 +35,9 @@ async fn a_reconcile_sets_the_models_gauges_and_a_deletion_drops_them() {
     .await
     .expect("reconcile finished in time");
     assert!(result.is_ok(), "{result:?}");
+    tokio::time::timeout(Duration::from_secs(5), decide_due(&ctx))
+        .await
+        .expect("the decision finished in time");
     let text = ctx.metrics.encode();
 
     let mut deleted = (*model).clone();
@@ -49,7 +53,7 @@ async fn a_reconcile_sets_the_models_gauges_and_a_deletion_drops_them() {
 
     // The fixture: servedName llama-3 in testns, 1 GPU per replica, SLO 500ms / 50ms; the
     // Deployment had one ready replica when observed, and the status says what was desired.
-    let desired = bodies[6]["status"]["desiredReplicas"].as_u64().unwrap_or(0);
+    let desired = bodies[7]["status"]["desiredReplicas"].as_u64().unwrap_or(0);
     assert!(desired > 1, "heavy demand scales up: {desired}");
     let labels = "{model_name=\"llama-3\",namespace=\"testns\"}";
     for (name, value) in [

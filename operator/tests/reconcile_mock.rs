@@ -13,7 +13,9 @@ use kube::client::Body;
 use kube::runtime::controller::Action;
 use serde_json::{Value, json};
 use tokenscale_operator::autoscaler::PolicyState;
+use tokenscale_operator::controller::apply::RESYNC;
 use tokenscale_operator::controller::scaling::policy_spec;
+use tokenscale_operator::controller::ticker::decide_due;
 use tokenscale_operator::controller::{Context, error_policy, reconcile};
 use tokenscale_operator::crd::ModelDeployment;
 use tokenscale_operator::scaling::ScalingLoop;
@@ -21,8 +23,8 @@ use tokenscale_operator::scaling::ScalingLoop;
 #[tokio::test]
 async fn create_applies_owned_children_and_writes_status() {
     let (result, bodies, _) = run(md("engine:v1"), no_metrics(), Scenario::Create).await;
-    assert_eq!(result, Ok(Action::requeue(Duration::from_secs(15))));
-    let (deployment, service, pdb, status) = (&bodies[1], &bodies[2], &bodies[3], &bodies[4]);
+    assert_eq!(result, Ok(Action::requeue(RESYNC)));
+    let (deployment, service, pdb, status) = (&bodies[1], &bodies[2], &bodies[3], &bodies[5]);
     for child in [deployment, service, pdb] {
         let owner = &child["metadata"]["ownerReferences"][0];
         assert_eq!(
@@ -79,7 +81,7 @@ async fn spec_change_is_reapplied_keeping_the_live_replica_count() {
         deployment["spec"]["replicas"], 3,
         "the scale subresource owns the count"
     );
-    let ready = condition(&bodies[4], "Ready");
+    let ready = condition(&bodies[5], "Ready");
     assert_eq!(
         (ready["status"].as_str(), ready["reason"].as_str()),
         (Some("True"), Some("ReplicasReady"))
@@ -111,9 +113,9 @@ async fn reconcile_is_idempotent() {
 async fn heavy_demand_scales_up_with_an_event_and_status() {
     let (result, bodies, _) = run(md("engine:v1"), heavy_demand(), Scenario::ScaleUp).await;
     assert!(result.is_ok(), "{result:?}");
-    let scaled_to = bodies[4]["spec"]["replicas"].as_u64().unwrap_or(0);
+    let scaled_to = bodies[5]["spec"]["replicas"].as_u64().unwrap_or(0);
     assert!(scaled_to > 1 && scaled_to <= 8, "scaled to {scaled_to}");
-    let event = &bodies[5];
+    let event = &bodies[6];
     assert_eq!(event["action"], "ScaleUp");
     assert!(
         event["note"]
@@ -122,12 +124,12 @@ async fn heavy_demand_scales_up_with_an_event_and_status() {
             .starts_with(&format!("1 -> {scaled_to} replicas"))
     );
     assert_eq!(event["regarding"]["name"], "llama");
-    let status = &bodies[6]["status"];
+    let status = &bodies[7]["status"];
     assert_eq!(status["desiredReplicas"], scaled_to);
     assert_eq!(status["observed"]["tokensPerSecond"], 1000.0);
     assert_eq!(status["observed"]["ttftP95"], "900ms");
-    assert_eq!(condition(&bodies[6], "SLOMet")["status"], "False");
-    assert_eq!(condition(&bodies[6], "Scaling")["status"], "True");
+    assert_eq!(condition(&bodies[7], "SLOMet")["status"], "False");
+    assert_eq!(condition(&bodies[7], "Scaling")["status"], "True");
 }
 
 #[tokio::test]
@@ -228,11 +230,18 @@ async fn a_second_reconcile_within_the_period_only_reapplies_children() {
     let first = reconcile(md.clone(), ctx.clone())
         .await
         .expect("first reconcile");
-    assert_eq!(first, Action::requeue(Duration::from_secs(15)));
-    let second = reconcile(md, ctx.clone()).await.expect("second reconcile");
-    // Requeued for the rest of the period (a hair under 15 s); `Action` only shows it in Debug.
-    let shown = format!("{second:?}");
-    assert!(shown.contains("requeue_after: Some(14."), "{shown}");
+    assert_eq!(first, Action::requeue(RESYNC));
+    decide_due(&ctx).await;
+    // The status write brings the object back: a reconcile, then the clock looks again.
+    let second = reconcile(md.clone(), ctx.clone())
+        .await
+        .expect("second reconcile");
+    assert_eq!(second, Action::requeue(RESYNC));
+    decide_due(&ctx).await;
+    assert!(
+        ctx.not_due_for(&md).is_some(),
+        "decided once; due again in a period"
+    );
     drop(ctx);
     let bodies = tokio::time::timeout(Duration::from_secs(5), server)
         .await
@@ -240,8 +249,8 @@ async fn a_second_reconcile_within_the_period_only_reapplies_children() {
         .expect("verifier");
     assert_eq!(
         bodies.len(),
-        9,
-        "5 requests, then GET + 3 applies and no status write"
+        10,
+        "GET + 3 applies, a decision's GET and status write, then GET + 3 applies only"
     );
 }
 
@@ -265,24 +274,24 @@ async fn idle_replicas_scale_in_draining_the_least_loaded_pod_first() {
     )
     .await;
     assert!(result.is_ok(), "{result:?}");
-    let mark = &bodies[4];
+    let mark = &bodies[5];
     assert_eq!(
         mark["metadata"]["annotations"]["controller.kubernetes.io/pod-deletion-cost"],
         "-1000000"
     );
-    let scaled_to = bodies[5]["spec"]["replicas"].as_u64().unwrap_or(99);
+    let scaled_to = bodies[6]["spec"]["replicas"].as_u64().unwrap_or(99);
     assert!((1..4).contains(&scaled_to), "scaled to {scaled_to}");
-    let event = &bodies[6];
+    let event = &bodies[7];
     assert_eq!(event["action"], "ScaleDown");
     let note = event["note"].as_str().unwrap_or_default();
     assert!(
         note.contains("(draining llama-engine-pod-c first)"),
         "{note}"
     );
-    assert_eq!(bodies[7]["status"]["desiredReplicas"], scaled_to);
+    assert_eq!(bodies[8]["status"]["desiredReplicas"], scaled_to);
     // The commit the replicas report (their model info gauge) reaches the status.
     assert_eq!(
-        bodies[7]["status"]["model"]["revision"],
+        bodies[8]["status"]["model"]["revision"],
         "0123456789abcdef0123456789abcdef01234567"
     );
 }

@@ -1,7 +1,7 @@
 //! Scale from zero without waiting for the period, against a mocked API server: a model at
-//! zero replicas that decided a moment ago only re-applies its children, however many requests
-//! wait; once its served name comes from the queue watch, the controller's wake trigger names
-//! it and the next reconcile starts a replica.
+//! zero replicas that decided a moment ago is not decided for again, however many requests
+//! wait; once its served name comes from the queue watch, the wake relay wakes it and the
+//! scaling clock starts a replica at once.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,11 +9,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use http::{Method, Request, Response};
 use kube::client::Body;
-use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::reflector;
 use kube::runtime::watcher;
 use serde_json::Value;
 use tokenscale_operator::autoscaler::{Demand, WindowedRate};
-use tokenscale_operator::controller::{reconcile, wake};
+use tokenscale_operator::controller::{reconcile, ticker, wake};
 use tokenscale_operator::crd::{ModelDeployment, ModelDeploymentStatus};
 use tokenscale_operator::metrics_source::MetricsView;
 use tower_test::mock::Handle;
@@ -101,10 +101,8 @@ async fn a_woken_model_at_zero_replicas_is_scaled_to_one_before_its_period() {
     // The controller's cache of ModelDeployments, holding the cold model.
     let (store, mut writer) = reflector::store::<ModelDeployment>();
     writer.apply_watcher_event(&watcher::Event::Apply(object.clone()));
-    let mut wakes = Box::pin(wake::triggers(ctx.clone(), store));
-    ctx.mark_decided(&object);
 
-    // Within its period the waiting request does not reach the policy: children only.
+    // The model is handed to the clock by a reconcile and has decided a moment ago.
     let server = tokio::spawn(async move {
         reapply(&mut handle).await;
         handle
@@ -112,30 +110,33 @@ async fn a_woken_model_at_zero_replicas_is_scaled_to_one_before_its_period() {
     let first = in_time(reconcile(Arc::new(object.clone()), ctx.clone())).await;
     assert!(first.is_ok(), "{first:?}");
     let mut handle = server.await.expect("verifier passed");
+    ctx.mark_decided(&object);
 
-    // The queue watch names the served name: the controller is asked to reconcile the model.
-    ctx.queue_filled
-        .send("llama-3".into())
-        .expect("the trigger subscribed");
-    let woken = tokio::time::timeout(Duration::from_secs(1), wakes.next()).await;
-    assert_eq!(
-        woken.ok().flatten(),
-        Some(ObjectRef::from_obj(&object)),
-        "the cold model is named"
-    );
+    // The scaling clock, ticking once an hour: only a wake can make it decide in this test.
+    // Within the period the waiting request does not reach the policy: no request at all.
+    let clock = tokio::spawn(ticker::run(ctx.clone(), Duration::from_secs(3600)));
+    let relay = tokio::spawn(wake::relay(ctx.clone(), store));
+    let early = tokio::time::timeout(Duration::from_millis(200), handle.next_request()).await;
+    assert!(early.is_err(), "a decision before the wake");
 
+    // The queue watch names the served name: the clock decides for the model at once.
     let server = tokio::spawn(async move {
-        reapply(&mut handle).await;
+        answer(&mut handle, Method::GET, DEPLOYMENT, deployment(0, 0)).await;
         let scaled = answer(&mut handle, Method::PATCH, SCALE, Value::Null).await;
         let event = answer(&mut handle, Method::POST, EVENTS, Value::Null).await;
         let object = serde_json::to_value(cold_model()).expect("json");
         let status = answer(&mut handle, Method::PATCH, STATUS, object).await;
         (scaled, event, status, handle)
     });
-    let second = in_time(reconcile(Arc::new(object.clone()), ctx.clone())).await;
-    assert!(second.is_ok(), "{second:?}");
+    // Sent once the relay has subscribed (it may not have run yet).
+    while ctx.queue_filled.send("llama-3".into()).is_err() {
+        tokio::task::yield_now().await;
+    }
     let (scaled, event, status, mut handle) = in_time(server).await.expect("verifier passed");
-    drop((wakes, ctx));
+    clock.abort();
+    relay.abort();
+    let _ = (clock.await, relay.await);
+    drop(ctx);
     assert!(
         handle.next_request().await.is_none(),
         "no request beyond the decision's"
@@ -160,8 +161,8 @@ async fn a_filled_queue_of_a_model_with_replicas_wakes_nothing() {
     ctx.queue_filled
         .send("llama-3".into())
         .expect("the trigger subscribed");
-    let woken = tokio::time::timeout(Duration::from_millis(200), wakes.next()).await;
-    assert!(woken.is_err(), "nothing to reconcile: {woken:?}");
+    let woken = in_time(wakes.next()).await;
+    assert_eq!(woken, Some(Vec::new()), "nothing woken");
     assert!(
         ctx.not_due_for(&object).is_some(),
         "its due-gate is untouched: the period decides"

@@ -1,6 +1,10 @@
-//! One reconcile of a valid ModelDeployment: apply the children, observe, tick the model's
-//! scaling loop, apply the tick, write status. Each step is a call into a pure function or a
-//! thin API call.
+//! A reconcile of a valid ModelDeployment applies its children and hands the object to the
+//! scaling clock; a decision, when the clock finds the model due, observes, ticks the model's
+//! scaling loop, carries the tick out and writes status. Each step is a call into a pure
+//! function or a thin API call.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -41,21 +45,31 @@ where
     Ok(())
 }
 
-/// Reconciles a ModelDeployment that is not being deleted.
-pub async fn reconcile_model(md: &ModelDeployment, ctx: &Context) -> Result<Action> {
+/// How often a reconcile comes back on its own (children re-applied, server-side no-ops
+/// unless someone edited them): the watches bring every change sooner; this is the safety net
+/// kube-runtime recommends for a missed event.
+pub const RESYNC: Duration = Duration::from_secs(300);
+
+/// Reconciles a ModelDeployment that is not being deleted: applies its children and hands
+/// the object to the scaling clock ([`super::ticker`]), which decides its replica count.
+pub async fn reconcile_model(md: &Arc<ModelDeployment>, ctx: &Context) -> Result<Action> {
     let namespace = md.namespace().ok_or(Error::InvalidSpec(
         "a ModelDeployment must be namespaced".into(),
     ))?;
     if let Err(message) = md.spec.validate() {
+        withdraw(md, ctx);
         write_invalid_status(md, ctx, &namespace, &message).await?;
         return Err(Error::InvalidSpec(message));
     }
     if let Some(owner) = super::conflict::check(md, ctx.deployments.get()).await {
+        withdraw(md, ctx);
         return super::conflict::refuse(md, ctx, &namespace, &owner).await;
     }
     let client = ctx.client.clone();
     let name = child_name(md);
     let target = KubernetesScaleTarget::new(client.clone(), &namespace, &name);
+    let guard = lock(&ctx.models).entry(md, ctx.clocks()).guard.clone();
+    let held = guard.lock().await;
     let counts = target
         .replicas()
         .await
@@ -70,6 +84,7 @@ pub async fn reconcile_model(md: &ModelDeployment, ctx: &Context) -> Result<Acti
         &engine_deployment(md, replicas)?,
     )
     .await?;
+    drop(held);
     apply(
         &Api::namespaced(client.clone(), &namespace),
         &name,
@@ -91,41 +106,85 @@ pub async fn reconcile_model(md: &ModelDeployment, ctx: &Context) -> Result<Acti
         .await?;
     }
 
-    // Where the sampler scrapes the model between decisions (it may have moved: a renamed
-    // served name, other windows).
+    // Hand the model to the scaling clock: where the sampler scrapes it (it may have moved:
+    // a renamed served name, other windows) and the object its decisions act on.
     let model = model_ref(md, &namespace, &name);
-    {
+    let due_now = {
         let clocks = ctx.clocks();
         let mut models = lock(&ctx.models);
         let entry = models.entry(md, clocks);
-        entry.metrics = Some(model.clone());
+        entry.metrics = Some(model);
+        entry.object = Some(md.clone());
         // Every reconcile (a replica turning ready triggers one) times cold starts.
         if let Some(counts) = counts {
             entry.scaling.observe_counts(clocks.now_s, counts);
         }
+        let period_s = md.spec.scaling.period.as_secs_f64();
+        entry
+            .due
+            .clone()
+            .not_due_for(md.metadata.generation, period_s, clocks.now_s)
+            .is_none()
+    };
+    ctx.metrics.models.set(
+        md,
+        ModelFigures {
+            desired_replicas: current,
+            ready_replicas: counts.map_or(0, |c| c.ready),
+        },
+    );
+    // A new model, or a new generation, decides now rather than at the clock's next second.
+    if due_now {
+        ctx.decide_now.notify_one();
     }
+    Ok(Action::requeue(RESYNC))
+}
 
-    // A reconcile triggered by our own status write, or by a child's change, only re-applies.
-    if let Some(wait) = ctx.not_due_for(md) {
-        ctx.metrics.models.set(
-            md,
-            ModelFigures {
-                desired_replicas: current,
-                ready_replicas: counts.map_or(0, |c| c.ready),
-            },
-        );
-        return Ok(Action::requeue(wait));
+/// Takes `md` off the scaling clock: an invalid or refused object is not scaled.
+fn withdraw(md: &ModelDeployment, ctx: &Context) {
+    if let Some(entry) = lock(&ctx.models).get_mut(&model_key(md)) {
+        entry.object = None;
     }
-    let observed = ctx.metrics_source.observe(&model).await;
+}
+
+/// One decision for `md` (the object its last reconcile handed over): read the live replica
+/// count, observe, tick the model's scaling loop, carry the tick out, write status. Called by
+/// the scaling clock when the model is due ([`super::ticker::decide_due`]).
+pub async fn decide(md: &ModelDeployment, ctx: &Context) -> Result<()> {
+    let key = model_key(md);
+    let (guard, model) = {
+        let mut models = lock(&ctx.models);
+        let Some(entry) = models.get_mut(&key) else {
+            return Ok(()); // deleted since the clock looked
+        };
+        (entry.guard.clone(), entry.metrics.clone())
+    };
+    let _held = guard.lock().await;
+    let namespace = md.namespace().unwrap_or_default();
+    let name = child_name(md);
+    let target = KubernetesScaleTarget::new(ctx.client.clone(), &namespace, &name);
+    let counts = target
+        .replicas()
+        .await
+        .map_err(|e| Error::Scale(e.to_string()))?;
+    let observed = match &model {
+        Some(model) => ctx.metrics_source.observe(model).await,
+        None => Observed::View(Default::default()),
+    };
     let counts_now = counts.unwrap_or(ReplicaCounts {
-        desired: current,
+        desired: md.spec.replicas.min.max(0).unsigned_abs(),
         current: 0,
         ready: 0,
     });
-    let (tick, grant) = tick_for(md, ctx, observed, counts_now);
+    let Some((tick, grant)) = tick_for(md, ctx, observed, counts_now) else {
+        return Ok(());
+    };
     if tick.scales() {
         scale(md, ctx, &target, &tick).await?;
     }
+    let Some(memory) = status_memory(md, ctx, tick.clocks) else {
+        return Ok(());
+    };
     let status = build_status(&StatusInput {
         md,
         counts,
@@ -135,7 +194,7 @@ pub async fn reconcile_model(md: &ModelDeployment, ctx: &Context) -> Result<Acti
         view: &tick.view,
         selector: selector_string(md),
         now: tick.clocks.wall,
-        memory: status_memory(md, ctx, tick.clocks),
+        memory,
     });
     ctx.metrics.models.set(
         md,
@@ -145,8 +204,13 @@ pub async fn reconcile_model(md: &ModelDeployment, ctx: &Context) -> Result<Acti
         },
     );
     patch_status(md, ctx, &namespace, status).await?;
-    ctx.mark_decided(md);
-    Ok(Action::requeue(md.spec.scaling.period.get()))
+    if let Some(entry) = lock(&ctx.models).get_mut(&key) {
+        entry
+            .due
+            .mark_decided(md.metadata.generation, tick.clocks.now_s);
+        entry.decision_failures = 0;
+    }
+    Ok(())
 }
 
 /// Where the model's metrics are, and the windows they are read over.
@@ -162,18 +226,19 @@ fn model_ref(md: &ModelDeployment, namespace: &str, service: &str) -> ModelRef {
 }
 
 /// Ticks the model's scaling loop, then applies the GPU budget when one is set (the loop
-/// leaves the budget to the operator: it is shared by every model).
+/// leaves the budget to the operator: it is shared by every model). `None` when the model
+/// was deleted while its decision ran.
 fn tick_for(
     md: &ModelDeployment,
     ctx: &Context,
     observed: Observed,
     counts: ReplicaCounts,
-) -> (Tick, Option<Grant>) {
+) -> Option<(Tick, Option<Grant>)> {
     let clocks = ctx.clocks();
     let spec = policy_spec(&md.spec);
     let key = model_key(md);
     let mut models = lock(&ctx.models);
-    let scaling = &mut models.entry(md, clocks).scaling;
+    let scaling = &mut models.get_mut(&key)?.scaling;
     scaling.set_spec(spec.clone());
     let mut tick = match observed {
         Observed::Round(round) => scaling.tick(clocks, &round, counts),
@@ -188,7 +253,7 @@ fn tick_for(
             gpus_per_replica: md.spec.engine.gpus_per_replica(),
             slo_ratio: crate::autoscaler::slo_ratio(&spec, &tick.observations),
         };
-        // A model not reconciled for ten periods no longer holds GPUs in the book.
+        // A model that has not decided for ten periods no longer holds GPUs in the book.
         let ttl_s = 10.0 * spec.period.as_secs_f64();
         models.grant(&key, budget, request, clocks.now_s, ttl_s)
     });
@@ -198,19 +263,19 @@ fn tick_for(
             entry.scaling.note_applied(&tick);
         }
     }
-    (tick, grant)
+    Some((tick, grant))
 }
 
 /// The parts of the model's loop that status carries, so a new leader continues from them.
-fn status_memory(md: &ModelDeployment, ctx: &Context, clocks: Clocks) -> StatusMemory {
+fn status_memory(md: &ModelDeployment, ctx: &Context, clocks: Clocks) -> Option<StatusMemory> {
     let mut models = lock(&ctx.models);
-    let scaling = &models.entry(md, clocks).scaling;
-    StatusMemory {
+    let scaling = &models.get_mut(&model_key(md))?.scaling;
+    Some(StatusMemory {
         autoscaler: Some(scaling.policy_snapshot(clocks)),
         slo: scaling.slo().clone(),
         marked_for_removal: scaling.marked_for_removal().to_vec(),
         cold_start_s: scaling.expected_cold_start_s(),
-    }
+    })
 }
 
 /// Carries the tick out on the Deployment (marking the pods a scale-in removes first), notes

@@ -1,6 +1,7 @@
-//! The due-gate: a model decides once per period. Its own status write and its children's
-//! changes trigger more reconciles, which only re-apply; a new generation, or a wake from the
-//! gateway's queue watch (a first request at zero replicas), lets it decide at once.
+//! The due-gate: a model decides once per period, when the operator's scaling clock (see
+//! [`super::ticker`]) finds it due. A new generation, or a wake from the gateway's queue watch
+//! (a first request at zero replicas), lets it decide at once; a failed decision is retried
+//! after a backoff.
 
 use std::time::Duration;
 
@@ -12,11 +13,14 @@ pub struct Due {
     decided: Option<(f64, Option<i64>)>,
     /// Woken since the last pass through the gate.
     woken: bool,
+    /// A failed decision's retry time: the gate stays shut until then (but for a wake).
+    retry_at_s: Option<f64>,
 }
 
 impl Due {
     /// Time left before the model is due; `None` when due now: it never decided, its
     /// generation changed, a period has passed, or it was woken (this pass uses the wake up).
+    /// After a failed decision, only its retry time or a wake opens the gate.
     pub fn not_due_for(
         &mut self,
         generation: Option<i64>,
@@ -28,9 +32,12 @@ impl Due {
         if std::mem::take(&mut self.woken) {
             return None;
         }
+        if let Some(retry_at_s) = self.retry_at_s {
+            return (now_s < retry_at_s).then(|| Duration::from_secs_f64(retry_at_s - now_s));
+        }
         let (decided_at_s, decided_generation) = self.decided?;
         let elapsed_s = now_s - decided_at_s;
-        // 5% slack: a requeue after exactly one period must find the model due.
+        // 5% slack: a clock tick that comes a hair before the period must find the model due.
         let due = decided_generation != generation || elapsed_s >= 0.95 * period_s;
         (!due).then(|| Duration::from_secs_f64((period_s - elapsed_s).max(0.0)))
     }
@@ -38,9 +45,15 @@ impl Due {
     /// Records that the model, at `generation`, decided at `now_s`.
     pub fn mark_decided(&mut self, generation: Option<i64>, now_s: f64) {
         self.decided = Some((now_s, generation));
+        self.retry_at_s = None;
     }
 
-    /// Lets the model past the gate at its next reconcile, however recently it decided.
+    /// Records that a decision failed at `now_s`: the next one is tried after `delay`.
+    pub fn retry_after(&mut self, now_s: f64, delay: Duration) {
+        self.retry_at_s = Some(now_s + delay.as_secs_f64());
+    }
+
+    /// Lets the model past the gate at its next look, however recently it decided.
     pub fn wake(&mut self) {
         self.woken = true;
     }
@@ -93,10 +106,30 @@ mod tests {
     fn a_wake_during_a_decision_survives_it() {
         let mut gate = Due::default();
         gate.mark_decided(Some(1), 0.0);
-        // The periodic reconcile passes the gate at 15 s, the queue fills while it decides.
+        // The clock's look passes the gate at 15 s, the queue fills while it decides.
         assert_eq!(gate.not_due_for(Some(1), PERIOD_S, 15.0), None);
         gate.wake();
         gate.mark_decided(Some(1), 15.5);
         assert_eq!(gate.not_due_for(Some(1), PERIOD_S, 15.6), None);
+    }
+
+    #[test]
+    fn a_failed_decision_is_retried_after_its_backoff_or_a_wake() {
+        let mut gate = Due::default();
+        gate.retry_after(0.0, Duration::from_secs(5));
+        assert_eq!(
+            gate.not_due_for(Some(1), PERIOD_S, 1.0),
+            Some(Duration::from_secs(4)),
+            "not due although it never decided"
+        );
+        assert_eq!(gate.not_due_for(Some(1), PERIOD_S, 5.0), None);
+        gate.wake();
+        assert_eq!(gate.not_due_for(Some(1), PERIOD_S, 1.0), None, "woken");
+        gate.mark_decided(Some(1), 6.0);
+        assert_eq!(
+            gate.not_due_for(Some(1), PERIOD_S, 7.0),
+            Some(Duration::from_secs(14)),
+            "a success ends the backoff"
+        );
     }
 }

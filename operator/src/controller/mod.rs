@@ -1,5 +1,6 @@
 //! The `ModelDeployment` controller: `Context`, the `reconcile` and `error_policy` functions
-//! the kube-runtime `Controller` calls, and `run`, which wires them to the API server.
+//! the kube-runtime `Controller` calls, and `run`, which wires them to the API server. The
+//! decisions are not made here but on the scaling clock ([`ticker`]).
 
 pub mod apply;
 pub mod conflict;
@@ -9,6 +10,7 @@ pub mod sampler;
 pub mod scaling;
 pub mod scope;
 pub mod status;
+pub mod ticker;
 pub mod wake;
 
 use std::sync::{Arc, Mutex};
@@ -53,10 +55,12 @@ pub struct Context {
     pub metrics_source: Arc<dyn MetricsSource>,
     /// Command-line settings.
     pub settings: Settings,
-    /// Every model's scaling loop, due-gate, failures and GPU request, keyed `namespace/name`.
-    /// The due-gate: the status write of a decision triggers another reconcile, which must not
-    /// decide again before the period is up, unless a first request waits at zero replicas.
+    /// Every model's scaling loop, due-gate, object, failures and GPU request, keyed
+    /// `namespace/name`.
     pub models: Mutex<Models>,
+    /// Makes the scaling clock ([`ticker::run`]) look for due models now, not at its next
+    /// tick: a wake, or a reconcile handing over a new object.
+    pub decide_now: tokio::sync::Notify,
     /// Served names whose gateway admission queue has just filled (see [`wake`]), for every
     /// controller [`run`] starts to map onto its ModelDeployments.
     pub queue_filled: tokio::sync::broadcast::Sender<String>,
@@ -86,6 +90,7 @@ impl Context {
             metrics_source,
             settings,
             models: Mutex::default(),
+            decide_now: tokio::sync::Notify::new(),
             queue_filled: tokio::sync::broadcast::channel(wake::QUEUE_FILLED_BUFFER).0,
             started: Instant::now(),
             deployments: std::sync::OnceLock::new(),
@@ -106,7 +111,7 @@ impl Context {
     }
 
     /// Time left before `md` is due for its next decision; `None` when due now (first time,
-    /// a new generation, a period has passed, or woken; see [`DueGate::not_due_for`]).
+    /// a new generation, a period has passed, or woken; see [`due::Due::not_due_for`]).
     pub fn not_due_for(&self, md: &ModelDeployment) -> Option<Duration> {
         let period_s = md.spec.scaling.period.as_secs_f64();
         let clocks = self.clocks();
@@ -126,10 +131,11 @@ impl Context {
             .mark_decided(md.metadata.generation, clocks.now_s);
     }
 
-    /// Lets `md` decide at its next reconcile, however recently it decided.
+    /// Lets `md` decide now, however recently it decided: the scaling clock looks at once.
     pub fn wake(&self, md: &ModelDeployment) {
         let clocks = self.clocks();
         lock(&self.models).entry(md, clocks).due.wake();
+        self.decide_now.notify_one();
     }
 
     /// Sets the scaling loop of `md` (a test's prepared one), as if this process had run it.
@@ -210,16 +216,11 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
         watcher::Config::default().labels("app.kubernetes.io/managed-by=tokenscale-operator");
     let controller = Controller::new(mds, watcher::Config::default().any_semantic());
     let _ = ctx.deployments.set(controller.store());
-    let wakes = wake::triggers(ctx.clone(), controller.store());
+    let wakes = tokio::spawn(wake::relay(ctx.clone(), controller.store()));
     controller
         .owns(deployments, children.clone())
         .owns(services, children.clone())
         .owns(pdbs, children)
-        // `reconcile_on(wakes)` would reconcile only the woken models, but kube gates it
-        // behind its `unstable-runtime-reconcile-on` feature. Reconciling every model instead
-        // re-applies the others' children (server-side no-ops) and leaves them behind their
-        // due-gate; it happens once per model's cold start, not per period.
-        .reconcile_all_on(wakes.map(|_| ()))
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
@@ -228,6 +229,7 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
             }
         })
         .await;
+    wakes.abort();
 }
 
 #[cfg(test)]

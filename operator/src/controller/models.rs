@@ -1,8 +1,9 @@
 //! The operator's one map of models: for each ModelDeployment (keyed `namespace/name`), its
-//! scaling loop, its due-gate, its reconcile failures and its latest GPU request, which the
-//! cluster budget divides among all models.
+//! scaling loop, its due-gate, the object its decisions act on, its failures and its latest
+//! GPU request, which the cluster budget divides among all models.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::due::Due;
 use super::model_key;
@@ -20,8 +21,16 @@ pub struct ModelEntry {
     pub scaling: ScalingLoop,
     /// When it last decided, and whether the queue watch woke it.
     pub due: Due,
-    /// Consecutive failed reconciles, for the backoff.
+    /// The object as its last reconcile saw it, once that reconcile applied its children;
+    /// `None` while its spec is invalid or its served name is taken (nothing to scale).
+    pub object: Option<Arc<ModelDeployment>>,
+    /// Held by a reconcile from reading the live replica count until the Deployment is
+    /// applied with it, and by a decision: a scale in between would be undone by the apply.
+    pub guard: Arc<tokio::sync::Mutex<()>>,
+    /// Consecutive failed reconciles, for the reconcile's backoff.
     pub failures: u32,
+    /// Consecutive failed decisions, for the scaling clock's backoff.
+    pub decision_failures: u32,
     /// Its latest GPU request and when it was made (policy clock, seconds).
     gpu_request: Option<(GpuRequest, f64)>,
     /// Where its metrics are, from its last reconcile (what the sampler scrapes).
@@ -34,7 +43,10 @@ impl ModelEntry {
         Self {
             scaling,
             due: Due::default(),
+            object: None,
+            guard: Arc::default(),
             failures: 0,
+            decision_failures: 0,
             gpu_request: None,
             metrics: None,
         }
@@ -70,6 +82,23 @@ impl Models {
         self.entries
             .iter()
             .filter_map(|(key, e)| Some((key.clone(), e.metrics.clone()?)))
+            .collect()
+    }
+
+    /// The objects of the models due to decide at `now_s` (see [`Due::not_due_for`]); a
+    /// wake is used up by this look.
+    pub fn due(&mut self, now_s: f64) -> Vec<Arc<ModelDeployment>> {
+        self.entries
+            .values_mut()
+            .filter_map(|entry| {
+                let md = entry.object.as_ref()?;
+                let period_s = md.spec.scaling.period.as_secs_f64();
+                let due = entry
+                    .due
+                    .not_due_for(md.metadata.generation, period_s, now_s)
+                    .is_none();
+                due.then(|| md.clone())
+            })
             .collect()
     }
 

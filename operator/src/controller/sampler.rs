@@ -5,30 +5,13 @@
 //! held one sample and the stable window six: a burst was seen a period late, and the rates
 //! were differences of two points a period apart. Knative's autoscaler scrapes every second
 //! for the same reason. With a Prometheus source the windows are Prometheus's own (its
-//! queries take rates over them), so there is nothing to sample.
-
-use std::sync::Arc;
-use std::time::Duration;
+//! queries take rates over them), so there is nothing to sample. The scaling clock
+//! ([`super::ticker`]) calls [`sample`] at each tick.
 
 use futures::future::join_all;
 
 use super::{Context, lock};
 use crate::metrics_source::Observed;
-
-/// Samples every known model each `every` until the task is dropped; returns at once when
-/// the metrics source does not scrape (see the module docs).
-pub async fn run(ctx: Arc<Context>, every: Duration) {
-    if !ctx.metrics_source.scrapes() || every.is_zero() {
-        return;
-    }
-    let mut ticks = tokio::time::interval(every);
-    // A slow round (a scrape that times out) is not made up for with a burst of rounds.
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticks.tick().await;
-        sample(&ctx).await;
-    }
-}
 
 /// One round: scrapes every model the controller has reconciled (concurrently) and folds
 /// each answer into that model's windows at the time it came back.
@@ -51,8 +34,9 @@ pub async fn sample(ctx: &Context) {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
     use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
 
     use futures::future::BoxFuture;
     use http::{Request, Response};
@@ -66,9 +50,7 @@ mod tests {
     use crate::controller::{Settings, model_key};
     use crate::crd::ModelDeployment;
     use crate::metrics_source::readings::read;
-    use crate::metrics_source::{
-        FixedSource, MetricsSource, MetricsView, ModelRef, Observed, ScrapeRound, TargetKind,
-    };
+    use crate::metrics_source::{MetricsSource, ModelRef, Observed, ScrapeRound, TargetKind};
     use crate::scaling::ScalingLoop;
     use crate::telemetry::Metrics;
 
@@ -172,17 +154,5 @@ mod tests {
         // Only the model whose metrics location is known was scraped, once per round.
         assert_eq!(*lock(&source.asked), ["a", "a"]);
         assert_eq!(arrivals(&ctx, &unlocated), None);
-    }
-
-    #[tokio::test]
-    async fn a_source_that_does_not_scrape_is_not_sampled() {
-        // Prometheus keeps the windows itself: the sampler ends at once.
-        let ctx = Arc::new(context(Arc::new(FixedSource(MetricsView::default()))));
-        let ended =
-            tokio::time::timeout(Duration::from_secs(5), run(ctx, Duration::from_secs(1))).await;
-        assert!(
-            ended.is_ok(),
-            "the sampler kept running for a Prometheus source"
-        );
     }
 }

@@ -1,12 +1,12 @@
 //! Scale from zero within a second: the gateway's queue watch names each served model whose
 //! admission queue has just filled; the ModelDeployments serving it at zero replicas are let
-//! past the due-gate once and reconciled at once, so the scale-from-zero rule starts a replica
-//! now instead of at the model's next period.
+//! past the due-gate once and the scaling clock decides for them at once, so the
+//! scale-from-zero rule starts a replica now instead of at the model's next period.
 
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt, stream};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 use tokio::sync::{broadcast, mpsc};
 
 use super::Context;
@@ -32,25 +32,30 @@ pub fn to_wake<'a>(
     })
 }
 
-/// The reconciles the queue watch asks for: each name on `ctx.queue_filled` wakes its models
-/// in `store` (see [`to_wake`]) in the due-gate and yields a reference to each.
+/// Wakes, for each name on `ctx.queue_filled`, its models in `store` (see [`to_wake`]);
+/// returns the names of the models woken, for each name, as a stream (what [`relay`] drives).
 pub fn triggers(
     ctx: Arc<Context>,
     store: Store<ModelDeployment>,
-) -> impl Stream<Item = ObjectRef<ModelDeployment>> + Send + 'static {
-    filled_queues(ctx.queue_filled.subscribe()).flat_map(move |served| {
+) -> impl Stream<Item = Vec<String>> + Send + 'static {
+    filled_queues(ctx.queue_filled.subscribe()).map(move |served| {
         let all = store.state();
-        let woken: Vec<ObjectRef<ModelDeployment>> = to_wake(&served, &all)
+        let woken: Vec<String> = to_wake(&served, &all)
             .map(|md| {
                 ctx.wake(md);
-                ObjectRef::from_obj(md.as_ref())
+                super::model_key(md)
             })
             .collect();
         if !woken.is_empty() {
             tracing::info!(model_name = %served, models = woken.len(), "queue filled at zero replicas: deciding now");
         }
-        stream::iter(woken)
+        woken
     })
+}
+
+/// Runs [`triggers`] for one controller's `store` until the queue watch ends.
+pub async fn relay(ctx: Arc<Context>, store: Store<ModelDeployment>) {
+    triggers(ctx, store).for_each(|_| async {}).await;
 }
 
 /// The served names a broadcast receiver gets, skipping over any it lagged behind on.

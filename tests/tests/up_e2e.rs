@@ -303,6 +303,42 @@ fn with_min_and_max_three_every_killed_replica_is_replaced_and_requests_keep_suc
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// With `replicas.min: 0`, `up` starts no replica. The first request waits in the gateway;
+/// the next one-second sample sees it and starts a replica at once, and the request is
+/// answered. The period is two minutes here: a request left for the next period would outlast
+/// its hold (the configured cold start of 60 s plus the TTFT SLO) and fail.
+#[test]
+fn a_first_request_at_zero_replicas_starts_a_replica_at_once_and_is_answered() {
+    let dir = scratch_dir("up-zero");
+    let profile = dir.join("profile.yaml");
+    std::fs::write(&profile, PROFILE).expect("profile written");
+    let manifest =
+        cli_support::sim_manifest(MODEL, &profile, 0, 2).replace("period: 1s", "period: 120s");
+    assert!(manifest.contains("period: 120s"), "{manifest}");
+    let mut procs = Procs::default();
+    let up = cli_support::start_up(&mut procs, &dir, &manifest, MODEL, 0);
+    assert_eq!(
+        ready_replicas(up.addr).unwrap_or(0),
+        0,
+        "no replica before a request"
+    );
+    let body = serde_json::json!({"model": MODEL, "prompt": "hello", "max_tokens": 8});
+    let (status, text) = cli_support::post(
+        up.addr,
+        "/v1/completions",
+        &body.to_string(),
+        Duration::from_secs(100),
+    )
+    .expect("the gateway answers");
+    let log = std::fs::read_to_string(&up.log).unwrap_or_default();
+    assert_eq!(status, 200, "{text}\n{log}");
+    assert!(
+        log.lines().any(|l| l.contains("ScaleFromZero") && l.contains("requests waiting at zero replicas")),
+        "the status line of the decision the sample made: {log}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn a_replica_that_exits_at_start_is_reported_within_two_seconds_and_backed_off() {
     let dir = scratch_dir("up-crash");

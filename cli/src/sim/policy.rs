@@ -182,6 +182,17 @@ impl Controller {
             scaling.record(input.now_s, &scrape(input));
         }
     }
+
+    /// After a scrape: whether the loop, at zero replicas, wants a first one now (then it
+    /// decides at once, as the operator's queue watch and `up` make it do).
+    pub fn wants_a_first_replica(&self, input: &DecideInput) -> bool {
+        match self {
+            Self::Tokenscale { scaling, .. } => {
+                scaling.wants_a_first_replica(input.now_s, counts(input.fleet))
+            }
+            _ => false,
+        }
+    }
 }
 
 /// The policy clock on the simulation's wall clock.

@@ -217,11 +217,15 @@ pub fn simulate(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace) -
                 batch_backlog_tokens,
                 batch_required_tokens_per_s,
             };
+            let mut decide = decision_due;
             if !decision_due {
-                // Between decisions a scrape only feeds the loop's metrics windows.
+                // Between decisions a scrape feeds the loop's metrics windows, and decides
+                // only for a first request at zero replicas.
                 control.scrape(&input);
                 next_scrape_s += SCRAPE_EVERY_S;
-            } else {
+                decide = control.wants_a_first_replica(&input);
+            }
+            if decide {
                 let desired = control.decide(&input);
                 let current = fleet.target();
                 if desired != current {
@@ -232,7 +236,9 @@ pub fn simulate(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace) -
                     fleet.set_target(desired, t_s);
                 }
                 fleet.consolidate(t_s);
-                next_decision_s += control.period_s();
+                if decision_due {
+                    next_decision_s += control.period_s();
+                }
             }
         }
         if t_s >= next_sample_s {

@@ -2,6 +2,9 @@
 //! engines') `/metrics`, tick the operator's scaling loop with them and the process pool's
 //! counts, apply the tick to the pool, and print one status line.
 
+use std::time::Duration;
+
+use tokenscale_gateway::routing::ColdStart;
 use tokenscale_operator::autoscaler::{Clocks, Decision, PolicySpec};
 use tokenscale_operator::metrics_source::readings::read;
 use tokenscale_operator::metrics_source::text_format::parse;
@@ -60,6 +63,11 @@ impl Controller {
             Ok(marked) => self.scaling.note_marked(marked),
             Err(error) => tracing::error!(%error, "scaling the process pool"),
         }
+        let seconds = |s: f64| Duration::try_from_secs_f64(s).ok();
+        self.pool.set_cold_start(ColdStart {
+            expected: self.scaling.expected_cold_start_s().and_then(seconds),
+            ttft_slo: seconds(self.scaling.spec().slo.ttft_p95_s).unwrap_or_default(),
+        });
         status_line(
             &self.model,
             self.scaling.spec(),
@@ -73,10 +81,24 @@ impl Controller {
 
     /// Between periods: one scrape folded into the metrics windows. Sampled only at each
     /// period, the panic window (6 s by default, shorter than the 10 s period) would in effect
-    /// be a whole period wide; `sim` showed what that costs (operator/README.md).
-    pub async fn sample(&mut self, now_s: f64) {
+    /// be a whole period wide; `sim` showed what that costs (operator/README.md). At zero
+    /// replicas, a request that waits or arrives makes it a whole period at once (its status
+    /// line returned): the first requests do not wait for the next period.
+    pub async fn sample(&mut self, now_s: f64) -> Option<String> {
         let round = self.scrape().await;
         self.scaling.record(now_s, &round);
+        let counts = self
+            .pool
+            .replicas()
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        if self.scaling.wants_a_first_replica(now_s, counts) {
+            Some(self.period(now_s).await)
+        } else {
+            None
+        }
     }
 
     /// One scrape round: the gateway, and every ready engine (their load, for the choice of

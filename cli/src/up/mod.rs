@@ -179,7 +179,11 @@ async fn control_loop(
         tokio::select! {
             _ = &mut stop => return Ok(()),
             _ = refresh_tick.tick() => pool.refresh().await,
-            _ = sample_tick.tick() => controller.sample(start.elapsed().as_secs_f64()).await,
+            _ = sample_tick.tick() => {
+                if let Some(line) = controller.sample(start.elapsed().as_secs_f64()).await {
+                    eprintln!("{line}{}", pool.status_note().await);
+                }
+            }
             _ = decide_tick.tick() => {
                 let line = controller.period(start.elapsed().as_secs_f64()).await;
                 eprintln!("{line}{}", pool.status_note().await);

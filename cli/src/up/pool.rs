@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokenscale_gateway::Registry;
+use tokenscale_gateway::routing::ColdStart;
 use tokenscale_operator::autoscaler::ReplicaLoad;
 use tokenscale_operator::scale::{
     ReplicaCounts, ScaleError, ScaleTarget, least_loaded, removal_plan,
@@ -74,6 +75,13 @@ pub struct ProcessPool {
 }
 
 impl ProcessPool {
+    /// Tells the gateway what a first replica costs: while none is ready, a request without
+    /// its own deadline waits the measured cold start (until one is measured, the gateway's
+    /// configured one) plus the TTFT SLO, not the interactive default.
+    pub fn set_cold_start(&self, cold_start: ColdStart) {
+        self.registry.set_cold_start(&self.model, Some(cold_start));
+    }
+
     /// A pool for `model`, engines started as `engine_bin ENGINE_ARGS` on a port of their own,
     /// each writing its output to `log_dir/replica-N.log`.
     pub fn new(

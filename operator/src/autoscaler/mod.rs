@@ -72,3 +72,4 @@ pub use observations::{
 pub use snapshot::{Clocks, PolicySnapshot, restore, snapshot};
 pub use spec::{PolicySpec, Slo, SpecError};
 pub use state::PolicyState;
+pub use zero::wants_a_first_replica;

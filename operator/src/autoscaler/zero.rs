@@ -23,6 +23,17 @@ pub(super) fn track_idle(state: &mut PolicyState, demand: &Demand, now_s: f64) {
     }
 }
 
+/// Whether `demand` wants a first replica where there is none: a request waits or arrives,
+/// or a batch has work left. Every scaler of tokenscale decides at once when it does, not at
+/// its next period (the operator through the gateway's queue watch, `up` and `sim` at each
+/// one-second sample; see `ScalingLoop::wants_a_first_replica`).
+pub fn wants_a_first_replica(demand: &Demand) -> bool {
+    demand.queued_requests > 0
+        || demand.arrival_requests_per_s.panic > 0.0
+        || demand.arrival_requests_per_s.stable > 0.0
+        || demand.batch.pending()
+}
+
 /// Scale from zero on any waiting or arriving request; scale to zero after the idle time.
 pub(super) fn zero_edges(
     spec: &PolicySpec,
@@ -32,11 +43,7 @@ pub(super) fn zero_edges(
     now_s: f64,
 ) -> Option<Decision> {
     let current = obs.current_replicas;
-    let wanted = demand.queued_requests > 0
-        || demand.arrival_requests_per_s.panic > 0.0
-        || demand.arrival_requests_per_s.stable > 0.0
-        || demand.batch.pending();
-    if current == 0 && wanted {
+    if current == 0 && wants_a_first_replica(demand) {
         let replicas = clamp(spec, 1);
         let message = if demand.batch.pending() && demand.queued_requests == 0 {
             format!(

@@ -181,6 +181,18 @@ impl ScalingLoop {
         )
     }
 
+    /// Whether the model, asked for no replica (`counts.desired` 0), wants a first one now
+    /// (see [`crate::autoscaler::wants_a_first_replica`]): a scaler that samples between
+    /// periods then ticks at once instead of leaving the first requests waiting a period.
+    pub fn wants_a_first_replica(&self, now_s: f64, counts: ReplicaCounts) -> bool {
+        counts.desired == 0
+            && self
+                .view(now_s)
+                .demand
+                .as_ref()
+                .is_some_and(crate::autoscaler::wants_a_first_replica)
+    }
+
     fn stale_after_s(&self) -> f64 {
         STALE_AFTER_PERIODS * self.spec.period.as_secs_f64()
     }

@@ -70,6 +70,24 @@ pub fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
     tokenscale_e2e::http::read_response(&mut stream)
 }
 
+/// One HTTP/1.1 POST of a JSON `body` (`Connection: close`), answered within `wait`,
+/// de-chunked; `(status, body)`.
+pub fn post(
+    addr: SocketAddr,
+    path: &str,
+    body: &str,
+    wait: Duration,
+) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    stream.set_read_timeout(Some(wait))?;
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes())?;
+    tokenscale_e2e::http::read_response(&mut stream)
+}
+
 /// Polls `ready` every 200 ms until it holds; panics naming `what` after `timeout`.
 pub fn wait_for(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
@@ -184,7 +202,8 @@ pub struct Up {
 }
 
 /// Starts `tokenscale up -f manifest` (written to `dir/md.yaml`) on a free port, its stderr in
-/// `dir/up.log`, and waits until `ready` replicas of `model` are ready behind its gateway.
+/// `dir/up.log`, and waits until `ready` replicas of `model` are ready behind its gateway
+/// (with `ready` 0, until the gateway answers).
 pub fn start_up(
     procs: &mut Procs,
     dir: &std::path::Path,
@@ -214,7 +233,13 @@ pub fn start_up(
     wait_for(
         &format!("{ready} ready replicas behind the gateway"),
         Duration::from_secs(120),
-        || ready_replicas(addr, model) >= Some(ready),
+        || {
+            if ready == 0 {
+                get(addr, "/health").is_ok()
+            } else {
+                ready_replicas(addr, model) >= Some(ready)
+            }
+        },
     );
     Up { pid, addr, log }
 }

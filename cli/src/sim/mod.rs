@@ -77,7 +77,9 @@ pub struct SimArgs {
     /// Performance profile: `llama3-8b-h100`, `smollm2-cpu`, or a YAML/JSON file.
     #[arg(long, default_value = "llama3-8b-h100")]
     pub profile: String,
-    /// Policies to compare, comma-separated: tokenscale, hpa, static:N, oracle.
+    /// Policies to compare, comma-separated: tokenscale, hpa, static:N, oracle, oracle:PERCENT
+    /// (the oracle sized for that percentage of its coming peak: headroom against arrival
+    /// noise).
     #[arg(long, default_value = "tokenscale,hpa,oracle")]
     pub policy: String,
     /// Seed of the arrival noise.

@@ -35,26 +35,32 @@ pub enum PolicyKind {
     Hpa,
     /// A fixed replica count.
     Static(u32),
-    /// Perfect foresight.
-    Oracle,
+    /// Perfect foresight, sized for this percentage of the coming peak (`oracle` is 100:
+    /// exactly the peak at the deterministic knee; more is headroom against arrival noise,
+    /// which the plain oracle does not have, so it misses minutes itself).
+    Oracle(u32),
 }
 
 impl PolicyKind {
-    /// Parses `tokenscale`, `hpa`, `static:N` or `oracle`.
+    /// Parses `tokenscale`, `hpa`, `static:N`, `oracle` or `oracle:PERCENT` (100 to 1000).
     pub fn parse(text: &str) -> Result<Self, SimError> {
+        let number = |prefix: &str, text: &str| text.strip_prefix(prefix)?.parse::<u32>().ok();
         match text.trim() {
             "tokenscale" => Ok(Self::Tokenscale),
             "hpa" => Ok(Self::Hpa),
-            "oracle" => Ok(Self::Oracle),
-            other => other
-                .strip_prefix("static:")
-                .and_then(|n| n.parse().ok())
-                .map(Self::Static)
-                .ok_or_else(|| {
-                    SimError::Usage(format!(
-                        "unknown policy `{other}`: use tokenscale, hpa, static:N or oracle"
-                    ))
-                }),
+            "oracle" => Ok(Self::Oracle(100)),
+            other => {
+                if let Some(n) = number("static:", other) {
+                    return Ok(Self::Static(n));
+                }
+                match number("oracle:", other) {
+                    Some(percent) if (100..=1000).contains(&percent) => Ok(Self::Oracle(percent)),
+                    _ => Err(SimError::Usage(format!(
+                        "unknown policy `{other}`: use tokenscale, hpa, static:N, oracle or \
+                         oracle:PERCENT (100 to 1000)"
+                    ))),
+                }
+            }
         }
     }
 }
@@ -65,7 +71,8 @@ impl fmt::Display for PolicyKind {
             Self::Tokenscale => f.write_str("tokenscale"),
             Self::Hpa => f.write_str("hpa"),
             Self::Static(n) => write!(f, "static:{n}"),
-            Self::Oracle => f.write_str("oracle"),
+            Self::Oracle(100) => f.write_str("oracle"),
+            Self::Oracle(percent) => write!(f, "oracle:{percent}"),
         }
     }
 }
@@ -258,5 +265,26 @@ fn hpa(
             .max()
             .unwrap_or(raw)
             .min(current)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policies_parse_and_print_back() {
+        for text in ["tokenscale", "hpa", "static:3", "oracle", "oracle:120"] {
+            let kind = PolicyKind::parse(text).expect("a policy");
+            assert_eq!(kind.to_string(), text);
+        }
+        assert_eq!(
+            PolicyKind::parse("oracle:100").ok(),
+            Some(PolicyKind::Oracle(100))
+        );
+        for bad in ["oracle:99", "oracle:1001", "oracle:x", "static:", "hpa2"] {
+            let error = PolicyKind::parse(bad).expect_err(bad).to_string();
+            assert!(error.contains(&format!("`{bad}`")), "{error}");
+        }
     }
 }

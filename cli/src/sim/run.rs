@@ -121,8 +121,8 @@ pub fn controller(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace)
             max: cfg.max_replicas,
         },
         PolicyKind::Static(n) => Controller::Static(n),
-        PolicyKind::Oracle => Controller::Oracle {
-            capacity_tokens_per_s: knee.tokens_per_s.max(1e-9),
+        PolicyKind::Oracle(percent) => Controller::Oracle {
+            capacity_tokens_per_s: (knee.tokens_per_s * 100.0 / f64::from(percent)).max(1e-9),
             tokens_per_request: trace.mean_output_tokens(),
             lookahead_s: cfg.profile.cold_start_s,
             period_s: Duration::from_secs(10).as_secs_f64(),

@@ -9,7 +9,7 @@ use tokenscale_operator::autoscaler::{Clocks, Decision, PolicySpec};
 use tokenscale_operator::metrics_source::readings::read;
 use tokenscale_operator::metrics_source::text_format::parse;
 use tokenscale_operator::metrics_source::{MetricsView, ScrapeRound, TargetKind};
-use tokenscale_operator::scale::ScaleTarget;
+use tokenscale_operator::scale::{ReplicaCounts, ScaleTarget};
 use tokenscale_operator::scaling::attainment::Attainment;
 use tokenscale_operator::scaling::{ScalingLoop, apply};
 
@@ -46,13 +46,7 @@ impl Controller {
     /// One period at `now_s` (a monotonic clock): scrape, tick, apply; returns the status line.
     pub async fn period(&mut self, now_s: f64) -> String {
         let round = self.scrape().await;
-        let counts = self
-            .pool
-            .replicas()
-            .await
-            .ok()
-            .flatten()
-            .unwrap_or_default();
+        let counts = self.counts().await;
         let unix_s = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
@@ -87,18 +81,22 @@ impl Controller {
     pub async fn sample(&mut self, now_s: f64) -> Option<String> {
         let round = self.scrape().await;
         self.scaling.record(now_s, &round);
-        let counts = self
-            .pool
-            .replicas()
-            .await
-            .ok()
-            .flatten()
-            .unwrap_or_default();
+        let counts = self.counts().await;
         if self.scaling.wants_a_first_replica(now_s, counts) {
             Some(self.period(now_s).await)
         } else {
             None
         }
+    }
+
+    /// The process pool's counts now (none when it cannot say).
+    async fn counts(&self) -> ReplicaCounts {
+        self.pool
+            .replicas()
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_default()
     }
 
     /// One scrape round: the gateway, and every ready engine (their load, for the choice of

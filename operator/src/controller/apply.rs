@@ -76,7 +76,7 @@ pub async fn reconcile_model(md: &Arc<ModelDeployment>, ctx: &Context) -> Result
         .map_err(|e| Error::Scale(e.to_string()))?;
     // Keep the live replica count (owned by the scale subresource); a new Deployment starts
     // at the minimum.
-    let current = counts.map_or_else(|| md.spec.replicas.min.max(0).unsigned_abs(), |c| c.desired);
+    let current = counts.map_or_else(|| min_replicas(md), |c| c.desired);
     let replicas = i32::try_from(current).unwrap_or(i32::MAX);
     apply(
         &Api::namespaced(client.clone(), &namespace),
@@ -109,7 +109,7 @@ pub async fn reconcile_model(md: &Arc<ModelDeployment>, ctx: &Context) -> Result
     // Hand the model to the scaling clock: where the sampler scrapes it (it may have moved:
     // a renamed served name, other windows) and the object its decisions act on.
     let model = model_ref(md, &namespace, &name);
-    let due_now = {
+    {
         let clocks = ctx.clocks();
         let mut models = lock(&ctx.models);
         let entry = models.entry(md, clocks);
@@ -119,13 +119,7 @@ pub async fn reconcile_model(md: &Arc<ModelDeployment>, ctx: &Context) -> Result
         if let Some(counts) = counts {
             entry.scaling.observe_counts(clocks.now_s, counts);
         }
-        let period_s = md.spec.scaling.period.as_secs_f64();
-        entry
-            .due
-            .clone()
-            .not_due_for(md.metadata.generation, period_s, clocks.now_s)
-            .is_none()
-    };
+    }
     ctx.metrics.models.set(
         md,
         ModelFigures {
@@ -133,11 +127,15 @@ pub async fn reconcile_model(md: &Arc<ModelDeployment>, ctx: &Context) -> Result
             ready_replicas: counts.map_or(0, |c| c.ready),
         },
     );
-    // A new model, or a new generation, decides now rather than at the clock's next second.
-    if due_now {
-        ctx.decide_now.notify_one();
-    }
+    // The clock looks now: a new model, or a new generation, decides at once rather than at
+    // its next tick (a model not due is left alone; the look costs a lock).
+    ctx.decide_now.notify_one();
     Ok(Action::requeue(RESYNC))
+}
+
+/// The replicas a model's Deployment starts with.
+fn min_replicas(md: &ModelDeployment) -> u32 {
+    md.spec.replicas.min.max(0).unsigned_abs()
 }
 
 /// Takes `md` off the scaling clock: an invalid or refused object is not scaled.
@@ -172,7 +170,7 @@ pub async fn decide(md: &ModelDeployment, ctx: &Context) -> Result<()> {
         None => Observed::View(Default::default()),
     };
     let counts_now = counts.unwrap_or(ReplicaCounts {
-        desired: md.spec.replicas.min.max(0).unsigned_abs(),
+        desired: min_replicas(md),
         current: 0,
         ready: 0,
     });

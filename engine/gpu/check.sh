@@ -6,14 +6,15 @@
 #
 # HOW TO RUN (about 2-4 minutes of GPU time; 8 at most):
 #   1. Here, on the build machine:   engine/gpu/pack.sh
-#      (release binary, stripped, and the 94 MiB model split in two, all under .gpu/)
-#   2. Device call 1 (stages the first model part on the machine, seconds):
+#      (release binary, stripped, and the 94 MiB model in parts, all under .gpu/). It prints
+#      the exact device calls: the model is larger than one call may carry beside the working
+#      tree (64 MiB), so each part but the last is staged by a call of its own:
 #        run(command="bash engine/gpu/check.sh stage", carry=[".gpu/model.part-aa"], timeout_s=120)
-#   3. Device call 2, AT ONCE (the machine stays warm only ~30 s after a call; what call 1 staged
-#      under target/ is kept while it is warm):
+#   2. The check itself, AT ONCE after the last stage (the machine stays warm only ~30 s after a
+#      call; what a stage put under target/ is kept while it is warm):
 #        run(command="bash engine/gpu/check.sh", timeout_s=540,
-#            carry=[".gpu/tokenscale-engine", ".gpu/model.part-ab", ".gpu/model.sha256", ".gpu/tiny"])
-#      If it says the staged part is missing (the machine went cold), repeat 2 and 3.
+#            carry=[".gpu/tokenscale-engine", ".gpu/model.sha256", ".gpu/tiny", ".gpu/model.part-ab"])
+#      If it says a part is missing (the machine went cold), repeat the calls back to back.
 #   Elsewhere, with the whole model at hand:  MODEL=path/to/model.gguf engine/gpu/check.sh
 #
 # It prints: the device, a compile check against the machine's own NVRTC, a table of every
@@ -31,8 +32,9 @@ STAGE=target/gpu-stage
 mkdir -p "$STAGE"
 
 if [ "${1:-}" = stage ]; then
-  cp .gpu/model.part-aa "$STAGE/" && ls -la "$STAGE" && exit 0
-  echo "stage: .gpu/model.part-aa was not carried" >&2; exit 1
+  compgen -G '.gpu/model.part-*' >/dev/null || { echo "stage: no .gpu/model.part-* was carried" >&2; exit 1; }
+  cp .gpu/model.part-* "$STAGE/" && ls -la "$STAGE" && exit 0
+  exit 1
 fi
 
 LOG="${OUT:-$STAGE}/check.log"
@@ -72,16 +74,21 @@ MODEL="${MODEL:-}"
 if [ -z "$MODEL" ]; then
   MODEL="$STAGE/SmolLM2-135M-Instruct.Q4_1.gguf"
   if [ ! -f "$MODEL" ]; then
-    if [ ! -f "$STAGE/model.part-aa" ] || [ ! -f .gpu/model.part-ab ]; then
-      echo "model parts missing: $STAGE/model.part-aa (device call 1, 'stage') and .gpu/model.part-ab (this call's carry)"
-      echo "the machine may have gone cold between the calls: run both calls again, back to back"
-      exit 2
-    fi
-    cat "$STAGE/model.part-aa" .gpu/model.part-ab > "$MODEL"
+    # The parts staged by earlier calls and those carried by this one, in name order; the
+    # checksum below catches a part that is missing.
+    parts=$( { (cd "$STAGE" && ls model.part-*); (cd .gpu && ls model.part-*); } 2>/dev/null | sort -u)
+    [ -n "$parts" ] || { echo "model parts missing: none staged under $STAGE, none carried in .gpu"; exit 2; }
+    for p in $parts; do
+      if [ -f ".gpu/$p" ]; then cat ".gpu/$p"; else cat "$STAGE/$p"; fi
+    done > "$MODEL"
+    echo "model assembled from: $(echo $parts)"
   fi
   want=$(cat .gpu/model.sha256 2>/dev/null || echo missing)
   have=$(sha256sum "$MODEL" | cut -d' ' -f1)
-  [ "$want" = "$have" ] || { echo "model checksum $have != expected $want"; rm -f "$MODEL"; exit 2; }
+  [ "$want" = "$have" ] || {
+    echo "model checksum $have != expected $want (a part is missing or stale: the machine may"
+    echo "have gone cold between the calls; run pack.sh's calls again, back to back)"
+    rm -f "$MODEL"; exit 2; }
 fi
 ls -la "$MODEL"
 

@@ -3,14 +3,15 @@
 # toolchain (the GPU machine has none). Writes into .gpu/ at the repository root (ignored by
 # git through .git/info/exclude):
 #   .gpu/tokenscale-engine   stripped release binary (x86-64)
-#   .gpu/model.part-aa       first 61 MiB of the SmolLM2 model file
-#   .gpu/model.part-ab       the rest
+#   .gpu/model.part-aa …     the SmolLM2 model file in parts, each sized so that it travels
+#                            in one device call beside the working tree (which grows)
 #   .gpu/model.sha256        checksum of the whole model file
 #   .gpu/tiny/               the tiny random-weight checkpoints of scripts/checkpoints
 #                            (Llama 3.1 llama3-RoPE, Qwen2 biases, Qwen3 q/k norms + yarn,
 #                            Mistral linear RoPE; under 1 MiB) for the checkpoint parity cases
 # The model (94 MiB) is larger than one device call may carry (64 MiB with the tree), so it
-# travels in two calls; see the header of check.sh for the exact calls.
+# travels in parts: every part but the last is staged by a call of its own, the last rides
+# with the binary. This script prints the exact calls (check.sh's header explains them).
 #
 # Usage: engine/gpu/pack.sh [MODEL.gguf]   (default: the engine's cached SmolLM2-135M Q4_1)
 set -euo pipefail
@@ -23,15 +24,34 @@ grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo '/
 cargo build --release -p tokenscale-engine --bin tokenscale-engine
 rm -rf .gpu && mkdir -p .gpu
 strip -o .gpu/tokenscale-engine target/release/tokenscale-engine
-split -b 61M -a 2 "$model" .gpu/model.part-
+# Bytes of the working tree, which travels with every call (git's tracked and untracked,
+# not ignored, files). It grows with the project: the parts are sized from it each time.
+tree=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+limit=$((64 << 20)) margin=$((2 << 20))
+part=$(( (limit - tree - margin) >> 20 ))
+[ "$part" -ge 8 ] || { echo "pack: the working tree ($((tree >> 20)) MiB) leaves no room for model parts" >&2; exit 1; }
+split -b "${part}M" -a 2 "$model" .gpu/model.part-
 PYTHONPATH=.cache/tools/python python3 scripts/checkpoints/tiny_models.py .gpu/tiny >/dev/null
 (cd "$(dirname "$model")" && sha256sum "$(basename "$model")") | awk '{print $1}' > .gpu/model.sha256
 ls -la .gpu
-tree=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
-second=$(( $(du -cb .gpu/tokenscale-engine .gpu/model.part-ab .gpu/model.sha256 .gpu/tiny | tail -1 | cut -f1) + tree ))
-first=$(( $(du -b .gpu/model.part-aa | cut -f1) + tree ))
-echo "device call 1 sends $((first >> 20)) MiB, call 2 sends $((second >> 20)) MiB (limit 64 MiB each)" >&2
-if [ "$first" -ge $((64 << 20)) ] || [ "$second" -ge $((64 << 20)) ]; then
-  echo "pack: a call would exceed 64 MiB; split the model into more parts and stage each" >&2
-  exit 1
+
+parts=(.gpu/model.part-*)
+last="${parts[-1]}"
+final=(.gpu/tokenscale-engine .gpu/model.sha256 .gpu/tiny)
+staged=("${parts[@]:0:${#parts[@]}-1}")
+# The last part rides with the binary when that call still fits; else it is staged too.
+if [ $(( $(du -cb "${final[@]}" "$last" | tail -1 | cut -f1) + tree )) -lt $((limit - margin)) ]; then
+  final+=("$last")
+else
+  staged+=("$last")
 fi
+[ $(( $(du -cb "${final[@]}" | tail -1 | cut -f1) + tree )) -lt "$limit" ] || {
+  echo "pack: the binary and the checkpoints with the tree exceed 64 MiB in one call" >&2; exit 1; }
+quote() { local out="" p; for p in "$@"; do out+="${out:+, }\"$p\""; done; printf '[%s]' "$out"; }
+echo "working tree $((tree >> 20)) MiB; model in ${#parts[@]} parts of at most $part MiB; device calls, back to back:"
+n=1
+for p in "${staged[@]}"; do
+  echo "  $n. run(command=\"bash engine/gpu/check.sh stage\", carry=$(quote "$p"), timeout_s=120)"
+  n=$((n + 1))
+done
+echo "  $n. run(command=\"bash engine/gpu/check.sh\", timeout_s=540, carry=$(quote "${final[@]}"))"

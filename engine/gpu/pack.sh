@@ -26,6 +26,7 @@ rm -rf .gpu && mkdir -p .gpu
 strip -o .gpu/tokenscale-engine target/release/tokenscale-engine
 # Bytes of the working tree, which travels with every call (git's tracked and untracked,
 # not ignored, files). It grows with the project: the parts are sized from it each time.
+bytes() { du -cb "$@" | tail -1 | cut -f1; }
 tree=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
 limit=$((64 << 20)) margin=$((2 << 20))
 part=$(( (limit - tree - margin) >> 20 ))
@@ -40,12 +41,12 @@ last="${parts[-1]}"
 final=(.gpu/tokenscale-engine .gpu/model.sha256 .gpu/tiny)
 staged=("${parts[@]:0:${#parts[@]}-1}")
 # The last part rides with the binary when that call still fits; else it is staged too.
-if [ $(( $(du -cb "${final[@]}" "$last" | tail -1 | cut -f1) + tree )) -lt $((limit - margin)) ]; then
+if [ $(( $(bytes "${final[@]}" "$last") + tree )) -lt $((limit - margin)) ]; then
   final+=("$last")
 else
   staged+=("$last")
 fi
-[ $(( $(du -cb "${final[@]}" | tail -1 | cut -f1) + tree )) -lt "$limit" ] || {
+[ $(( $(bytes "${final[@]}") + tree )) -lt "$limit" ] || {
   echo "pack: the binary and the checkpoints with the tree exceed 64 MiB in one call" >&2; exit 1; }
 quote() { local out="" p; for p in "$@"; do out+="${out:+, }\"$p\""; done; printf '[%s]' "$out"; }
 echo "working tree $((tree >> 20)) MiB; model in ${#parts[@]} parts of at most $part MiB; device calls, back to back:"

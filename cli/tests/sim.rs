@@ -137,8 +137,7 @@ fn same_seed_same_result_other_seed_other_arrivals() {
 
 #[test]
 fn a_recorded_jsonl_trace_replays_every_request() {
-    let dir = std::env::temp_dir().join(format!("tokenscale-sim-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = tokenscale_scratch::scratch!("sim-trace");
     let path = dir.join("trace.jsonl");
     let lines: Vec<String> = (0..600)
         .map(|i| {
@@ -179,7 +178,6 @@ fn a_recorded_jsonl_trace_replays_every_request() {
         svg.contains("<svg") && svg.contains("polyline"),
         "not an SVG with lines"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

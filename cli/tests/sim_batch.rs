@@ -139,8 +139,7 @@ fn a_job_too_big_for_the_fleet_is_reported_missed() {
 /// the flag's; a bad one is a clear error naming its line.
 #[test]
 fn jsonl_traces_carry_batch_jobs() {
-    let dir = std::env::temp_dir().join(format!("tokenscale-sim-batch-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = tokenscale_scratch::scratch!("sim-batch");
     let path = dir.join("trace.jsonl");
     let mut text =
         String::from("{\"batch\": {\"at_s\": 10, \"output_tokens\": 5000, \"window_s\": 600}}\n");
@@ -176,5 +175,4 @@ fn jsonl_traces_carry_batch_jobs() {
         err.contains("line 1") && err.contains("output_tokens"),
         "{err}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

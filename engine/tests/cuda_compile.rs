@@ -29,12 +29,12 @@ fn wheel_dirs() -> (PathBuf, PathBuf) {
 /// should have failed at once must not hang the suite).
 fn engine(args: &[&str]) -> Output {
     let (lib, include) = wheel_dirs();
-    let cache = std::env::temp_dir().join(format!("ts-cuda-test-cache-{}", std::process::id()));
+    let cache = tokenscale_scratch::scratch!("cuda-kernel-cache");
     let mut child = Command::new(BIN)
         .args(args)
         .env(libs::LIB_DIRS_ENV, lib)
         .env("TOKENSCALE_CUDA_INCLUDE_DIRS", include)
-        .env("TOKENSCALE_KERNEL_CACHE", cache)
+        .env("TOKENSCALE_KERNEL_CACHE", cache.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

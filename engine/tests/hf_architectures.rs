@@ -198,7 +198,7 @@ fn the_tokenizer_files_give_tokens_eos_and_chat_template() {
 #[test]
 fn a_checkpoint_without_the_weights_its_config_needs_is_refused_by_name() {
     // Qwen3's config over Qwen2's weights: the q/k norms are missing.
-    let dir = checkpoints_support::scratch("wrong-weights");
+    let dir = tokenscale_scratch::scratch!("wrong-weights");
     let qwen2 = tiny_models().join("qwen2");
     for entry in std::fs::read_dir(&qwen2).unwrap() {
         let entry = entry.unwrap();

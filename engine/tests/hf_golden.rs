@@ -18,7 +18,7 @@ mod server_support;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use checkpoints_support::{scratch, smollm2_hf};
+use checkpoints_support::smollm2_hf;
 use common::{assert_flips_within, assert_reproduces_golden, cases, forced_logits};
 use hub_support::TestHub;
 use tokenscale_common::hub_source::HubSource;
@@ -26,6 +26,7 @@ use tokenscale_engine::backend::cpu::{CpuBackend, CpuOptions, Precision};
 use tokenscale_engine::fetch::hub::{HubConfig, fetch};
 use tokenscale_engine::model::{Checkpoint, Model};
 use tokenscale_engine::tokenizer::ChatMessage;
+use tokenscale_scratch::scratch;
 
 const BLOCK_SIZE: usize = 16;
 
@@ -34,7 +35,8 @@ const BLOCK_SIZE: usize = 16;
 fn fetched() -> &'static (PathBuf, PathBuf) {
     static DIRS: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
     DIRS.get_or_init(|| {
-        let root = scratch("hf-golden-hub");
+        // Kept for the process (a static's): swept once it has ended.
+        let root = scratch!("hf-golden-hub").keep();
         let org = root.join("HuggingFaceTB");
         std::fs::create_dir_all(&org).unwrap();
         std::os::unix::fs::symlink(smollm2_hf("f32"), org.join("SmolLM2-135M-Instruct-f32"))

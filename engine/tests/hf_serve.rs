@@ -13,16 +13,18 @@ mod server_support;
 use std::path::Path;
 use std::process::Command;
 
-use checkpoints_support::{scratch, tiny_models};
+use checkpoints_support::tiny_models;
 use hub_support::{Access, TestHub};
 use serde_json::json;
 use server_support::client::{self, post_json};
 use server_support::spawn_ready;
+use tokenscale_scratch::{Scratch, scratch};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tokenscale-engine");
 
-fn hub(label: &str) -> (TestHub, std::path::PathBuf) {
-    let root = scratch(label);
+/// The hub, the engine's HF home, and the folder that holds both (removed when dropped).
+fn hub(label: &str) -> (TestHub, std::path::PathBuf, Scratch) {
+    let root = scratch!(label);
     std::fs::create_dir_all(root.join("test-org")).unwrap();
     std::os::unix::fs::symlink(
         tiny_models().join("qwen3"),
@@ -30,7 +32,7 @@ fn hub(label: &str) -> (TestHub, std::path::PathBuf) {
     )
     .unwrap();
     let home = root.join("hf-home");
-    (TestHub::start(&root), home)
+    (TestHub::start(root.path()), home, root)
 }
 
 fn engine(hub: &TestHub, home: &Path, args: &[&str]) -> Command {
@@ -46,7 +48,7 @@ fn engine(hub: &TestHub, home: &Path, args: &[&str]) -> Command {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_fetches_an_hf_source_and_reports_its_commit() {
-    let (hub, home) = hub("hf-serve");
+    let (hub, home, _root) = hub("hf-serve");
     let args = [
         "serve",
         "--model",
@@ -87,7 +89,7 @@ async fn serve_fetches_an_hf_source_and_reports_its_commit() {
 
 #[test]
 fn pull_prints_the_snapshot_and_names_what_is_wrong_otherwise() {
-    let (hub, home) = hub("hf-pull");
+    let (hub, home, _root) = hub("hf-pull");
     let out = engine(&hub, &home, &["pull", "hf://test-org/Qwen3-tiny"])
         .output()
         .unwrap();

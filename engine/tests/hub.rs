@@ -11,18 +11,19 @@ mod hub_support;
 
 use std::path::{Path, PathBuf};
 
-use checkpoints_support::{scratch, tiny_models};
+use checkpoints_support::tiny_models;
 use hub_support::{Access, TestHub};
 use tokenscale_common::hub_source::HubSource;
 use tokenscale_engine::fetch::Error;
 use tokenscale_engine::fetch::hub::{HubConfig, Snapshot, fetch};
+use tokenscale_scratch::{Scratch, scratch};
 
 const ORG: &str = "test-org";
 
 /// A Hub serving the tiny checkpoints as `test-org/NAME`, a `@v1` revision of `qwen3` whose
 /// config differs, and a GGUF-only repository.
-fn hub(label: &str) -> (TestHub, PathBuf) {
-    let root = scratch(&format!("hub-{label}"));
+fn hub(label: &str) -> (TestHub, PathBuf, Scratch) {
+    let root = scratch!(&format!("hub-{label}"));
     let org = root.join(ORG);
     std::fs::create_dir_all(&org).unwrap();
     for name in ["qwen3", "llama31", "qwen2"] {
@@ -45,7 +46,7 @@ fn hub(label: &str) -> (TestHub, PathBuf) {
     std::fs::write(gguf.join("tiny.Q8_0.gguf"), vec![7u8; 300_000]).unwrap();
     std::fs::write(gguf.join("README.md"), "a GGUF repository\n").unwrap();
     let cache = root.join("cache");
-    (TestHub::start(&root), cache)
+    (TestHub::start(root.path()), cache, root)
 }
 
 fn config(hub: &TestHub, cache: &Path, token: Option<&str>) -> HubConfig {
@@ -68,7 +69,7 @@ fn pull(hub: &TestHub, cache: &Path, text: &str) -> Result<Snapshot, Error> {
 
 #[test]
 fn a_pull_fetches_into_the_hugging_face_cache_and_a_second_pull_downloads_nothing() {
-    let (hub, cache) = hub("pull");
+    let (hub, cache, _root) = hub("pull");
     let s = pull(&hub, &cache, "hf://test-org/qwen3").unwrap();
     let repo = cache.join("models--test-org--qwen3");
     assert_eq!(s.dir, repo.join("snapshots").join(&s.commit));
@@ -128,7 +129,7 @@ fn a_pull_fetches_into_the_hugging_face_cache_and_a_second_pull_downloads_nothin
 
 #[test]
 fn a_cut_download_resumes_where_it_stopped() {
-    let (hub, cache) = hub("cut");
+    let (hub, cache, _root) = hub("cut");
     let size = std::fs::metadata(tiny_models().join("llama31/model.safetensors"))
         .unwrap()
         .len();
@@ -154,7 +155,7 @@ fn a_cut_download_resumes_where_it_stopped() {
 
 #[test]
 fn a_partial_download_left_by_an_earlier_run_is_resumed() {
-    let (hub, cache) = hub("partial");
+    let (hub, cache, _root) = hub("partial");
     let original =
         std::fs::read(tiny_models().join("qwen2/model-00001-of-00002.safetensors")).unwrap();
     let sha = sha256(&original);
@@ -181,7 +182,7 @@ fn a_partial_download_left_by_an_earlier_run_is_resumed() {
 
 #[test]
 fn revisions_pin_and_resolve_to_their_commits() {
-    let (hub, cache) = hub("revision");
+    let (hub, cache, _root) = hub("revision");
     let main = pull(&hub, &cache, "hf://test-org/qwen3").unwrap();
     let v1 = pull(&hub, &cache, "hf://test-org/qwen3@v1").unwrap();
     assert_ne!(main.commit, v1.commit);
@@ -207,7 +208,7 @@ fn revisions_pin_and_resolve_to_their_commits() {
 
 #[test]
 fn a_gguf_repository_takes_only_the_named_file() {
-    let (hub, cache) = hub("gguf");
+    let (hub, cache, _root) = hub("gguf");
     let s = pull(&hub, &cache, "hf://test-org/tiny-GGUF/tiny.Q8_0.gguf").unwrap();
     assert_eq!(s.path, s.dir.join("tiny.Q8_0.gguf"));
     assert_eq!(std::fs::read(&s.path).unwrap(), vec![7u8; 300_000]);
@@ -224,7 +225,7 @@ fn a_gguf_repository_takes_only_the_named_file() {
 
 #[test]
 fn gated_models_get_the_401_and_403_messages_and_the_cdn_never_sees_the_token() {
-    let (hub, cache) = hub("gated");
+    let (hub, cache, _root) = hub("gated");
     hub.set_access(Access::Gated("hf_good".into()));
     let err = fetch(&source("hf://test-org/qwen3"), &config(&hub, &cache, None)).unwrap_err();
     assert!(
@@ -285,7 +286,7 @@ fn gated_models_get_the_401_and_403_messages_and_the_cdn_never_sees_the_token() 
 
 #[test]
 fn missing_repositories_revisions_and_files_get_the_404_message() {
-    let (hub, cache) = hub("missing");
+    let (hub, cache, _root) = hub("missing");
     let cases = [
         (
             "hf://test-org/nope",
@@ -311,7 +312,7 @@ fn missing_repositories_revisions_and_files_get_the_404_message() {
 
 #[test]
 fn a_corrupted_file_is_detected_and_never_cached() {
-    let (hub, cache) = hub("corrupt");
+    let (hub, cache, _root) = hub("corrupt");
     hub.corrupt("model.safetensors");
     let err = pull(&hub, &cache, "hf://test-org/qwen3").unwrap_err();
     assert!(matches!(err, Error::Integrity { .. }), "{err}");
@@ -333,7 +334,7 @@ fn a_corrupted_file_is_detected_and_never_cached() {
 
 #[test]
 fn a_cached_model_serves_offline_and_when_the_hub_is_unreachable() {
-    let (hub, cache) = hub("offline");
+    let (hub, cache, _root) = hub("offline");
     let s = pull(&hub, &cache, "hf://test-org/qwen3").unwrap();
     let mut offline = config(&hub, &cache, None);
     offline.offline = true;

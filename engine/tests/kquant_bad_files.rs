@@ -97,11 +97,10 @@ fn a_model_with_an_iq_tensor_is_refused_naming_type_and_tensor() {
         "blk.3.ffn_down is Q4_1"
     );
     bytes[type_at..type_at + 4].copy_from_slice(&23u32.to_le_bytes());
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let bad = dir.join(format!("iq4xs-{}.gguf", std::process::id()));
+    let dir = tokenscale_scratch::scratch!("iq4xs");
+    let bad = dir.join("iq4xs.gguf");
     std::fs::write(&bad, &bytes).expect("write");
     let result = tokenscale_engine::model::load(&bad);
-    let _ = std::fs::remove_file(&bad);
     let msg = match result {
         Ok(_) => panic!("a model with an IQ4_XS tensor loaded"),
         Err(e) => e.to_string(),

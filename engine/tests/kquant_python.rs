@@ -6,7 +6,7 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use half::f16;
@@ -94,14 +94,6 @@ fn compare_file(path: &Path) -> HashMap<String, usize> {
     counts
 }
 
-/// Where this test writes its files (removed at the end of each test).
-fn scratch(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("kquant-python-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir.join(name)
-}
-
 /// Byte ranges of each block's f16 fields, per type: the rest of a block is any bytes.
 fn half_fields(ty: GgmlType) -> &'static [usize] {
     match ty {
@@ -144,10 +136,10 @@ fn random_blocks_of_every_type_dequantise_as_gguf_does() {
         }
         builder = builder.tensor(&format!("random.{ty}"), &[cols, rows], ty, bytes);
     }
-    let path = scratch("random-blocks.gguf");
+    let dir = tokenscale_scratch::scratch!("kquant-python");
+    let path = dir.join("random-blocks.gguf");
     std::fs::write(&path, builder.build()).expect("write");
     let counts = compare_file(&path);
-    let _ = std::fs::remove_file(&path);
     assert_eq!(counts.len(), types.len(), "{counts:?}");
     println!(
         "random blocks: {} types bit-exact with gguf.quants.dequantize",
@@ -168,7 +160,6 @@ fn every_tensor_of_requantised_smollm2_dequantises_as_gguf_does() {
             "{ftype}: every tensor bit-exact with gguf ({})",
             summary.join(", ")
         );
-        let _ = std::fs::remove_file(&path);
         // The mixes put real K-quants on the rows that hold whole 256-blocks (ffn_down).
         let want = match ftype {
             FileType::Q4_K_M => ["Q4_K", "Q6_K", "Q5_0"],

@@ -114,7 +114,8 @@ struct Stack {
     addr: SocketAddr,
     config: PathBuf,
     log: PathBuf,
-    dir: PathBuf,
+    /// Removed when the stack drops, unless a test failed (then its gateway log is kept).
+    _dir: tokenscale_scratch::Scratch,
 }
 
 impl Stack {
@@ -154,7 +155,7 @@ impl Stack {
             addr,
             config,
             log,
-            dir,
+            _dir: dir,
         }
     }
 
@@ -208,8 +209,6 @@ impl Drop for Stack {
         if std::thread::panicking() {
             // Keep the gateway's log of a failed run; say where it is.
             eprintln!("gateway log kept at {}", self.log.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
 }

@@ -159,5 +159,4 @@ fn the_openai_client_runs_a_batch_under_up_and_it_outlives_a_restart() {
         .filter(|l| l["response"]["status_code"] == 200)
         .count();
     assert_eq!(answered as u64, GOOD_LINES, "after the restart:\n{content}");
-    let _ = std::fs::remove_dir_all(dir);
 }

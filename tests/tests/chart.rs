@@ -117,13 +117,9 @@ pub fn ci_render(name: &str) -> &'static Rendered {
         .unwrap_or_else(|| panic!("no ci/{name} in the chart"))
 }
 
-/// A scratch folder for files handed to tools.
-pub fn scratch_dir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("chart")
-        .join(name);
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
-    dir
+/// A scratch folder for files handed to tools, removed when the guard drops.
+pub fn scratch_dir(name: &str) -> tokenscale_scratch::Scratch {
+    tokenscale_scratch::scratch!(&format!("chart-{name}"))
 }
 
 #[test]

@@ -33,7 +33,6 @@ fn runs_under_up(file: &str, doc: &serde_json::Value) {
     );
     assert!(!outcome.text.is_empty(), "{file}: an empty answer");
     eprintln!("{file}: served {:?}", outcome.text);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Renders `doc` as the operator would and checks the engine pods ask for their GPUs and run

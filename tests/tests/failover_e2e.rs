@@ -267,7 +267,6 @@ fn replicas_killed_under_load_lose_no_request_and_no_token() {
         model,
     ];
     run.judge_against(&mut procs, &up, &args);
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -311,7 +310,6 @@ spec:
         &up,
         &["--model", "smollm2-135m", "--served-model-name", model],
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -415,5 +413,4 @@ fn a_replica_stopped_mid_stream_times_out_and_the_stream_continues_elsewhere() {
         gap >= Duration::from_millis(1000),
         "the idle timeout is 1 s; the rest came after {gap:?}"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }

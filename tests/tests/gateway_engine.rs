@@ -122,14 +122,9 @@ fn content(body: &str, stream: bool) -> String {
 struct Fleet {
     engines: Vec<SocketAddr>,
     gateway: SocketAddr,
-    dir: PathBuf,
+    /// Removed when the fleet drops.
+    _dir: tokenscale_scratch::Scratch,
     _procs: Procs,
-}
-
-impl Drop for Fleet {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 fn fleet(count: usize, name: &str) -> Fleet {
@@ -157,8 +152,7 @@ fn fleet(count: usize, name: &str) -> Fleet {
             .expect("engine starts");
         procs.0.push(child);
     }
-    let dir = std::env::temp_dir().join(format!("tokenscale-e2e-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = tokenscale_scratch::scratch!(&format!("e2e-{name}"));
     let config = dir.join("gateway.yaml");
     let hash = tokenscale_gateway::auth::hash_key(KEY);
     let upstreams: Vec<String> = engines.iter().map(|a| format!("\"http://{a}\"")).collect();
@@ -193,7 +187,7 @@ fn fleet(count: usize, name: &str) -> Fleet {
     Fleet {
         engines,
         gateway: gw,
-        dir,
+        _dir: dir,
         _procs: procs,
     }
 }

@@ -215,7 +215,6 @@ fn a_load_ramp_scales_the_replicas_up_and_back_down_within_the_slo() {
     for pid in engines.iter().chain(&engines_at_peak) {
         assert!(!engine_alive(*pid), "engine {pid} outlived up");
     }
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -236,7 +235,6 @@ fn engines_die_with_up_even_when_it_is_killed() {
         Duration::from_secs(10),
         || engines.iter().all(|pid| !engine_alive(*pid)),
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -300,7 +298,6 @@ fn with_min_and_max_three_every_killed_replica_is_replaced_and_requests_keep_suc
         !log.contains("crash loop"),
         "replicas killed while serving are no crash loop: {log}"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// With `replicas.min: 0`, `up` starts no replica. The first request waits in the gateway;
@@ -336,7 +333,6 @@ fn a_first_request_at_zero_replicas_starts_a_replica_at_once_and_is_answered() {
         log.lines().any(|l| l.contains("ScaleFromZero") && l.contains("requests waiting at zero replicas")),
         "the status line of the decision the sample made: {log}"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -394,5 +390,4 @@ fn a_replica_that_exits_at_start_is_reported_within_two_seconds_and_backed_off()
             })
         },
     );
-    let _ = std::fs::remove_dir_all(dir);
 }

@@ -119,12 +119,10 @@ mod tests {
 
     #[test]
     fn the_tail_is_the_last_non_empty_lines_without_colours() {
-        let dir = std::env::temp_dir().join(format!("tokenscale-tail-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = tokenscale_scratch::Scratch::in_temp_dir("tail");
         let path = dir.join("r.log");
         std::fs::write(&path, "one\ntwo\n\n\u{1b}[31mError\u{1b}[0m: three\n").unwrap();
         assert_eq!(tail(&path, 2), ["two", "Error: three"]);
         assert_eq!(tail(&dir.join("missing.log"), 3), Vec::<String>::new());
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

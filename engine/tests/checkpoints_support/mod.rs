@@ -10,6 +10,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use sha2::Digest;
+use tokenscale_scratch::scratch;
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
@@ -43,36 +44,12 @@ pub fn run_script(script: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A directory under the test target's temp dir, unique to this process and label. Those a
-/// finished test process left with the same label are removed first: some are hundreds of
-/// megabytes (a fetched checkpoint), and statics are never dropped to clean up after themselves.
-pub fn scratch(label: &str) -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    if let Ok(entries) = std::fs::read_dir(&root) {
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let pid = name.to_str().and_then(|name| {
-                name.strip_prefix(label)?
-                    .strip_prefix('-')?
-                    .parse::<u32>()
-                    .ok()
-            });
-            if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
-                let _ = std::fs::remove_dir_all(entry.path());
-            }
-        }
-    }
-    let dir = root.join(format!("{label}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create a scratch directory");
-    dir
-}
-
 /// The tiny checkpoints (`llama31`, `qwen2`, `qwen3`, `mistral`), made once per test binary.
 pub fn tiny_models() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = scratch("tiny-models");
+        // Kept for the process (a static): swept once it has ended.
+        let dir = scratch!("tiny-models").keep();
         run_script("tiny_models.py", &[dir.to_str().expect("utf-8 path")]);
         dir
     })
@@ -100,27 +77,23 @@ pub fn smollm2_hf(dtype: &str) -> PathBuf {
     if dir.join("config.json").is_file() {
         return dir;
     }
-    // Unique per call, not only per process: two tests of one binary may both make it.
-    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = scratch(&format!("smollm2-hf-{dtype}-making-{call}"));
+    // Unique per call (the helper's folders are): two tests of one binary may both make it.
+    let tmp = scratch!(&format!("smollm2-hf-{dtype}-making"));
     let shards = if dtype == "bf16" { "2" } else { "1" };
     let gguf = smollm2_gguf();
     run_script(
         "gguf_to_hf.py",
         &[
             gguf.to_str().expect("utf-8"),
-            tmp.to_str().expect("utf-8"),
+            tmp.path().to_str().expect("utf-8"),
             "--dtype",
             dtype,
             "--shards",
             shards,
         ],
     );
-    if std::fs::rename(&tmp, &dir).is_err() {
-        // Another test binary got there first.
-        let _ = std::fs::remove_dir_all(&tmp);
-    }
+    // When another test got there first the rename fails, and `tmp` goes with its guard.
+    let _ = std::fs::rename(tmp.path(), &dir);
     dir
 }
 

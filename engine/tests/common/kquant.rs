@@ -1,7 +1,8 @@
 //! SmolLM2 requantised by the engine's own quantiser (`model::requantize_file`, what
 //! `tokenscale-engine quantize` runs): once per test binary and file type, into a folder of
-//! cargo's test temp dir named by the process id. Never a cache: the quantiser under test
-//! makes every file the tests read; folders of processes that have ended are removed.
+//! cargo's test temp dir kept for the process (`tokenscale_scratch`). Never a cache: the
+//! quantiser under test makes every file the tests read; folders of processes that have ended
+//! are removed.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -64,18 +65,10 @@ pub fn backend(
     super::backend_for(model(ftype), precision, num_blocks, block_size)
 }
 
-/// This process's folder, after removing those of processes that no longer run.
+/// This process's folder for the requantised files, kept for its statics (the helper removes it
+/// once the process has ended, and never another process's or test's folder).
 fn folder() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    for entry in std::fs::read_dir(&root).into_iter().flatten().flatten() {
-        let name = entry.file_name().to_string_lossy().to_string();
-        if let Some(pid) = name.strip_prefix("kquant-")
-            && !PathBuf::from(format!("/proc/{pid}")).exists()
-        {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
-    let dir = root.join(format!("kquant-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| tokenscale_scratch::scratch!("kquant").keep())
+        .clone()
 }

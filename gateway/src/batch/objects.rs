@@ -168,8 +168,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_local_folder_round_trips_and_missing_is_not_found() {
-        let dir = std::env::temp_dir().join(format!("tokenscale-objects-{}", std::process::id()));
-        let objects = Objects::in_dir(&dir).expect("ok");
+        let dir = tokenscale_scratch::Scratch::in_temp_dir("objects");
+        let objects = Objects::in_dir(dir.path()).expect("ok");
         objects
             .put("files/a", Bytes::from_static(b"x\n"))
             .await
@@ -181,6 +181,5 @@ mod tests {
             objects.get("files/a").await,
             Err(ObjectError::NotFound)
         ));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -51,8 +51,7 @@ fn invalid_files_are_rejected_with_line_and_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenants_reload_when_the_file_changes_and_bad_edits_are_ignored() {
-    let dir = std::env::temp_dir().join(format!("tokenscale-gw-reload-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = tokenscale_scratch::scratch!("gw-reload");
     let path = dir.join("tenants.yaml");
     let write = |key: &str| {
         std::fs::write(
@@ -92,5 +91,4 @@ async fn tenants_reload_when_the_file_changes_and_bad_edits_are_ignored() {
         "an invalid edit must keep the last good tenants"
     );
     task.abort();
-    let _ = std::fs::remove_dir_all(&dir);
 }

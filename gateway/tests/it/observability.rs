@@ -45,8 +45,7 @@ async fn metrics_pass_promtool_and_show_client_latencies() {
     ] {
         assert!(text.contains(needle), "missing {needle}:\n{text}");
     }
-    let dir = std::env::temp_dir().join(format!("tokenscale-gw-metrics-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = tokenscale_scratch::scratch!("gw-metrics");
     let file = dir.join("metrics.txt");
     std::fs::write(&file, &text).expect("write");
     let output = std::process::Command::new("promtool")
@@ -55,7 +54,6 @@ async fn metrics_pass_promtool_and_show_client_latencies() {
         .stdin(std::fs::File::open(&file).expect("open"))
         .output()
         .expect("promtool runs (scripts/setup installs Debian `prometheus`)");
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(
         output.status.success() && output.stdout.is_empty() && output.stderr.is_empty(),
         "promtool: {}{}",

@@ -3,7 +3,6 @@
 //! dropped; every wait is bounded.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -92,14 +91,14 @@ pub struct GatewayProcess {
     pub addr: SocketAddr,
     /// A client for it.
     pub client: TestClient,
-    _dir: TempDir,
+    _dir: tokenscale_scratch::Scratch,
 }
 
 impl GatewayProcess {
     /// Starts `tokenscale-gateway` with `yaml` and one worker; waits for `/health`.
     pub async fn start(yaml: &str) -> Self {
-        let dir = TempDir::new();
-        let config = dir.0.join("gateway.yaml");
+        let dir = tokenscale_scratch::scratch!("gateway-it");
+        let config = dir.join("gateway.yaml");
         std::fs::write(&config, yaml).expect("write the config");
         let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
         let child = Command::new(env!("CARGO_BIN_EXE_tokenscale-gateway"))
@@ -166,28 +165,5 @@ impl Drop for GatewayProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// A temporary directory removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let dir = std::env::temp_dir().join(format!(
-            "tokenscale-gateway-it-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Self(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

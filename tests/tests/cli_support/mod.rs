@@ -10,6 +10,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
+use tokenscale_scratch::Scratch;
 
 /// `target/<profile>/NAME`. The suites do not build binaries themselves: run
 /// `cargo build --workspace --bins` (CI's `scripts/test` does) before `cargo test`.
@@ -127,11 +128,9 @@ pub fn metric_sum(text: &str, name: &str) -> Option<f64> {
     (!values.is_empty()).then(|| values.iter().sum())
 }
 
-/// A unique scratch directory under the system temp dir.
-pub fn scratch_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tokenscale-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
+/// A fresh scratch folder of the calling test, removed when the guard drops.
+pub fn scratch_dir(tag: &str) -> Scratch {
+    tokenscale_scratch::scratch!(tag)
 }
 
 /// `tokenscale-engine serve` with `args` on a free port; returns its address once `/health`

@@ -325,15 +325,14 @@ mod tests {
 
     #[test]
     fn cached_image_is_returned_without_compiling() {
-        let dir = std::env::temp_dir().join(format!("ts-kcache-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tokenscale_scratch::Scratch::in_temp_dir("kernel-cache");
+        let dir = scratch.path();
         let (source, arch) = (&SOURCES[0], Arch::parse("sm_90").unwrap());
         let key = cache_key(&source.program(), arch, (12, 9));
         let file = dir.join(format!("{}-sm_90-{key}.bin", source.file));
         std::fs::write(&file, b"cubin bytes").unwrap();
         // No NVRTC is loaded in unit tests: a hit must not reach the compiler.
-        let image = compile_cached(source, arch, (12, 9), Some(&dir)).unwrap();
+        let image = compile_cached(source, arch, (12, 9), Some(dir)).unwrap();
         assert_eq!(image, b"cubin bytes");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

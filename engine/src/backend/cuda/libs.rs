@@ -187,16 +187,15 @@ mod tests {
 
     #[test]
     fn a_group_is_taken_only_when_complete() {
-        let dir = std::env::temp_dir().join(format!("ts-cuda-libs-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tokenscale_scratch::Scratch::in_temp_dir("cuda-libs");
+        let dir = scratch.path();
         std::fs::write(dir.join("libcublas.so.12"), b"").unwrap();
-        assert!(group_in(&dir, &["cublasLt", "cublas"]).is_none());
+        assert!(group_in(dir, &["cublasLt", "cublas"]).is_none());
         std::fs::write(dir.join("libcublasLt.so.12"), b"").unwrap();
-        let found = group_in(&dir, &["cublasLt", "cublas"]).unwrap();
+        let found = group_in(dir, &["cublasLt", "cublas"]).unwrap();
         assert_eq!(
             found,
             vec![dir.join("libcublasLt.so.12"), dir.join("libcublas.so.12")]
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -170,9 +170,9 @@ mod tests {
 
     #[test]
     fn snapshots_link_into_blobs_and_refs_record_commits() {
-        let root = std::env::temp_dir().join(format!("ts-hub-cache-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        let repo = RepoCache::new(&root, "Org/Name");
+        let scratch = tokenscale_scratch::Scratch::in_temp_dir("hub-cache");
+        let root = scratch.path();
+        let repo = RepoCache::new(root, "Org/Name");
         assert_eq!(repo.dir(), root.join("models--Org--Name"));
         assert_eq!(
             repo.lock("abc"),
@@ -195,6 +195,5 @@ mod tests {
             repo.cached_commit(&commit.to_uppercase()).as_deref(),
             Some(commit)
         );
-        std::fs::remove_dir_all(&root).unwrap();
     }
 }

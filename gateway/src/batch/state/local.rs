@@ -403,6 +403,7 @@ fn read_log(path: &Path) -> Result<Work, StateError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokenscale_scratch::Scratch;
 
     fn result(ok: bool) -> LineResult {
         LineResult {
@@ -414,14 +415,8 @@ mod tests {
         }
     }
 
-    fn temporary_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "tokenscale-batch-{name}-{}-{}",
-            std::process::id(),
-            now_ms()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        dir
+    fn temporary_dir(name: &str) -> Scratch {
+        Scratch::in_temp_dir(&format!("batch-{name}"))
     }
 
     async fn running(state: &LocalState, id: &str) {
@@ -433,7 +428,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_line_answered_after_its_batch_ended_is_not_kept() {
-        let state = LocalState::open(&temporary_dir("late")).expect("ok");
+        let dir = temporary_dir("late");
+        let state = LocalState::open(dir.path()).expect("ok");
         let mut batch = crate::batch::types::tests::sample();
         batch.status = BatchStatus::Expired;
         state.put_batch(&batch).await.expect("ok");
@@ -447,7 +443,7 @@ mod tests {
     #[tokio::test]
     async fn claims_skip_answered_and_leased_lines_and_results_survive_a_restart() {
         let dir = temporary_dir("claims");
-        let state = LocalState::open(&dir).expect("ok");
+        let state = LocalState::open(dir.path()).expect("ok");
         running(&state, "b").await;
         let lease = Duration::from_secs(60);
         assert_eq!(
@@ -476,20 +472,19 @@ mod tests {
 
         // A restart: the answered lines stay answered, every other line is claimable.
         drop(state);
-        let reopened = LocalState::open(&dir).expect("ok");
+        let reopened = LocalState::open(dir.path()).expect("ok");
         assert_eq!(reopened.progress("b").await.expect("ok"), progress);
         assert_eq!(
             reopened.claim("b", 5, 10, "w", lease).await.expect("ok"),
             [1, 3, 4]
         );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn a_second_process_on_the_same_folder_is_refused_with_the_reason() {
         let dir = temporary_dir("lock");
-        let first = LocalState::open(&dir).expect("ok");
-        let second = LocalState::open(&dir).err().map(|e| e.to_string());
+        let first = LocalState::open(dir.path()).expect("ok");
+        let second = LocalState::open(dir.path()).err().map(|e| e.to_string());
         assert!(
             second
                 .as_deref()
@@ -498,15 +493,15 @@ mod tests {
         );
         drop(first);
         assert!(
-            LocalState::open(&dir).is_ok(),
+            LocalState::open(dir.path()).is_ok(),
             "free once the first is gone"
         );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
     async fn an_expired_lease_is_claimed_again() {
-        let state = LocalState::open(&temporary_dir("lease")).expect("ok");
+        let dir = temporary_dir("lease");
+        let state = LocalState::open(dir.path()).expect("ok");
         assert_eq!(
             state
                 .claim("b", 2, 1, "w", Duration::ZERO)
@@ -526,7 +521,7 @@ mod tests {
     #[tokio::test]
     async fn a_torn_last_log_line_is_dropped() {
         let dir = temporary_dir("torn");
-        let state = LocalState::open(&dir).expect("ok");
+        let state = LocalState::open(dir.path()).expect("ok");
         running(&state, "b").await;
         state.record("b", 0, &result(true)).await.expect("ok");
         let log = dir.join("results/b.jsonl");
@@ -536,16 +531,15 @@ mod tests {
             .expect("ok");
         file.write_all(b"{\"index\":1,\"resu").expect("ok");
         drop(state);
-        let reopened = LocalState::open(&dir).expect("ok");
+        let reopened = LocalState::open(dir.path()).expect("ok");
         assert_eq!(reopened.progress("b").await.expect("ok").completed, 1);
         assert_eq!(reopened.results("b").await.expect("ok").len(), 1);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
     async fn replace_is_compare_and_set_and_survives_a_restart() {
         let dir = temporary_dir("cas");
-        let state = LocalState::open(&dir).expect("ok");
+        let state = LocalState::open(dir.path()).expect("ok");
         let mut batch = crate::batch::types::tests::sample();
         state.put_batch(&batch).await.expect("ok");
         batch.version = 1;
@@ -556,10 +550,9 @@ mod tests {
             "stale version"
         );
         drop(state);
-        let reopened = LocalState::open(&dir).expect("ok");
+        let reopened = LocalState::open(dir.path()).expect("ok");
         let stored = reopened.batch("batch-1").await.expect("ok").expect("ok");
         assert_eq!(stored.status, BatchStatus::InProgress);
         assert_eq!(reopened.active().await.expect("ok").len(), 1);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -322,7 +322,14 @@ async fn pods_that_are_not_ready_go_first_so_fewer_ready_pods_are_marked() {
 
 #[tokio::test]
 async fn a_replica_is_timed_from_its_order_to_ready_and_status_says_how_long_it_took() {
+    let seconds = |value: &serde_json::Value| {
+        serde_json::from_value::<tokenscale_operator::crd::Duration>(value.clone())
+            .map(|d| d.as_secs_f64())
+            .unwrap_or_else(|e| panic!("{value} is not a duration: {e}"))
+    };
     let mut object = md("engine:1");
+    // The CRD's hint: what the policy plans with until it has timed a start of its own.
+    object.spec.scaling.startup_time = Some("7m".parse().expect("a duration"));
     let engine: Engine = Arc::new(Mutex::new(deployment(2, 2)));
     let (ctx, log) = leader_of(steady(), &object, engine.clone());
     let status = reconcile_once(&ctx, &object, &log).await;
@@ -330,6 +337,7 @@ async fn a_replica_is_timed_from_its_order_to_ready_and_status_says_how_long_it_
         status["coldStart"].is_null(),
         "nothing started yet: {status}"
     );
+    assert_eq!(seconds(&status["leadTime"]), 420.0, "the hint: {status}");
     // Two more replicas ordered: pending from this look on. (Each object below is a new
     // generation, so each look decides and writes status.)
     *engine.lock().expect("engine") = deployment(4, 2);
@@ -346,4 +354,13 @@ async fn a_replica_is_timed_from_its_order_to_ready_and_status_says_how_long_it_
         (0.3..5.0).contains(&cold.as_secs_f64()),
         "timed from the order to ready: {cold:?}"
     );
+    // The measured start replaces the hint as the lead time, and is carried for a new leader.
+    assert_eq!(seconds(&status["leadTime"]), cold.as_secs_f64(), "{status}");
+    let carried: Vec<f64> = status["coldStarts"]
+        .as_array()
+        .expect("the measured starts")
+        .iter()
+        .map(seconds)
+        .collect();
+    assert_eq!(carried.len(), 2, "both replicas were timed: {status}");
 }

@@ -183,10 +183,12 @@ impl Controller {
 impl Controller {
     /// Between decisions: scrapes without deciding, so the loop's windows are sampled finer
     /// than its period (and the first decision finds them warm, as a real operator would
-    /// from a gateway that ran before it).
+    /// from a gateway that ran before it); the fleet's counts too, so replica starts are
+    /// timed to the scrape as the operator times them to its reconciles.
     pub fn scrape(&mut self, input: &DecideInput) {
         if let Self::Tokenscale { scaling, .. } = self {
             scaling.record(input.now_s, &scrape(input));
+            scaling.observe_counts(input.now_s, counts(input.fleet));
         }
     }
 

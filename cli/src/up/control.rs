@@ -65,8 +65,8 @@ impl Controller {
         status_line(
             &self.model,
             self.scaling.spec(),
-            counts.ready,
-            tick.target_replicas,
+            (counts.ready, tick.target_replicas),
+            tick.lead_time_s,
             &tick.view,
             &tick.decision,
             tick.attainment,
@@ -82,6 +82,8 @@ impl Controller {
         let round = self.scrape().await;
         self.scaling.record(now_s, &round);
         let counts = self.counts().await;
+        // Replica starts timed to the second, not to the period.
+        self.scaling.observe_counts(now_s, counts);
         if self.scaling.wants_a_first_replica(now_s, counts) {
             Some(self.period(now_s).await)
         } else {
@@ -125,14 +127,15 @@ impl Controller {
     }
 }
 
-/// `model  replicas 2/3  412 tok/s  ttft p95 120ms/500ms  tpot p95 12ms/50ms  slo 1h 98.3%
-/// 24h 99.1%  goodput 190 tok/s/gpu  ScaleUp: ...` (attainment and goodput as the operator's
-/// status reports them; `-` before any minute was judged).
+/// `model  replicas 2/3  lead 60s  412 tok/s  ttft p95 120ms/500ms  tpot p95 12ms/50ms  slo 1h
+/// 98.3% 24h 99.1%  goodput 190 tok/s/gpu  ScaleUp: ...` (`replicas` ready/desired; `lead` the
+/// time to capacity the policy planned with; attainment and goodput as the operator's status
+/// reports them, `-` before any minute was judged).
 pub fn status_line(
     model: &str,
     spec: &PolicySpec,
-    ready: u32,
-    desired: u32,
+    (ready, desired): (u32, u32),
+    lead_time_s: f64,
     view: &MetricsView,
     decision: &Decision,
     attainment: Attainment,
@@ -147,7 +150,7 @@ pub fn status_line(
         .goodput_tokens_per_s_per_gpu
         .map_or("-".to_string(), |v| format!("{v:.0}"));
     let line = format!(
-        "{model}  replicas {ready}/{desired}  {tokens_per_s:.0} tok/s  ttft p95 {}/{}  tpot p95 {}/{}  slo 1h {} 24h {}  goodput {goodput} tok/s/gpu  {}: {}",
+        "{model}  replicas {ready}/{desired}  lead {lead_time_s:.0}s  {tokens_per_s:.0} tok/s  ttft p95 {}/{}  tpot p95 {}/{}  slo 1h {} 24h {}  goodput {goodput} tok/s/gpu  {}: {}",
         ms(view.ttft_p95_s),
         ms(Some(spec.slo.ttft_p95_s)),
         ms(view.tpot_p95_s),
@@ -204,8 +207,8 @@ mod tests {
         let line = status_line(
             "m",
             &spec,
-            2,
-            2,
+            (2, 2),
+            75.0,
             &view,
             &decision,
             slo.attainment(t0 + 200.0),
@@ -214,7 +217,16 @@ mod tests {
             line.contains("slo 1h 75.0% 24h 75.0%  goodput 142 tok/s/gpu"),
             "{line}"
         );
-        let blank = status_line("m", &spec, 0, 1, &view, &decision, Attainment::default());
+        assert!(line.contains("replicas 2/2  lead 75s  "), "{line}");
+        let blank = status_line(
+            "m",
+            &spec,
+            (0, 1),
+            60.0,
+            &view,
+            &decision,
+            Attainment::default(),
+        );
         assert!(
             blank.contains("slo 1h - 24h -  goodput - tok/s/gpu"),
             "{blank}"

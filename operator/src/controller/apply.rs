@@ -273,6 +273,8 @@ fn status_memory(md: &ModelDeployment, ctx: &Context, clocks: Clocks) -> Option<
         slo: scaling.slo().clone(),
         marked_for_removal: scaling.marked_for_removal().to_vec(),
         cold_start_s: scaling.expected_cold_start_s(),
+        cold_starts_s: scaling.measured_cold_starts_s(),
+        lead_time_s: Some(scaling.lead_time_s()),
     })
 }
 

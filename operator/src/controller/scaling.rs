@@ -24,6 +24,9 @@ pub fn policy_spec(spec: &ModelDeploymentSpec) -> PolicySpec {
     // On CPU (no GPUs) capacity is per replica: count the replica as one "GPU".
     p.gpus_per_replica = spec.engine.gpus_per_replica().max(1);
     p.period = spec.scaling.period.get();
+    if let Some(hint) = &spec.scaling.startup_time {
+        p.startup_time = hint.get();
+    }
     p
 }
 
@@ -47,9 +50,14 @@ pub fn restored_loop(
         .as_ref()
         .map(|slo| slo.history.clone().repaired())
         .unwrap_or_default();
-    let cold_start_s = status.cold_start.as_ref().map(|d| d.as_secs_f64());
+    // The measured starts; a status from before they were kept has the expected one only.
+    let starts: Vec<f64> = if status.cold_starts.is_empty() {
+        status.cold_start.iter().map(|d| d.as_secs_f64()).collect()
+    } else {
+        status.cold_starts.iter().map(|d| d.as_secs_f64()).collect()
+    };
     ScalingLoop::resumed(spec, policy, slo, status.marked_for_removal.clone())
-        .with_cold_start(cold_start_s)
+        .with_cold_starts(starts)
 }
 
 #[cfg(test)]

@@ -47,6 +47,10 @@ pub struct StatusMemory {
     pub marked_for_removal: Vec<String>,
     /// The expected cold start, seconds (see `scaling::ColdStarts`).
     pub cold_start_s: Option<f64>,
+    /// The measured cold starts kept, seconds, oldest first.
+    pub cold_starts_s: Vec<f64>,
+    /// The lead time the policy plans with, seconds.
+    pub lead_time_s: Option<f64>,
 }
 
 /// What the replicas serve: the commit they report; while none reports (scaled to zero,
@@ -191,10 +195,15 @@ pub fn build_status(input: &StatusInput<'_>) -> ModelDeploymentStatus {
         goodput: attainment.goodput_tokens_per_s_per_gpu.map(round2),
         autoscaler: memory.autoscaler.clone(),
         marked_for_removal: memory.marked_for_removal.clone(),
-        cold_start: memory.cold_start_s.map(|s| {
-            crate::crd::Duration::from_std(std::time::Duration::from_secs_f64(s.max(0.0)))
-        }),
+        cold_start: memory.cold_start_s.map(duration),
+        cold_starts: memory.cold_starts_s.iter().copied().map(duration).collect(),
+        lead_time: memory.lead_time_s.map(duration),
     }
+}
+
+/// Seconds as a CRD duration.
+fn duration(seconds: f64) -> crate::crd::Duration {
+    crate::crd::Duration::from_std(std::time::Duration::from_secs_f64(seconds.max(0.0)))
 }
 
 fn ready_condition(

@@ -367,6 +367,12 @@ pub struct ScalingSpec {
     /// How often the autoscaler decides.
     #[serde(default = "default_period")]
     pub period: Duration,
+    /// How long a new replica is expected to take from being asked for to serving (GPU
+    /// scheduling, image pull, weight download, load, warm-up): the lead time the autoscaler
+    /// plans a rise with until it has measured this model's own starts (`status.leadTime`).
+    /// Default 60s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_time: Option<Duration>,
 }
 
 impl Default for ScalingSpec {
@@ -380,6 +386,7 @@ impl Default for ScalingSpec {
             max_scale_down_rate: default_max_scale_down_rate(),
             initial_tokens_per_second_per_gpu: None,
             period: default_period(),
+            startup_time: None,
         }
     }
 }

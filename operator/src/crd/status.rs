@@ -71,6 +71,14 @@ pub struct ModelDeploymentStatus {
     /// TTFT SLO.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cold_start: Option<crate::crd::Duration>,
+    /// The latest measured cold starts, oldest first (at most 20), carried so that a new
+    /// leader plans with the same lead time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cold_starts: Vec<crate::crd::Duration>,
+    /// The time to capacity the autoscaler plans rises with: the 90th percentile of
+    /// `coldStarts`, or `spec.scaling.startupTime` (default 60s) until a start is measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lead_time: Option<crate::crd::Duration>,
 }
 
 /// The SLO's record over time (see `controller::attainment` for how a minute is judged).

@@ -3,17 +3,28 @@
 //!
 //! Only the scale target's counts are needed: each replica asked for and not ready yet
 //! (`desired − ready`, see [`pending_replicas`]) waits from the first time it was seen
-//! pending; when the ready count rises, the oldest waits end. The gateway holds a request for
-//! a model at zero replicas for the expected cold start plus the TTFT SLO, so the estimate is
-//! the longest of the latest few: a typical one would drop the requests of every slower start.
+//! pending; when the ready count rises, the oldest waits end. Two estimates come from them:
+//! - the **expected cold start**, the longest of the latest few: the gateway holds a request
+//!   for a model at zero replicas that long plus the TTFT SLO (a typical start would drop the
+//!   requests of every slower one);
+//! - the **lead time** the policy plans with (time to capacity): a high quantile of the recent
+//!   starts, so that capacity ordered for a rise arrives before it in most starts without one
+//!   slow image pull setting the plan for hours.
 
 use std::collections::VecDeque;
 
 use super::model_loop::pending_replicas;
 use crate::scale::ReplicaCounts;
 
-/// Measured cold starts kept (newest last).
-const KEEP: usize = 5;
+/// Measured cold starts kept (newest last): enough for the lead time's quantile.
+const KEEP: usize = 20;
+
+/// The expected cold start is the longest of this many latest starts.
+const LATEST: usize = 5;
+
+/// The lead time is this quantile of the kept starts (nearest rank: with ten or fewer starts,
+/// the longest).
+const LEAD_QUANTILE: f64 = 0.9;
 
 /// The cold starts of one model's replicas.
 #[derive(Debug, Clone, Default)]
@@ -28,15 +39,16 @@ pub struct ColdStarts {
 }
 
 impl ColdStarts {
-    /// Starts from an expected cold start another process measured (from status).
-    pub fn resumed(expected_s: Option<f64>) -> Self {
-        Self {
-            measured: expected_s
-                .filter(|s| s.is_finite() && *s >= 0.0)
-                .into_iter()
-                .collect(),
-            ..Self::default()
+    /// Starts from the cold starts another process measured (status carries them, oldest
+    /// first; only the most recent [`KEEP`] are kept).
+    pub fn resumed(measured_s: impl IntoIterator<Item = f64>) -> Self {
+        let mut resumed = Self::default();
+        for seconds in measured_s {
+            if seconds.is_finite() && seconds >= 0.0 {
+                resumed.push(seconds);
+            }
         }
+        resumed
     }
 
     /// Folds the scale target's counts at `now_s` in (any time: the more often, the finer).
@@ -65,7 +77,25 @@ impl ColdStarts {
 
     /// The longest of the latest measured cold starts, seconds; `None` before any.
     pub fn expected_s(&self) -> Option<f64> {
-        self.measured.iter().copied().reduce(f64::max)
+        let skip = self.measured.len().saturating_sub(LATEST);
+        self.measured.iter().skip(skip).copied().reduce(f64::max)
+    }
+
+    /// The lead time measured so far: the [`LEAD_QUANTILE`] of the kept starts, seconds;
+    /// `None` before any (the spec's hint stands until then).
+    pub fn lead_time_s(&self) -> Option<f64> {
+        let mut sorted: Vec<f64> = self.measured.iter().copied().collect();
+        if sorted.is_empty() {
+            return None;
+        }
+        sorted.sort_by(f64::total_cmp);
+        let rank = (LEAD_QUANTILE * sorted.len() as f64).ceil() as usize;
+        Some(sorted[rank.clamp(1, sorted.len()) - 1])
+    }
+
+    /// The kept starts, seconds, oldest first (what status carries across a failover).
+    pub fn measured_s(&self) -> Vec<f64> {
+        self.measured.iter().copied().collect()
     }
 
     fn push(&mut self, seconds: f64) {
@@ -118,7 +148,7 @@ mod tests {
     fn what_was_pending_before_the_first_look_is_not_timed() {
         // A new leader cannot know when those were asked for: timing them from its first look
         // would understate the cold start.
-        let mut c = ColdStarts::resumed(Some(80.0));
+        let mut c = ColdStarts::resumed([80.0]);
         c.observe(0.0, counts(3, 1));
         c.observe(5.0, counts(3, 3));
         assert_eq!(c.expected_s(), Some(80.0), "the carried estimate stands");
@@ -137,5 +167,33 @@ mod tests {
             c.observe(t, counts(0, 0));
         }
         assert_eq!(c.expected_s(), Some(40.0), "the slow start has aged out");
+        assert_eq!(
+            c.lead_time_s(),
+            Some(300.0),
+            "the lead time still counts it: one start in six"
+        );
+    }
+
+    #[test]
+    fn the_lead_time_is_a_high_quantile_of_the_recent_starts() {
+        assert_eq!(ColdStarts::default().lead_time_s(), None);
+        // Twenty starts of 60 s with two slow ones: the 90th percentile is a typical start;
+        // the expected cold start (the gateway's hold) is the slowest of the latest five.
+        let mut starts = vec![60.0; 18];
+        starts.insert(3, 600.0);
+        starts.push(120.0);
+        let c = ColdStarts::resumed(starts.clone());
+        assert_eq!(c.lead_time_s(), Some(60.0));
+        assert_eq!(c.expected_s(), Some(120.0));
+        // Three slow starts in twenty: the quantile reaches them.
+        starts[10] = 300.0;
+        starts[11] = 300.0;
+        assert_eq!(ColdStarts::resumed(starts).lead_time_s(), Some(300.0));
+        // What status carries reads back whole, and only the latest KEEP stay.
+        let long = ColdStarts::resumed((0..30).map(f64::from));
+        assert_eq!(
+            long.measured_s(),
+            (10..30).map(f64::from).collect::<Vec<_>>()
+        );
     }
 }

@@ -66,6 +66,9 @@ pub struct Tick {
     pub marked_before: Vec<String>,
     /// The SLO record's attainment and goodput, this period included.
     pub attainment: Attainment,
+    /// The time to capacity the policy planned with, seconds (see
+    /// [`ScalingLoop::lead_time_s`]).
+    pub lead_time_s: f64,
 }
 
 impl Tick {
@@ -135,10 +138,10 @@ impl ScalingLoop {
         resumed
     }
 
-    /// Starts the cold-start measurement from an expected cold start another process
-    /// measured (status carries it).
-    pub fn with_cold_start(mut self, expected_s: Option<f64>) -> Self {
-        self.cold_starts = ColdStarts::resumed(expected_s);
+    /// Starts the cold-start measurement from the starts another process measured, oldest
+    /// first (status carries them).
+    pub fn with_cold_starts(mut self, measured_s: impl IntoIterator<Item = f64>) -> Self {
+        self.cold_starts = ColdStarts::resumed(measured_s);
         self
     }
 
@@ -151,6 +154,20 @@ impl ScalingLoop {
     /// The longest of the latest measured cold starts, seconds (see [`ColdStarts`]).
     pub fn expected_cold_start_s(&self) -> Option<f64> {
         self.cold_starts.expected_s()
+    }
+
+    /// The measured cold starts kept, seconds, oldest first (for status).
+    pub fn measured_cold_starts_s(&self) -> Vec<f64> {
+        self.cold_starts.measured_s()
+    }
+
+    /// The time to capacity the policy plans with, seconds: a high quantile of this model's
+    /// measured replica starts, or the spec's `startup_time` (the CRD's `scaling.startupTime`
+    /// hint) until the first start has been measured.
+    pub fn lead_time_s(&self) -> f64 {
+        self.cold_starts
+            .lead_time_s()
+            .unwrap_or_else(|| self.spec.startup_time.as_secs_f64())
     }
 
     /// The policy's spec.
@@ -210,7 +227,13 @@ impl ScalingLoop {
     pub fn tick_view(&mut self, now: Clocks, view: MetricsView, counts: ReplicaCounts) -> Tick {
         self.cold_starts.observe(now.now_s, counts);
         let observations = observations(counts, &view);
-        let decision = decide(&self.spec, &observations, &mut self.policy, now.now_s);
+        // The policy plans as far ahead as replicas have been measured to take.
+        let lead_time_s = self.lead_time_s();
+        let planning = PolicySpec {
+            startup_time: std::time::Duration::from_secs_f64(lead_time_s),
+            ..self.spec.clone()
+        };
+        let decision = decide(&planning, &observations, &mut self.policy, now.now_s);
         let period = PeriodSample {
             ttft_p95_s: view.ttft_p95_s,
             tpot_p95_s: view.tpot_p95_s,
@@ -230,6 +253,7 @@ impl ScalingLoop {
             marked_before: self.marked_for_removal.clone(),
             decision,
             attainment: self.slo.attainment(now.unix_s()),
+            lead_time_s,
         };
         self.last = Some(tick.clone());
         tick

@@ -265,3 +265,73 @@ async fn apply_marks_before_a_scale_in_and_only_scales_up_otherwise() {
     assert_eq!(marked, ["c"], "the earlier marks stay in force");
     assert_eq!(*target.calls.lock().expect("not poisoned"), ["set 4"]);
 }
+
+/// The gateway's exposition at `t_s` of a ramp: `r0_rps + slope × t` requests/s.
+fn ramp_round(t_s: f64, r0_rps: f64, slope: f64) -> ScrapeRound {
+    // `gateway_round` counts `rps × t` requests: the ramp's integral, as a mean rate.
+    let mean_rps = r0_rps + 0.5 * slope * t_s;
+    gateway_round(t_s, mean_rps, 0.0)
+}
+
+#[test]
+fn a_measured_slow_start_moves_the_lead_time_and_the_plan_with_it() {
+    // Two loops with the CRD's default hint (60 s); one has seen a replica take 5 minutes from
+    // being asked for to ready.
+    let mut hinted = ScalingLoop::new(spec());
+    let mut measured = ScalingLoop::new(spec());
+    assert_eq!(
+        measured.lead_time_s(),
+        60.0,
+        "the hint until a start is measured"
+    );
+    measured.observe_counts(-400.0, counts(1, 1, 1));
+    measured.observe_counts(-390.0, counts(2, 2, 1));
+    assert_eq!(measured.lead_time_s(), 60.0, "still starting");
+    measured.observe_counts(-90.0, counts(2, 2, 2));
+    assert_eq!(measured.lead_time_s(), 300.0);
+    assert_eq!(measured.measured_cold_starts_s(), [300.0]);
+
+    // A steady rise: 1 request/s growing by 0.004 each second, 100 tokens each.
+    let (r0, slope) = (1.0, 0.004);
+    let period_s = spec().period.as_secs_f64();
+    let mut ticks = (None, None);
+    for i in 0..60 {
+        let t_s = f64::from(i) * period_s;
+        let round = ramp_round(t_s, r0, slope);
+        ticks = (
+            Some(hinted.tick(clocks(t_s), &round, counts(2, 2, 2))),
+            Some(measured.tick(clocks(t_s), &round, counts(2, 2, 2))),
+        );
+    }
+    let (hinted, measured) = (ticks.0.expect("ticked"), ticks.1.expect("ticked"));
+    assert_eq!((hinted.lead_time_s, measured.lead_time_s), (60.0, 300.0));
+    // Both plan the demand a lead time (plus a period and half the window the mean lags by)
+    // ahead: the loop that measured 5-minute starts plans 240 s further along the ramp.
+    let planned = |t: &Tick| t.decision.demand_tokens_per_s.expect("planned demand");
+    let further = planned(&measured) - planned(&hinted);
+    let expected = slope * 100.0 * 240.0;
+    assert!(
+        (further - expected).abs() < 0.1 * expected,
+        "planned {} vs {} tokens/s: {further} further, expected {expected}",
+        planned(&measured),
+        planned(&hinted)
+    );
+    assert!(
+        measured.target_replicas > hinted.target_replicas,
+        "{} vs {}",
+        measured.target_replicas,
+        hinted.target_replicas
+    );
+}
+
+#[test]
+fn the_crd_hint_is_the_lead_time_until_a_start_is_measured() {
+    let mut spec = spec();
+    spec.startup_time = std::time::Duration::from_secs(420);
+    let mut lp = ScalingLoop::new(spec);
+    let tick = lp.tick(clocks(0.0), &gateway_round(0.0, 1.0, 0.0), counts(1, 1, 1));
+    assert_eq!((lp.lead_time_s(), tick.lead_time_s), (420.0, 420.0));
+    lp.observe_counts(10.0, counts(2, 2, 1));
+    lp.observe_counts(100.0, counts(2, 2, 2));
+    assert_eq!(lp.lead_time_s(), 90.0, "a measured start replaces the hint");
+}

@@ -98,7 +98,10 @@ impl std::ops::Deref for Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("scratch folder of a failed test kept at {}", self.path.display());
+            eprintln!(
+                "scratch folder of a failed test kept at {}",
+                self.path.display()
+            );
             return;
         }
         // Best effort: a file a child process still holds open must not fail the test.

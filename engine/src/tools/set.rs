@@ -25,7 +25,11 @@ pub struct ToolSet {
     /// The tools as the template receives them (OpenAI's shape).
     pub tools: Vec<Tool>,
     pub mode: ToolMode,
-    /// Several calls in one message.
+    /// Several calls in one message. OpenAI's default (true) holds for `auto`; a forced choice
+    /// (`required` or a named function) writes exactly one call unless the request sets
+    /// `parallel_tool_calls: true` itself, as vLLM's named choice does: a grammar that allowed
+    /// more would let the model start another call after the first and be cut by
+    /// `max_tokens` in it.
     pub parallel: bool,
 }
 
@@ -81,10 +85,11 @@ impl ToolSet {
                 format!("no tool named {name:?} in `tools`"),
             ));
         }
+        let forced = matches!(mode, ToolMode::Required | ToolMode::Named(_));
         Ok(Some(Self {
             tools: tools.to_vec(),
             mode,
-            parallel: parallel.unwrap_or(true),
+            parallel: parallel.unwrap_or(!forced),
         }))
     }
 

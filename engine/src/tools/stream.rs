@@ -1,7 +1,16 @@
-//! Turns generated text, as it arrives, into OpenAI's deltas: content, then tool calls (the
-//! first delta of a call carries its id and name, later ones append to its arguments). The
-//! whole text is re-parsed on each push and compared with what was sent, so a response built
-//! from the deltas is the same whether it was streamed or not.
+//! Turns generated text, as it arrives, into OpenAI's deltas: content, then tool calls, each
+//! sent whole once its JSON closes (a first delta with its id and name, a second with all its
+//! arguments). The whole text is re-parsed on each push and compared with what was sent, so a
+//! response built from the deltas is the same whether it was streamed or not.
+//!
+//! A call is never sent before it is complete, so a call cut by `max_tokens` (or by a stop
+//! string, or by a model that stops mid-call) is never returned as a tool call with arguments
+//! that do not parse, streamed or not: the answer then carries the calls that did complete
+//! (none, if the cut one was the first), the content written before the first call, and the
+//! finish reason of the cut (`length`). The cut call's text is dropped, not sent as content:
+//! it is call syntax, not an answer. Streaming OpenAI's way (arguments piece by piece) would
+//! send pieces of a call that may never complete and cannot be taken back; here a client sees
+//! a call's deltas only when the call is whole, later but never wrong.
 
 use tokenscale_common::openai::{FunctionCallDelta, TOOL_TYPE_FUNCTION, ToolCallDelta};
 
@@ -24,8 +33,8 @@ pub struct ToolCallStreamer {
     /// Bytes of content sent (content that is only whitespace waits: a message that turns
     /// out to be only calls has no content).
     content_sent: usize,
-    /// Per call started: its id and how much of its arguments was sent.
-    started: Vec<(String, usize)>,
+    /// The ids of the calls sent, in order.
+    sent_calls: Vec<String>,
     /// Length of the ids this family's templates expect.
     id_len: usize,
 }
@@ -38,7 +47,7 @@ impl ToolCallStreamer {
             parallel,
             text: String::new(),
             content_sent: 0,
-            started: Vec::new(),
+            sent_calls: Vec::new(),
             // Mistral's templates refuse ids that are not 9 alphanumerics.
             id_len: if parser == ToolParser::Mistral { 9 } else { 24 },
         }
@@ -55,9 +64,9 @@ impl ToolCallStreamer {
         self.emit(true)
     }
 
-    /// Whether any call was started.
+    /// Whether any (complete) call was sent.
     pub fn has_calls(&self) -> bool {
-        !self.started.is_empty()
+        !self.sent_calls.is_empty()
     }
 
     /// With `parallel_tool_calls: false`, whether the one call allowed is complete (the
@@ -84,35 +93,35 @@ impl ToolCallStreamer {
             self.content_sent = parsed.content_end;
         }
         let limit = if self.parallel { usize::MAX } else { 1 };
-        for (index, call) in parsed.calls.iter().enumerate().take(limit) {
-            let Some(name) = &call.name else { break };
-            if index == self.started.len() {
-                let id = call_id(self.id_len);
-                out.tool_calls.push(ToolCallDelta {
-                    index: index as u32,
-                    id: Some(id.clone()),
-                    kind: Some(TOOL_TYPE_FUNCTION.to_string()),
-                    function: Some(FunctionCallDelta {
-                        name: Some(name.clone()),
-                        arguments: Some(String::new()),
-                    }),
-                });
-                self.started.push((id, 0));
-            }
-            let sent = &mut self.started[index].1;
-            if call.arguments.len() > *sent && call.arguments.is_char_boundary(*sent) {
-                let piece = call.arguments[*sent..].to_string();
-                *sent = call.arguments.len();
-                out.tool_calls.push(ToolCallDelta {
-                    index: index as u32,
-                    id: None,
-                    kind: None,
-                    function: Some(FunctionCallDelta {
-                        name: None,
-                        arguments: Some(piece),
-                    }),
-                });
-            }
+        let new_calls = parsed.calls.iter().take(limit).skip(self.sent_calls.len());
+        for call in new_calls {
+            // Calls complete in order: one still open holds back those after it.
+            let (true, Some(name)) = (call.complete, &call.name) else {
+                break;
+            };
+            let index = self.sent_calls.len() as u32;
+            let id = call_id(self.id_len);
+            // OpenAI's shape: the call's first delta has its id, type and name, and empty
+            // arguments; its arguments follow.
+            out.tool_calls.push(ToolCallDelta {
+                index,
+                id: Some(id.clone()),
+                kind: Some(TOOL_TYPE_FUNCTION.to_string()),
+                function: Some(FunctionCallDelta {
+                    name: Some(name.clone()),
+                    arguments: Some(String::new()),
+                }),
+            });
+            out.tool_calls.push(ToolCallDelta {
+                index,
+                id: None,
+                kind: None,
+                function: Some(FunctionCallDelta {
+                    name: None,
+                    arguments: Some(call.arguments.clone()),
+                }),
+            });
+            self.sent_calls.push(id);
         }
         out
     }

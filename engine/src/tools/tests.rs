@@ -121,6 +121,72 @@ fn one_call_only_when_parallel_calls_are_off() {
     assert!(s.first_call_done());
 }
 
+/// Every prefix of each family's example, finished there (a cut by `max_tokens`): the calls
+/// returned are the ones that completed, each with arguments that parse, and no call is ever
+/// streamed before it is whole.
+#[test]
+fn a_cut_call_is_never_returned_and_whole_calls_are() {
+    for (parser, text, calls) in [
+        (ToolParser::Hermes, HERMES, 2),
+        (ToolParser::Llama3Json, LLAMA3_TAGGED, 2),
+        (ToolParser::Mistral, MISTRAL, 1),
+        (ToolParser::Mistral, MISTRAL_V11, 1),
+    ] {
+        let ends: Vec<usize> = (0..=text.len())
+            .filter(|&i| text.is_char_boundary(i))
+            .collect();
+        let mut seen = 0;
+        for &end in &ends {
+            let (_, got) = assert_streams_like_whole(parser, &text[..end]);
+            for (name, arguments) in &got {
+                let args = serde_json::from_str::<Value>(arguments);
+                assert!(args.is_ok(), "{parser:?} cut at {end}: {name}({arguments})");
+            }
+            assert!(
+                got.len() >= seen,
+                "{parser:?} cut at {end}: a call was taken back"
+            );
+            seen = got.len();
+        }
+        assert_eq!(seen, calls, "{parser:?}: the whole text");
+    }
+    // Streaming: the first call's deltas wait until its object closes.
+    let first_end = HERMES.find("}}").map_or(0, |i| i + 2);
+    let mut s = ToolCallStreamer::new(ToolParser::Hermes, true);
+    assert!(s.push(&HERMES[..first_end - 1]).tool_calls.is_empty());
+    assert!(!s.has_calls());
+    let out = s.push(&HERMES[first_end - 1..first_end]);
+    assert_eq!(out.tool_calls.len(), 2, "{out:?}");
+    assert!(s.has_calls());
+    // Cut inside the second call: only the first is returned.
+    let cut = &HERMES[..HERMES.len() - 30];
+    let (content, got) = assert_streams_like_whole(ToolParser::Hermes, cut);
+    assert_eq!((content.as_str(), got.len()), ("", 1));
+    assert_eq!(got[0].0, "get_current_temperature");
+}
+
+#[test]
+fn forced_choices_make_one_call_unless_parallel_calls_are_asked_for() {
+    let t = tools();
+    let named: ToolChoice =
+        serde_json::from_value(json!({"type": "function", "function": {"name": "now"}}))
+            .unwrap_or(ToolChoice::Mode(String::new()));
+    let required = ToolChoice::Mode("required".into());
+    let auto = ToolChoice::Mode("auto".into());
+    let parallel = |choice: &ToolChoice, asked: Option<bool>| {
+        ToolSet::from_request(Some(&t), Some(choice), asked)
+            .ok()
+            .flatten()
+            .map(|s| s.parallel)
+    };
+    assert_eq!(parallel(&named, None), Some(false));
+    assert_eq!(parallel(&required, None), Some(false));
+    assert_eq!(parallel(&auto, None), Some(true));
+    assert_eq!(parallel(&named, Some(true)), Some(true));
+    assert_eq!(parallel(&required, Some(true)), Some(true));
+    assert_eq!(parallel(&auto, Some(false)), Some(false));
+}
+
 #[test]
 fn the_parser_comes_from_the_flag_or_the_template() {
     assert_eq!(

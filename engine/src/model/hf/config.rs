@@ -1,6 +1,8 @@
 //! `config.json` of a Hugging Face checkpoint → [`ModelConfig`]: the four Llama-family
 //! architectures this engine computes, and a clear refusal, naming the key, for everything it
-//! does not (experts, sliding windows it cannot cap, quantisation schemes, other activations).
+//! does not (experts, sliding windows it cannot cap, quantisation schemes, other activations,
+//! an attention output bias). A key the file leaves out takes the value transformers' config
+//! class of that architecture gives it ([`FamilyDefaults`]), never a value of another family.
 
 use serde_json::{Map, Value};
 
@@ -15,6 +17,39 @@ pub const HF_ARCHITECTURES: &[(&str, &str)] = &[
     ("Qwen2ForCausalLM", "qwen2"),
     ("Qwen3ForCausalLM", "qwen3"),
 ];
+
+/// What transformers' config class of a family (`LlamaConfig`, `MistralConfig`,
+/// `Qwen2Config`, `Qwen3Config`) computes for a key `config.json` leaves out: what Hugging Face
+/// itself runs for such a file, so the engine computes the same model. Model cards may quote
+/// other values (Llama 3's 500000, Qwen2's 1000000) but those checkpoints state them; a file
+/// without the key gets the class default from transformers too.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FamilyDefaults {
+    /// `rope_theta`: 10000.0 in all four classes.
+    pub rope_theta: f64,
+    /// `num_key_value_heads`: `None` means as many as the attention heads (Llama's `None`);
+    /// Mistral's class says 8, Qwen2's and Qwen3's 32.
+    pub num_kv_heads: Option<usize>,
+    /// `head_dim`: `None` means `hidden_size / num_attention_heads`; Qwen3's class says 128.
+    pub head_dim: Option<usize>,
+}
+
+impl FamilyDefaults {
+    /// The defaults of `family` (one of [`HF_ARCHITECTURES`]' families).
+    pub fn of(family: &str) -> Self {
+        let (num_kv_heads, head_dim) = match family {
+            "mistral" => (Some(8), None),
+            "qwen2" => (Some(32), None),
+            "qwen3" => (Some(32), Some(128)),
+            _ => (None, None),
+        };
+        Self {
+            rope_theta: 10_000.0,
+            num_kv_heads,
+            head_dim,
+        }
+    }
+}
 
 /// Reads `config.json` text (`file` names it in errors).
 pub fn parse_config(text: &str, file: &str) -> Result<ModelConfig> {
@@ -81,14 +116,16 @@ impl Keys<'_> {
     fn config(&self) -> Result<ModelConfig> {
         let family = self.family()?;
         self.refuse_unsupported(family)?;
+        let defaults = FamilyDefaults::of(family);
         let num_heads = self.need_usize("num_attention_heads")?;
         let hidden_size = self.need_usize("hidden_size")?;
-        let head_dim = match self.usize("head_dim")? {
+        let head_dim = match self.usize("head_dim")?.or(defaults.head_dim) {
             Some(d) => d,
             None => hidden_size.checked_div(num_heads).unwrap_or(0),
         };
         let max_positions = self.need_usize("max_position_embeddings")?;
-        let rope_scaling = self.rope_scaling(max_positions)?;
+        let rope = self.rope_parameters()?;
+        let rope_scaling = self.rope_scaling(rope, max_positions)?;
         let mut context_length = match &rope_scaling {
             // `linear` and `yarn` checkpoints state the pre-training context: the extended one
             // is `factor` times it (vLLM's reading). Llama 3.1 states the extended one.
@@ -109,18 +146,24 @@ impl Keys<'_> {
             hidden_size,
             ffn_size: self.need_usize("intermediate_size")?,
             num_heads,
-            num_kv_heads: self.usize("num_key_value_heads")?.unwrap_or(num_heads),
+            num_kv_heads: self
+                .usize("num_key_value_heads")?
+                .or(defaults.num_kv_heads)
+                .unwrap_or(num_heads),
             head_dim,
-            rope_base: self.f64("rope_theta")?.unwrap_or(10_000.0) as f32,
+            rope_base: self.rope_theta(rope)?.unwrap_or(defaults.rope_theta) as f32,
             // transformers' rotate_half: dimension i turns with i + head_dim / 2.
             rope_layout: RopeLayout::HalfSplit,
             rope_scaling,
+            // 1e-6 and untied are the defaults of all four transformers classes.
             rms_norm_eps: self.f64("rms_norm_eps")?.unwrap_or(1e-6) as f32,
             context_length,
             vocab_size: self.need_usize("vocab_size")?,
             tied_embeddings: self.bool("tie_word_embeddings")?.unwrap_or(false),
-            // Qwen2's attention always has biases; Llama's and Qwen3's when attention_bias.
-            qkv_bias: family == "qwen2" || self.bool("attention_bias")?.unwrap_or(false),
+            // transformers' Qwen2 attention always has q/k/v biases (and no o_proj bias), and
+            // reads no attention_bias; Mistral's has none, whatever the key says; Llama's and
+            // Qwen3's attention_bias (which would add o_proj's) is refused above.
+            qkv_bias: family == "qwen2",
             qk_norm: family == "qwen3",
         };
         config.validate()?;
@@ -188,28 +231,93 @@ impl Keys<'_> {
                 "partial_rotary_factor {f} is not supported (RoPE on the whole head only)"
             )));
         }
+        // transformers' Llama and Qwen3 attention put the bias on all four projections, o_proj
+        // included; the forward here has q/k/v biases only, so loading these would drop
+        // o_proj's and compute another model.
+        if matches!(family, "llama" | "qwen3") && self.bool("attention_bias")?.unwrap_or(false) {
+            return Err(self.err(format!(
+                "attention_bias is true: {family}'s attention then has a bias on o_proj too \
+                 (self_attn.o_proj.bias), which this engine does not apply"
+            )));
+        }
+        if let Some(types) = self.present("layer_types").and_then(Value::as_array) {
+            let known = ["full_attention", "sliding_attention"];
+            if let Some(t) = types
+                .iter()
+                .find(|t| !known.contains(&t.as_str().unwrap_or("")))
+            {
+                return Err(self.err(format!(
+                    "layer_types has {t}: only full_attention and sliding_attention layers are \
+                     supported"
+                )));
+            }
+        }
         Ok(())
     }
 
+    /// transformers 5's `rope_parameters` (the theta and the scaling in one object, in place
+    /// of `rope_theta` and `rope_scaling`), when present.
+    fn rope_parameters(&self) -> Result<Option<&Map<String, Value>>> {
+        let Some(v) = self.present("rope_parameters") else {
+            return Ok(None);
+        };
+        let obj = v
+            .as_object()
+            .ok_or_else(|| self.err(format!("rope_parameters must be an object, got {v}")))?;
+        // Parameters per layer type (`{"full_attention": {…}, …}`) belong to other families.
+        if let Some((key, _)) = obj.iter().find(|(_, v)| v.is_object()) {
+            return Err(self.err(format!(
+                "rope_parameters.{key}: RoPE parameters per layer type are not supported"
+            )));
+        }
+        Ok(Some(obj))
+    }
+
+    /// `rope_theta`, or `rope_parameters.rope_theta`; both, when they differ, are refused.
+    fn rope_theta(&self, rope: Option<&Map<String, Value>>) -> Result<Option<f64>> {
+        let top = self.f64("rope_theta")?;
+        let nested = match rope {
+            Some(obj) => Keys {
+                obj,
+                file: self.file,
+            }
+            .f64("rope_theta")?,
+            None => None,
+        };
+        match (top, nested) {
+            (Some(a), Some(b)) if a != b => Err(self.err(format!(
+                "rope_theta {a} and rope_parameters.rope_theta {b} disagree"
+            ))),
+            (a, b) => Ok(a.or(b)),
+        }
+    }
+
     /// The attention window when one is in force (Mistral's `sliding_window`; Qwen's only
-    /// with `use_sliding_window`).
+    /// with `use_sliding_window`; Llama's attention has none, as in transformers).
     fn sliding_window(&self, family: &str) -> Result<Option<usize>> {
         let window = self.usize("sliding_window")?.filter(|&w| w > 0);
         let used = match family {
             "qwen2" | "qwen3" => self.bool("use_sliding_window")?.unwrap_or(false),
-            _ => true,
+            "mistral" => true,
+            _ => false,
         };
         Ok(window.filter(|_| used))
     }
 
-    /// `rope_scaling`, by its `rope_type` (or the older `type`).
-    fn rope_scaling(&self, max_positions: usize) -> Result<RopeScaling> {
-        let Some(v) = self.present("rope_scaling") else {
-            return Ok(RopeScaling::None);
+    /// `rope_scaling` (or, without it, `rope_parameters`), by its `rope_type` (or the older
+    /// `type`).
+    fn rope_scaling(
+        &self,
+        rope: Option<&Map<String, Value>>,
+        max_positions: usize,
+    ) -> Result<RopeScaling> {
+        let obj = match (self.present("rope_scaling"), rope) {
+            (Some(v), _) => v
+                .as_object()
+                .ok_or_else(|| self.err(format!("rope_scaling must be an object, got {v}")))?,
+            (None, Some(obj)) => obj,
+            (None, None) => return Ok(RopeScaling::None),
         };
-        let obj = v
-            .as_object()
-            .ok_or_else(|| self.err(format!("rope_scaling must be an object, got {v}")))?;
         let s = Keys {
             obj,
             file: self.file,

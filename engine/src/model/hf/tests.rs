@@ -161,6 +161,34 @@ fn what_is_not_computed_is_refused_by_name() {
             with(LLAMA_31_8B, "architectures", "null"),
             "architectures is missing",
         ),
+        (
+            with(LLAMA_31_8B, "attention_bias", "true"),
+            "attention_bias is true: llama's attention then has a bias on o_proj",
+        ),
+        (
+            with(QWEN3_8B, "attention_bias", "true"),
+            "self_attn.o_proj.bias",
+        ),
+        (
+            with(
+                QWEN3_8B,
+                "layer_types",
+                r#"["full_attention", "chunked_attention"]"#,
+            ),
+            "layer_types has \"chunked_attention\"",
+        ),
+        (
+            with(QWEN3_8B, "rope_parameters", r#"{"rope_theta": 5.0}"#),
+            "rope_theta 1000000 and rope_parameters.rope_theta 5 disagree",
+        ),
+        (
+            with(
+                LLAMA_31_8B,
+                "rope_parameters",
+                r#"{"full_attention": {"rope_theta": 10000.0}}"#,
+            ),
+            "rope_parameters.full_attention",
+        ),
         ("[1, 2]".to_string(), "not a JSON object"),
         ("{".to_string(), "not valid JSON"),
     ];
@@ -168,4 +196,94 @@ fn what_is_not_computed_is_refused_by_name() {
         let err = parse_config(&text, "config.json").unwrap_err().to_string();
         assert!(err.contains(want), "want {want:?} in {err}");
     }
+}
+
+/// `config` with `keys` taken out.
+fn without(config: &str, keys: &[&str]) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(config).unwrap();
+    for key in keys {
+        v.as_object_mut().unwrap().remove(*key);
+    }
+    v.to_string()
+}
+
+#[test]
+fn missing_keys_take_the_transformers_class_defaults_of_their_family() {
+    // rope_theta: 10000 in LlamaConfig, MistralConfig, Qwen2Config and Qwen3Config alike.
+    let bare_llama = without(
+        LLAMA_31_8B,
+        &["rope_theta", "rope_scaling", "num_key_value_heads"],
+    );
+    let c = parse_config(&bare_llama, "config.json").unwrap();
+    assert_eq!((c.rope_base, c.num_kv_heads), (10_000.0, 32));
+    let mistral = with(&bare_llama, "architectures", r#"["MistralForCausalLM"]"#);
+    let c = parse_config(&mistral, "config.json").unwrap();
+    assert_eq!((c.rope_base, c.num_kv_heads), (10_000.0, 8));
+    let bare_qwen3 = without(QWEN3_8B, &["rope_theta", "num_key_value_heads", "head_dim"]);
+    let c = parse_config(&bare_qwen3, "config.json").unwrap();
+    assert_eq!(
+        (c.rope_base, c.num_kv_heads, c.head_dim),
+        (10_000.0, 32, 128)
+    );
+    // Qwen3-0.6B's width: Qwen3Config's head_dim of 128 is not 1024 / 16, and its 32 KV heads
+    // do not fit 16 heads (transformers cannot build that model either).
+    let small = with(
+        &with(&bare_qwen3, "hidden_size", "1024"),
+        "num_attention_heads",
+        "16",
+    );
+    let err = parse_config(&small, "config.json").unwrap_err().to_string();
+    assert!(err.contains("not a multiple of 32 KV heads"), "{err}");
+    let c = parse_config(&with(&small, "num_key_value_heads", "8"), "config.json").unwrap();
+    assert_eq!((c.num_kv_heads, c.head_dim, c.q_dim()), (8, 128, 2048));
+    // Qwen2Config has no head_dim: hidden_size / heads; 32 KV heads.
+    let qwen2 = with(&bare_qwen3, "architectures", r#"["Qwen2ForCausalLM"]"#);
+    let c = parse_config(&qwen2, "config.json").unwrap();
+    assert_eq!((c.num_kv_heads, c.head_dim), (32, 4096 / 32));
+    let qwen2 = with(&qwen2, "num_attention_heads", "64");
+    let c = parse_config(&qwen2, "config.json").unwrap();
+    assert_eq!((c.num_kv_heads, c.head_dim), (32, 64));
+}
+
+#[test]
+fn transformers_5_rope_parameters_carry_the_theta_and_the_scaling() {
+    let v5 = with(
+        &without(LLAMA_31_8B, &["rope_theta", "rope_scaling"]),
+        "rope_parameters",
+        r#"{"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+            "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192}"#,
+    );
+    assert_eq!(
+        parse_config(&v5, "config.json").unwrap(),
+        parse_config(LLAMA_31_8B, "config.json").unwrap()
+    );
+    let qwen3 = with(
+        &without(QWEN3_8B, &["rope_theta"]),
+        "rope_parameters",
+        r#"{"rope_type": "default", "rope_theta": 1000000}"#,
+    );
+    let c = parse_config(&qwen3, "config.json").unwrap();
+    assert_eq!(
+        (c.rope_base, &c.rope_scaling),
+        (1_000_000.0, &RopeScaling::None)
+    );
+}
+
+#[test]
+fn attention_biases_follow_transformers_per_family() {
+    // Qwen2: q/k/v biases whatever attention_bias says; Mistral: none, whatever it says.
+    let qwen2 = with(QWEN3_8B, "architectures", r#"["Qwen2ForCausalLM"]"#);
+    let c = parse_config(&with(&qwen2, "attention_bias", "false"), "config.json").unwrap();
+    assert!(c.qkv_bias);
+    let mistral = with(
+        &with(LLAMA_31_8B, "architectures", r#"["MistralForCausalLM"]"#),
+        "attention_bias",
+        "true",
+    );
+    let c = parse_config(&with(&mistral, "rope_scaling", "null"), "config.json").unwrap();
+    assert!(!c.qkv_bias);
+    // Llama has no sliding window in transformers: the key does not cap its context.
+    let c = parse_config(&with(LLAMA_31_8B, "sliding_window", "4096"), "config.json").unwrap();
+    assert_eq!(c.context_length, 131_072);
 }

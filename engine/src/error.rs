@@ -32,6 +32,14 @@ pub enum Error {
         backend: &'static str,
         message: String,
     },
+    /// The device is unusable for the rest of this process (a sticky CUDA error such as an
+    /// illegal address or a failed launch): every later call fails the same way, so only a
+    /// restart recovers. The engine loop stops on it and the server exits non-zero.
+    #[error("backend {backend}: device lost: {message}")]
+    DeviceLost {
+        backend: &'static str,
+        message: String,
+    },
     /// Reading or writing a file failed.
     #[error("{what}: {source}")]
     Io {
@@ -39,6 +47,14 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl Error {
+    /// Whether nothing can succeed after this error in this process (see
+    /// [`Error::DeviceLost`]): the replica must stop serving and restart.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, Error::DeviceLost { .. })
+    }
 }
 
 /// The engine's result type.

@@ -76,11 +76,13 @@ impl EngineLoop {
         }
     }
 
-    /// Runs until every handle is dropped and no request is left.
-    pub(super) fn run(mut self) {
+    /// Runs until every handle is dropped and no request is left (`Ok`), or until a fatal
+    /// backend error (`Err`: the step's requests have been failed, the rest are still held
+    /// for [`fail_all`](Self::fail_all)).
+    pub(super) fn run(&mut self) -> crate::Result<()> {
         loop {
             if !self.drain_commands() {
-                return;
+                return Ok(());
             }
             let out = self.scheduler.schedule(&mut self.kv);
             self.record_schedule(&out);
@@ -90,10 +92,25 @@ impl EngineLoop {
                 // Nothing fits right now (a preemption this step): wait briefly for news.
                 self.wait_for_command(Duration::from_millis(2));
             } else {
-                self.step(&out);
+                self.step(&out)?;
             }
             self.publish_gauges();
         }
+    }
+
+    /// Fails every request the loop holds (running, waiting, or still in the inbox) with
+    /// `fatal`, so none waits for a loop that has stopped.
+    pub(super) fn fail_all(&mut self, fatal: &crate::Error) {
+        while let Ok(command) = self.inbox.try_recv() {
+            if let Command::Add { events, .. } = command {
+                let _ = events.send(TokenEvent::Failed(format!("engine stopped: {fatal}")));
+            }
+        }
+        let ids: Vec<RequestId> = self.active.keys().copied().collect();
+        for id in ids {
+            self.finish(id, TokenEvent::Failed(format!("engine stopped: {fatal}")));
+        }
+        self.publish_gauges();
     }
 
     /// Applies queued commands; blocks while idle. False when the loop should exit.
@@ -204,7 +221,8 @@ impl EngineLoop {
 
     /// One forward step over `out.seqs`, then sampling and delivery. The grammar masks of the
     /// constrained sequences that sample this step are computed meanwhile on the mask worker.
-    fn step(&mut self, out: &SchedulerOutput) {
+    /// A backend error fails this step's requests; a fatal one is returned to stop the loop.
+    fn step(&mut self, out: &SchedulerOutput) -> crate::Result<()> {
         let started = Instant::now();
         let lent = self.lend_constraints(out);
         let result = {
@@ -236,12 +254,16 @@ impl EngineLoop {
                         TokenEvent::Failed(format!("engine step failed: {err}")),
                     );
                 }
+                if err.is_fatal() {
+                    return Err(err);
+                }
             }
         }
         self.metrics
             .step_duration_s
             .observe(started.elapsed().as_secs_f64());
         self.metrics.batch_size.observe(out.seqs.len() as f64);
+        Ok(())
     }
 
     /// Hands the constraints of this step's sampling sequences to the mask worker; returns

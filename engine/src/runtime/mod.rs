@@ -5,12 +5,15 @@
 mod engine_loop;
 pub mod metrics;
 
+use std::any::Any;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
 
 use tokio::sync::mpsc as tokio_mpsc;
+use tokio::sync::watch;
 
 use crate::backend::Backend;
 use crate::grammar::Constraint;
@@ -104,6 +107,8 @@ pub struct EngineHandle {
     commands: mpsc::Sender<Command>,
     next_id: Arc<AtomicU64>,
     metrics: Arc<EngineMetrics>,
+    /// Set once, when the loop stops on a fatal error.
+    fault: watch::Receiver<Option<String>>,
 }
 
 impl EngineHandle {
@@ -114,15 +119,54 @@ impl EngineHandle {
         metrics: Arc<EngineMetrics>,
     ) -> std::io::Result<Self> {
         let (commands, inbox) = mpsc::channel();
-        let state = engine_loop::EngineLoop::new(backend, config, metrics.clone(), inbox);
+        let (fault_tx, fault) = watch::channel(None);
+        let mut state = engine_loop::EngineLoop::new(backend, config, metrics.clone(), inbox);
         std::thread::Builder::new()
             .name("engine-loop".into())
-            .spawn(move || state.run())?;
+            .spawn(move || {
+                let fatal = match catch_unwind(AssertUnwindSafe(|| state.run())) {
+                    Ok(Ok(())) => return,
+                    Ok(Err(fatal)) => fatal,
+                    // A panic (a bug, or a driver symbol cudarc could not resolve) must not
+                    // leave a replica answering `/health` with no loop behind it. Dropping the
+                    // loop's state ends every request's stream.
+                    Err(panic) => {
+                        let reason = format!("the engine loop panicked: {}", panic_text(&*panic));
+                        report_fault(&fault_tx, reason);
+                        return;
+                    }
+                };
+                // Published before the requests are failed: a client that sees its request
+                // fail then finds `/health` failing too.
+                report_fault(&fault_tx, fatal.to_string());
+                state.fail_all(&fatal);
+            })?;
         Ok(Self {
             commands,
             next_id: Arc::new(AtomicU64::new(1)),
             metrics,
+            fault,
         })
+    }
+
+    /// Why the loop stopped, if it stopped on a fatal error (a lost device, a panic).
+    pub fn fault_now(&self) -> Option<String> {
+        self.fault.borrow().clone()
+    }
+
+    /// Resolves, with the reason, once the loop has stopped on a fatal error (a lost device,
+    /// a panic). Never resolves while the loop runs, nor after it ended cleanly.
+    pub async fn fault(&self) -> String {
+        let mut fault = self.fault.clone();
+        loop {
+            if let Some(reason) = fault.borrow_and_update().clone() {
+                return reason;
+            }
+            if fault.changed().await.is_err() {
+                // Ended without a fault: nothing will ever be reported.
+                std::future::pending::<()>().await;
+            }
+        }
     }
 
     /// Queues a request; its tokens arrive on the returned stream. Dropping the stream before
@@ -210,4 +254,18 @@ impl Drop for RequestStream {
             });
         }
     }
+}
+
+fn report_fault(fault: &watch::Sender<Option<String>>, reason: String) {
+    tracing::error!(%reason, "the engine loop stopped on a fatal error");
+    let _ = fault.send(Some(reason));
+}
+
+/// The message a panic carried, when it is text.
+fn panic_text(panic: &(dyn Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
 }

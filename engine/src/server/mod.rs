@@ -28,6 +28,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::{get, post};
 use tokio::net::TcpListener;
+use tokio::sync::oneshot;
 
 pub use body::parse_json;
 pub use config::ServeConfig;
@@ -47,6 +48,10 @@ pub enum ServeError {
     },
     #[error("serving HTTP: {0}")]
     Io(#[from] std::io::Error),
+    /// The engine loop stopped on a fatal error; the process should exit non-zero so the
+    /// replica restarts.
+    #[error("the engine stopped: {0}")]
+    EngineFault(String),
 }
 
 /// The router over `state` (exposed so tests can drive it with `oneshot`); request bodies
@@ -90,6 +95,8 @@ pub async fn serve(
 /// Serves on `listener`. `/health` answers 503 while `loader` runs (on a blocking thread),
 /// 200 once it returned a model. When `shutdown` resolves: `/health` and new requests get
 /// 503, running requests finish (for at most `config.drain_timeout_s`), then this returns.
+/// When the engine loop stops on a fatal error (a lost device) instead: the same drain (the
+/// loop has failed every request, so it is short), then [`ServeError::EngineFault`].
 pub async fn serve_on<L>(
     listener: TcpListener,
     config: ServeConfig,
@@ -100,25 +107,24 @@ where
     L: FnOnce() -> Result<LoadedModel, LoadError> + Send + 'static,
 {
     let state = AppState::new(config.served_model_name(), config.max_body_bytes);
-    let loading = state.clone();
-    tokio::task::spawn_blocking(move || match loader() {
-        Ok(model) => {
-            tracing::info!(model = loading.served_model_name(), "model loaded; ready");
-            loading.set_loaded(model);
-        }
-        Err(err) => {
-            tracing::error!("loading the model failed: {err}");
-            loading.set_failed();
-        }
-    });
+    let (fault_tx, fault_rx) = oneshot::channel::<String>();
+    tokio::spawn(load_then_watch(state.clone(), loader, fault_tx));
     let drain_timeout = Duration::from_secs_f64(config.drain_timeout_s.max(0.0));
     let api_key = config.api_key.clone();
     let draining = state.clone();
     let (drained_tx, drained_rx) = tokio::sync::oneshot::channel::<()>();
     let drain = async move {
-        shutdown.await;
-        tracing::info!(in_flight = draining.in_flight(), "shutting down: draining");
-        draining.start_draining();
+        // A fault channel closed unanswered (the load failed) only disables its branch.
+        tokio::select! {
+            () = shutdown => {
+                tracing::info!(in_flight = draining.in_flight(), "shutting down: draining");
+                draining.start_draining();
+            }
+            Ok(reason) = fault_rx => {
+                // `/health` fails already: the phase reads the engine's fault.
+                tracing::error!(%reason, "the engine stopped: exiting once its requests are answered");
+            }
+        }
         if tokio::time::timeout(drain_timeout, draining.wait_idle())
             .await
             .is_err()
@@ -137,15 +143,54 @@ where
     let body_timeout = seconds(config.body_timeout_s);
     let server = listen::serve(
         listener,
-        api_key::require(router(state, body_timeout), api_key),
+        api_key::require(router(state.clone(), body_timeout), api_key),
         limits,
         drain,
     );
     tokio::select! {
-        () = server => Ok(()),
+        () = server => {}
         // Connections still open after the drain (timed-out streams, idle keep-alives) are
         // closed by returning: dropping them cancels their requests.
-        _ = async { let _ = drained_rx.await; tokio::time::sleep(Duration::from_secs(1)).await } => Ok(()),
+        _ = async { let _ = drained_rx.await; tokio::time::sleep(Duration::from_secs(1)).await } => {}
+    }
+    match state.fault() {
+        Some(reason) => Err(ServeError::EngineFault(reason)),
+        None => Ok(()),
+    }
+}
+
+/// Runs `loader` on a blocking thread and installs its model; then waits for the engine loop
+/// to stop on a fatal error and sends the reason on `fault`. Returns early (dropping `fault`)
+/// when the load fails, and once nobody listens on `fault` (the server stopped), so that its
+/// handle does not keep the engine loop alive.
+async fn load_then_watch<L>(state: AppState, loader: L, fault: oneshot::Sender<String>)
+where
+    L: FnOnce() -> Result<LoadedModel, LoadError> + Send + 'static,
+{
+    let mut fault = fault;
+    let engine = match tokio::task::spawn_blocking(loader).await {
+        Ok(Ok(model)) => {
+            tracing::info!(model = state.served_model_name(), "model loaded; ready");
+            let engine = model.engine.clone();
+            state.set_loaded(model);
+            engine
+        }
+        Ok(Err(err)) => {
+            tracing::error!("loading the model failed: {err}");
+            state.set_failed();
+            return;
+        }
+        Err(err) => {
+            tracing::error!("loading the model panicked: {err}");
+            state.set_failed();
+            return;
+        }
+    };
+    tokio::select! {
+        reason = engine.fault() => {
+            let _ = fault.send(reason);
+        }
+        () = fault.closed() => {}
     }
 }
 

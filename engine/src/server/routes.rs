@@ -11,15 +11,21 @@ use tokenscale_common::openai::{ModelCard, ModelList};
 use super::ApiError;
 use super::state::{AppState, Phase};
 
-/// 200 when ready; 503 while loading, draining, or after a failed load.
+/// 200 when ready; 503 while loading, draining, after a failed load, or once the engine
+/// stopped on a fatal error (whose reason the body carries).
 pub async fn health(State(state): State<AppState>) -> Response {
     let (status, text) = match state.phase() {
         Phase::Ready => (StatusCode::OK, "ready"),
         Phase::Loading => (StatusCode::SERVICE_UNAVAILABLE, "loading"),
         Phase::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining"),
         Phase::Failed => (StatusCode::SERVICE_UNAVAILABLE, "failed"),
+        Phase::Faulted => (StatusCode::SERVICE_UNAVAILABLE, "faulted"),
     };
-    (status, Json(json!({ "status": text }))).into_response()
+    let body = match state.fault() {
+        Some(reason) => json!({ "status": text, "error": reason }),
+        None => json!({ "status": text }),
+    };
+    (status, Json(body)).into_response()
 }
 
 /// The one model this engine serves.

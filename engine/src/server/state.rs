@@ -25,6 +25,10 @@ pub enum Phase {
     Draining = 2,
     /// Loading failed: `/health` is 503 for good.
     Failed = 3,
+    /// The engine loop stopped on a fatal error (a lost device): `/health` is 503 and the
+    /// server exits non-zero once the failed requests are answered, so the pod restarts.
+    /// Read from the engine itself, never stored, so it shows the instant the loop stops.
+    Faulted = 4,
 }
 
 /// The model once loaded: its engine loop and its tokenizer.
@@ -97,6 +101,9 @@ impl AppState {
 
     /// The current phase.
     pub fn phase(&self) -> Phase {
+        if self.fault().is_some() {
+            return Phase::Faulted;
+        }
         match self.inner.phase.load(Ordering::Acquire) {
             0 => Phase::Loading,
             1 => Phase::Ready,
@@ -123,6 +130,11 @@ impl AppState {
             .store(Phase::Failed as u8, Ordering::Release);
     }
 
+    /// Why the engine loop stopped, if it stopped on a fatal error.
+    pub fn fault(&self) -> Option<String> {
+        self.model()?.engine.fault_now()
+    }
+
     /// Starts draining: new requests get 503 from now on.
     pub fn start_draining(&self) {
         self.inner
@@ -143,6 +155,11 @@ impl AppState {
             Phase::Loading => return Err(ApiError::unavailable("the model is still loading")),
             Phase::Draining => return Err(ApiError::unavailable("the server is shutting down")),
             Phase::Failed => return Err(ApiError::unavailable("the model failed to load")),
+            Phase::Faulted => {
+                return Err(ApiError::unavailable(
+                    "the engine stopped on a device error; the replica is restarting",
+                ));
+            }
         }
         let model = self
             .model()

@@ -23,6 +23,7 @@ pub mod plan;
 
 mod backend;
 mod device;
+mod fault;
 mod forward;
 mod gemm;
 mod options;
@@ -51,6 +52,9 @@ pub enum Error {
     },
     #[error("CUDA driver: {0}")]
     Driver(String),
+    /// A sticky driver error (see `fault::is_sticky`): the context is unusable from now on.
+    #[error("CUDA driver: {0} (sticky: the context is unusable until the process restarts)")]
+    DeviceLost(String),
     #[error("cuBLAS: {0}")]
     Cublas(String),
     /// The model cannot run on this backend (shape, missing tensor, bad tensor type).
@@ -63,16 +67,29 @@ pub enum Error {
 
 impl From<Error> for crate::Error {
     fn from(e: Error) -> Self {
-        crate::Error::Backend {
-            backend: "cuda",
-            message: e.to_string(),
+        match e {
+            Error::DeviceLost(_) => crate::Error::DeviceLost {
+                backend: "cuda",
+                message: e.to_string(),
+            },
+            _ => crate::Error::Backend {
+                backend: "cuda",
+                message: e.to_string(),
+            },
         }
     }
 }
 
 impl From<cudarc::driver::DriverError> for Error {
     fn from(e: cudarc::driver::DriverError) -> Self {
-        Error::Driver(format!("{e:?}"))
+        // The code's name, not `DriverError`'s `Debug`: that asks the driver for a description
+        // (one more driver call, which panics where no driver is loaded).
+        let code = format!("{:?}", e.0);
+        if fault::is_sticky(e.0) {
+            Error::DeviceLost(code)
+        } else {
+            Error::Driver(code)
+        }
     }
 }
 

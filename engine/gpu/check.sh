@@ -49,6 +49,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv
 [ -x "$BIN" ] || { echo "no engine binary at $BIN (run engine/gpu/pack.sh and carry .gpu/tokenscale-engine)"; exit 2; }
 
 # CUDA libraries and headers: the toolkit first, then NVIDIA's Python wheels (CUDA 13 or 12).
+# Every folder holding cuda_bf16.h is offered; the engine compiles with the one of NVRTC's own
+# release (adding its include/cccl, where CUDA 13 keeps <nv/target>), loads NVRTC and cuBLAS
+# of one release the driver runs, and names the parts when they are mixed.
 wheel_dirs() {
   python3 - "$1" <<'PY' 2>/dev/null
 import glob, importlib.util, os, sys

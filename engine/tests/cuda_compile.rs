@@ -1,9 +1,11 @@
-//! CUDA without a GPU: every kernel compiles through NVRTC (from the PyPI wheel
-//! `nvidia-cuda-nvrtc-cu12`, installed by `scripts/setup` into `.cache/tools/python`) to PTX
-//! for compute_80 and compute_90 and through ptxas to an sm_90 CUBIN; and where no NVIDIA
-//! driver is installed, the GPU commands fail with a one-line reason instead of a panic.
+//! CUDA without a GPU: every kernel compiles through NVRTC to PTX for compute_80 and compute_90
+//! and through ptxas to an sm_90 CUBIN, once per CUDA release, each NVRTC with the headers of its
+//! own release (the PyPI wheels `scripts/setup` installs: CUDA 12 into `.cache/tools/python`,
+//! CUDA 13 into `.cache/tools/python-cu13`); NVRTC offered only another release's headers fails
+//! with a clear error; and where no NVIDIA driver is installed, the GPU commands fail with a
+//! one-line reason instead of a panic.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -11,24 +13,47 @@ use tokenscale_engine::backend::cuda::{kernels::SOURCES, libs};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tokenscale-engine");
 
-/// `(NVRTC library folder, CUDA header folder)` from the wheels `scripts/setup` installs.
-fn wheel_dirs() -> (PathBuf, PathBuf) {
-    let nvidia = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.cache/tools/python/nvidia");
-    let lib = nvidia.join("cuda_nvrtc/lib");
-    let include = nvidia.join("cuda_runtime/include");
-    assert!(
-        lib.join("libnvrtc.so.12").is_file() && include.join("cuda_bf16.h").is_file(),
-        "NVRTC wheel not found under {}: run scripts/setup (it installs nvidia-cuda-nvrtc-cu12 \
-         and nvidia-cuda-runtime-cu12)",
-        nvidia.display()
-    );
-    (lib, include)
+/// One CUDA release's NVRTC library folder and header folder, from the wheels.
+struct Release {
+    /// What NVRTC reports, as the engine prints it (`NVRTC 12.`).
+    nvrtc: &'static str,
+    lib: PathBuf,
+    include: PathBuf,
 }
 
-/// Runs the engine with the wheel's NVRTC and headers; killed after 120 s (a command that
-/// should have failed at once must not hang the suite).
-fn engine(args: &[&str]) -> Output {
-    let (lib, include) = wheel_dirs();
+/// The CUDA 12 and CUDA 13 wheels `scripts/setup` installs; a missing one fails the test.
+fn releases() -> [Release; 2] {
+    let tools = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.cache/tools");
+    let cu12 = tools.join("python/nvidia");
+    let cu13 = tools.join("python-cu13/nvidia/cu13");
+    let found = [
+        Release {
+            nvrtc: "NVRTC 12.",
+            lib: cu12.join("cuda_nvrtc/lib"),
+            include: cu12.join("cuda_runtime/include"),
+        },
+        Release {
+            nvrtc: "NVRTC 13.",
+            lib: cu13.join("lib"),
+            include: cu13.join("include"),
+        },
+    ];
+    for (release, soname) in found.iter().zip(["libnvrtc.so.12", "libnvrtc.so.13"]) {
+        assert!(
+            release.lib.join(soname).is_file() && release.include.join("cuda_bf16.h").is_file(),
+            "{soname} or its cuda_bf16.h not found ({}, {}): run scripts/setup (it installs \
+             nvidia-cuda-nvrtc-cu12 and nvidia-cuda-runtime-cu12, and the CUDA 13 \
+             nvidia-cuda-nvrtc, nvidia-cuda-runtime and nvidia-cuda-cccl)",
+            release.lib.display(),
+            release.include.display()
+        );
+    }
+    found
+}
+
+/// Runs the engine with NVRTC from `lib` and the headers in `include` (a search path); killed
+/// after 120 s (a command that should have failed at once must not hang the suite).
+fn engine_with(lib: &Path, include: &str, args: &[&str]) -> Output {
     let cache = tokenscale_scratch::scratch!("cuda-kernel-cache");
     let mut child = Command::new(BIN)
         .args(args)
@@ -53,54 +78,124 @@ fn engine(args: &[&str]) -> Output {
         .expect("collect the engine's output")
 }
 
+/// Runs the engine with `release`'s NVRTC and headers.
+fn engine_on(release: &Release, args: &[&str]) -> Output {
+    engine_with(&release.lib, &release.include.to_string_lossy(), args)
+}
+
+/// Runs the engine with the CUDA 12 wheels.
+fn engine(args: &[&str]) -> Output {
+    engine_on(&releases()[0], args)
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[test]
 fn every_kernel_compiles_to_ptx_for_compute_80_and_compute_90() {
-    for arch in ["compute_80", "compute_90"] {
-        let out = engine(&["cuda-check", "--compile-only", "--arch", arch]);
-        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-        assert!(
-            out.status.success(),
-            "{arch}: exit {:?}\n{stdout}\n{stderr}",
-            out.status
-        );
-        let mut count = 0;
-        for source in SOURCES {
-            for kernel in source.kernels {
-                let line = stdout
-                    .lines()
-                    .find(|l| l.split_whitespace().next() == Some(kernel))
-                    .unwrap_or_else(|| panic!("{arch}: no line for {kernel}\n{stdout}"));
-                let bytes: usize = line
-                    .split_whitespace()
-                    .last()
-                    .and_then(|b| b.parse().ok())
-                    .unwrap_or(0);
-                assert!(bytes > 100, "{arch}: {kernel} has {bytes} bytes of PTX");
-                count += 1;
+    for release in &releases() {
+        for arch in ["compute_80", "compute_90"] {
+            let out = engine_on(release, &["cuda-check", "--compile-only", "--arch", arch]);
+            let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+            assert!(
+                out.status.success(),
+                "{} {arch}: exit {:?}\n{stdout}\n{stderr}",
+                release.nvrtc,
+                out.status
+            );
+            assert!(stdout.starts_with(release.nvrtc), "{stdout}");
+            let mut count = 0;
+            for source in SOURCES {
+                for kernel in source.kernels {
+                    let line = stdout
+                        .lines()
+                        .find(|l| l.split_whitespace().next() == Some(kernel))
+                        .unwrap_or_else(|| panic!("{arch}: no line for {kernel}\n{stdout}"));
+                    let bytes: usize = line
+                        .split_whitespace()
+                        .last()
+                        .and_then(|b| b.parse().ok())
+                        .unwrap_or(0);
+                    assert!(bytes > 100, "{arch}: {kernel} has {bytes} bytes of PTX");
+                    count += 1;
+                }
             }
+            assert!(
+                stdout.contains(&format!("{count} kernels compiled for {arch}")),
+                "{stdout}"
+            );
         }
-        assert!(
-            stdout.contains(&format!("{count} kernels compiled for {arch}")),
-            "{stdout}"
-        );
     }
 }
 
 #[test]
 fn every_kernel_assembles_to_an_sm_90_cubin() {
     // ptxas rejects what PTX alone does not: too much shared memory, impossible launch bounds.
-    let out = engine(&["cuda-check", "--compile-only", "--arch", "sm_90"]);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    let total: usize = SOURCES.iter().map(|s| s.kernels.len()).sum();
-    assert!(
-        stdout.contains(&format!("{total} kernels compiled for sm_90")),
-        "{stdout}"
-    );
+    for release in &releases() {
+        let out = engine_on(
+            release,
+            &["cuda-check", "--compile-only", "--arch", "sm_90"],
+        );
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+        assert!(stdout.starts_with(release.nvrtc), "{stdout}");
+        let total: usize = SOURCES.iter().map(|s| s.kernels.len()).sum();
+        assert!(
+            stdout.contains(&format!("{total} kernels compiled for sm_90")),
+            "{stdout}"
+        );
+    }
+}
+
+#[test]
+fn nvrtc_takes_the_headers_of_its_own_release_when_both_are_offered() {
+    let [cu12, cu13] = releases();
+    let both = std::env::join_paths([&cu12.include, &cu13.include]).expect("a search path");
+    for (release, other) in [(&cu12, &cu13), (&cu13, &cu12)] {
+        let out = engine_with(
+            &release.lib,
+            &both.to_string_lossy(),
+            &["cuda-check", "--compile-only", "--arch", "compute_90"],
+        );
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+        let first = stdout.lines().next().unwrap_or_default();
+        assert!(first.starts_with(release.nvrtc), "{first}");
+        let (own, foreign) = (
+            release.include.to_string_lossy(),
+            other.include.to_string_lossy(),
+        );
+        assert!(first.contains(own.as_ref()), "{first}");
+        assert!(!first.contains(foreign.as_ref()), "{first}");
+    }
+}
+
+#[test]
+fn nvrtc_with_only_another_release_headers_is_a_clear_error() {
+    let [cu12, cu13] = releases();
+    for (release, other, wanted) in [(&cu13, &cu12, "CUDA 13"), (&cu12, &cu13, "CUDA 12")] {
+        let out = engine_with(
+            &release.lib,
+            &other.include.to_string_lossy(),
+            &["cuda-check", "--compile-only", "--arch", "compute_90"],
+        );
+        let stderr = text(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "{} compiled with the other release's headers",
+            release.nvrtc
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(
+            stderr.contains(&format!("needs the {wanted} headers")),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains(other.include.to_string_lossy().as_ref()),
+            "{stderr}"
+        );
+    }
 }
 
 #[test]

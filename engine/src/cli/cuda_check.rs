@@ -111,7 +111,7 @@ fn compile_only(arch: &str) -> anyhow::Result<()> {
     let arch = Arch::parse(arch)?;
     libs::probe_nvrtc().map_err(|reason| anyhow::anyhow!(reason))?;
     let (major, minor) = compile::nvrtc_version()?;
-    let includes = compile::include_dirs();
+    let includes = compile::include_dirs((major, minor))?;
     println!("NVRTC {major}.{minor}, target {arch}, headers from {includes:?}");
     println!("{:<24} {:<22} {:>10}", "kernel", "file", "ptx_bytes");
     let mut total = 0;

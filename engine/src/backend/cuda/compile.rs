@@ -9,8 +9,10 @@ use sha2::{Digest, Sha256};
 
 use super::Error;
 use super::kernels::KernelSource;
+use super::release::{self, HeaderDir, Version};
 
-/// Colon-separated folders holding `cuda_bf16.h` / `cuda_fp16.h`, searched first.
+/// Colon-separated folders holding `cuda_bf16.h` / `cuda_fp16.h`, searched first; the one of
+/// NVRTC's own release is used.
 pub const INCLUDE_DIRS_ENV: &str = "TOKENSCALE_CUDA_INCLUDE_DIRS";
 /// Folder of the compiled-kernel cache (default: the user's cache dir `tokenscale/kernels`).
 pub const CACHE_DIR_ENV: &str = "TOKENSCALE_KERNEL_CACHE";
@@ -108,9 +110,10 @@ pub fn cache_key(program: &str, arch: Arch, nvrtc_version: (i32, i32)) -> String
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Folders holding `cuda_bf16.h`: [`INCLUDE_DIRS_ENV`], then `$CUDA_HOME/include`,
-/// `$CUDA_PATH/include`, `/usr/local/cuda/include`. Only folders that hold the header count.
-pub fn include_dirs() -> Vec<PathBuf> {
+/// Folders holding `cuda_bf16.h`, with their release: [`INCLUDE_DIRS_ENV`], then
+/// `$CUDA_HOME/include`, `$CUDA_PATH/include`, `/usr/local/cuda/include`. Only folders that hold
+/// the header count.
+pub fn header_dirs() -> Vec<HeaderDir> {
     let mut dirs: Vec<PathBuf> = std::env::var_os(INCLUDE_DIRS_ENV)
         .map(|v| std::env::split_paths(&v).collect())
         .unwrap_or_default();
@@ -122,7 +125,19 @@ pub fn include_dirs() -> Vec<PathBuf> {
     dirs.push(PathBuf::from("/usr/local/cuda/include"));
     dirs.retain(|d| d.join("cuda_bf16.h").is_file());
     dirs.dedup();
-    dirs
+    dirs.into_iter()
+        .map(|dir| HeaderDir {
+            version: release::header_version(&dir),
+            dir,
+        })
+        .collect()
+}
+
+/// The include folders for NVRTC `nvrtc_version`: the headers of its own release (and their
+/// CCCL), or an error naming the releases found when none matches.
+pub fn include_dirs(nvrtc_version: (i32, i32)) -> Result<Vec<PathBuf>, Error> {
+    let nvrtc = Version::new(nvrtc_version.0, nvrtc_version.1);
+    release::headers_for(nvrtc, &header_dirs()).map_err(Error::Unavailable)
 }
 
 /// The NVRTC version `(major, minor)`. Call only after [`super::libs::probe_nvrtc`] succeeded.
@@ -238,7 +253,7 @@ pub fn compile_cached(
     {
         return Ok(image);
     }
-    let image = compile(source, arch, &include_dirs())?;
+    let image = compile(source, arch, &include_dirs(nvrtc_version)?)?;
     if let Some(path) = path {
         // Write to a temporary name and rename, so a concurrent start never reads half a file.
         let tmp = path.with_extension(format!("tmp{}", std::process::id()));

@@ -6,6 +6,10 @@
 //! the loader path, PyPI wheels) are found here in [`search_dirs`] and loaded by absolute path
 //! first: the dynamic loader then answers cudarc's later `dlopen("libnvrtc.so.13")` with the
 //! already-loaded object, because it matches loaded libraries by their SONAME.
+//!
+//! NVRTC and cuBLAS are loaded from one CUDA release: the newest whose NVRTC is found that the
+//! driver (when present) runs. `release` then checks what actually loaded, since cudarc may
+//! still find another release's library under a plain name such as `libnvrtc.so`.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -16,8 +20,10 @@ pub const LIB_DIRS_ENV: &str = "TOKENSCALE_CUDA_LIB_DIRS";
 /// CUDA major versions whose libraries this binary accepts, newest first.
 const MAJORS: [u32; 2] = [13, 12];
 
-/// Library groups loaded together from one folder, dependencies first.
-const GROUPS: [&[&str]; 2] = [&["nvrtc-builtins", "nvrtc"], &["cublasLt", "cublas"]];
+/// NVRTC and the builtins it loads, dependencies first: loaded together from one folder.
+const NVRTC_GROUP: &[&str] = &["nvrtc-builtins", "nvrtc"];
+/// cuBLAS and cuBLASLt, dependencies first: loaded together from one folder.
+const CUBLAS_GROUP: &[&str] = &["cublasLt", "cublas"];
 
 /// Folders searched for CUDA libraries, in order: [`LIB_DIRS_ENV`], then the usual toolkit
 /// locations under `$CUDA_HOME`, `$CUDA_PATH` and `/usr/local/cuda`.
@@ -46,6 +52,13 @@ pub fn search_dirs() -> Vec<PathBuf> {
 /// `lib{lib}.so.{major}.{minor…}` for a supported major (newest first; the shortest name, i.e.
 /// the SONAME, among equals). Variants such as `libnvrtc.alt.so.12` never match.
 pub fn pick_library<'a>(lib: &str, names: &'a [String]) -> Option<&'a str> {
+    MAJORS
+        .iter()
+        .find_map(|&major| pick_library_of(lib, names, major))
+}
+
+/// Like [`pick_library`], for CUDA major `want` only.
+pub fn pick_library_of<'a>(lib: &str, names: &'a [String], want: u32) -> Option<&'a str> {
     let prefix = format!("lib{lib}.so.");
     let major_of = |name: &str| -> Option<u32> {
         let version = name.strip_prefix(&prefix)?;
@@ -55,24 +68,37 @@ pub fn pick_library<'a>(lib: &str, names: &'a [String]) -> Option<&'a str> {
             .all(|part| part.parse::<u32>().is_ok())
             .then_some(major)
     };
-    MAJORS.iter().find_map(|&want| {
-        names
-            .iter()
-            .filter(|n| major_of(n) == Some(want))
-            .min_by_key(|n| n.len())
-            .map(String::as_str)
-    })
+    names
+        .iter()
+        .filter(|n| major_of(n) == Some(want))
+        .min_by_key(|n| n.len())
+        .map(String::as_str)
 }
 
-/// Loads (and keeps loaded for the life of the process) the libraries of each group from the
-/// first search folder that holds the whole group. Returns the paths loaded; runs once.
+/// Loads (and keeps loaded for the life of the process) NVRTC and cuBLAS of one release, each
+/// group from the first search folder that holds all of it: the newest release (no newer than
+/// the driver's, when one is present) whose NVRTC is found, else the newest whose cuBLAS is.
+/// Returns the paths loaded; runs once.
 pub fn preload() -> &'static [PathBuf] {
     static LOADED: OnceLock<Vec<PathBuf>> = OnceLock::new();
     LOADED.get_or_init(|| {
         let mut loaded = Vec::new();
         let dirs = search_dirs();
-        for group in GROUPS {
-            if let Some(paths) = dirs.iter().find_map(|dir| group_in(dir, group)) {
+        let find = |group: &[&str], major: u32| dirs.iter().find_map(|d| group_in(d, group, major));
+        let driver_major = driver_major();
+        let majors = || {
+            MAJORS
+                .into_iter()
+                .filter(move |&m| driver_major.is_none_or(|d| m <= d))
+        };
+        let chosen = majors()
+            .find(|&m| find(NVRTC_GROUP, m).is_some())
+            .or_else(|| majors().find(|&m| find(CUBLAS_GROUP, m).is_some()));
+        let Some(major) = chosen else {
+            return loaded;
+        };
+        for group in [NVRTC_GROUP, CUBLAS_GROUP] {
+            if let Some(paths) = find(group, major) {
                 for path in paths {
                     // SAFETY: loading a CUDA library runs its initialisers, which only set up
                     // the library's own state. The handle is leaked on purpose: the library
@@ -88,15 +114,22 @@ pub fn preload() -> &'static [PathBuf] {
     })
 }
 
-/// The paths of all of `group`'s libraries in `dir`, or `None` unless every one is there.
-fn group_in(dir: &Path, group: &[&str]) -> Option<Vec<PathBuf>> {
+/// The CUDA major the driver runs at most, when a driver is present.
+fn driver_major() -> Option<u32> {
+    probe_driver().ok()?;
+    super::symbols::driver_version().map(|v| (v / 1000) as u32)
+}
+
+/// The paths of all of `group`'s libraries of CUDA `major` in `dir`, or `None` unless every
+/// one is there.
+fn group_in(dir: &Path, group: &[&str], major: u32) -> Option<Vec<PathBuf>> {
     let names: Vec<String> = std::fs::read_dir(dir)
         .ok()?
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .collect();
     group
         .iter()
-        .map(|lib| pick_library(lib, &names).map(|n| dir.join(n)))
+        .map(|lib| pick_library_of(lib, &names, major).map(|n| dir.join(n)))
         .collect()
 }
 
@@ -190,12 +223,17 @@ mod tests {
         let scratch = tokenscale_scratch::Scratch::in_temp_dir("cuda-libs");
         let dir = scratch.path();
         std::fs::write(dir.join("libcublas.so.12"), b"").unwrap();
-        assert!(group_in(dir, &["cublasLt", "cublas"]).is_none());
+        assert!(group_in(dir, CUBLAS_GROUP, 12).is_none());
         std::fs::write(dir.join("libcublasLt.so.12"), b"").unwrap();
-        let found = group_in(dir, &["cublasLt", "cublas"]).unwrap();
+        let found = group_in(dir, CUBLAS_GROUP, 12).unwrap();
         assert_eq!(
             found,
             vec![dir.join("libcublasLt.so.12"), dir.join("libcublas.so.12")]
         );
+        // One release only: a CUDA 13 cuBLASLt does not complete a CUDA 12 cuBLAS.
+        std::fs::remove_file(dir.join("libcublasLt.so.12")).unwrap();
+        std::fs::write(dir.join("libcublasLt.so.13"), b"").unwrap();
+        assert!(group_in(dir, CUBLAS_GROUP, 12).is_none());
+        assert!(group_in(dir, CUBLAS_GROUP, 13).is_none());
     }
 }

@@ -20,6 +20,7 @@ pub mod launch;
 pub mod libs;
 pub mod memory;
 pub mod plan;
+pub mod release;
 pub mod symbols;
 
 mod backend;
@@ -104,12 +105,14 @@ impl From<cudarc::cublas::result::CublasError> for Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Whether the CUDA backend can start here: `Ok` when the driver, NVRTC and cuBLAS load, export
-/// every entry point the engine calls, and at least one GPU is visible, else a one-line reason
-/// (e.g. "no CUDA driver: …"). Never panics; cheap enough to call for `--backend auto`.
+/// every entry point the engine calls, are of one CUDA release that the driver runs, and at
+/// least one GPU is visible, else a one-line reason (e.g. "no CUDA driver: …"). Never panics;
+/// cheap enough to call for `--backend auto`.
 pub fn available() -> Result<(), String> {
     libs::probe_libraries()?;
     // Before any cudarc call may resolve a symbol the library lacks (it would panic).
     symbols::check_entry_points()?;
+    release::check_loaded()?;
     let count = std::panic::catch_unwind(cudarc::driver::CudaContext::device_count)
         .map_err(|_| "CUDA driver library failed to initialise".to_string())?
         .map_err(|e| format!("CUDA driver initialisation failed: {e:?}"))?;

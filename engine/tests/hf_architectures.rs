@@ -234,3 +234,24 @@ fn a_checkpoint_without_the_weights_its_config_needs_is_refused_by_name() {
     let err = Checkpoint::open(&dir).unwrap_err().to_string();
     assert!(err.contains("model-00002-of-00002.safetensors"), "{err}");
 }
+
+#[test]
+fn an_attention_output_bias_is_refused_with_the_reason() {
+    // transformers' Llama attention with attention_bias has a bias on o_proj too, which the
+    // forward does not apply: the checkpoint is refused, not run without it.
+    let dir = tokenscale_scratch::scratch!("o-proj-bias");
+    let llama = tiny_models().join("llama31");
+    for entry in std::fs::read_dir(&llama).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    }
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    config["attention_bias"] = serde_json::Value::Bool(true);
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let err = Checkpoint::open(&dir).unwrap_err().to_string();
+    assert!(
+        err.contains("attention_bias is true") && err.contains("self_attn.o_proj.bias"),
+        "{err}"
+    );
+}

@@ -2,7 +2,8 @@
 //! context is unusable) must not leave a zombie replica: every request held fails instead of
 //! hanging, `/health` stops answering 200, and the server returns an error so the process
 //! exits non-zero and the pod restarts. Injected on the CPU build by a backend that turns
-//! into a lost device on demand.
+//! into a lost device on demand; a panicking step (cudarc's answer to a missing driver symbol)
+//! is held to the same contract.
 
 mod server_support;
 
@@ -29,25 +30,37 @@ use tokio::net::TcpListener;
 /// Bounds every wait: a hang is the failure these tests look for.
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// The sim backend until `lost` is set; from then on every step fails with the error the
-/// CUDA backend makes of a sticky driver error.
+/// How the injected fault shows.
+#[derive(Clone, Copy)]
+enum Fault {
+    /// Every step fails with the error the CUDA backend makes of a sticky driver error.
+    StickyError,
+    /// The step panics (as cudarc does on a driver symbol it cannot resolve).
+    Panic,
+}
+
+/// The sim backend until `lost` is set; from then on every step fails as `fault` says.
 struct LosesDevice {
     inner: SimBackend,
     lost: Arc<AtomicBool>,
+    fault: Fault,
 }
 
 impl LosesDevice {
     fn new() -> (Self, Arc<AtomicBool>) {
+        Self::with(Fault::StickyError)
+    }
+
+    fn with(fault: Fault) -> (Self, Arc<AtomicBool>) {
         let profile = read_profile(None).expect("the default sim profile");
         let lost = Arc::new(AtomicBool::new(false));
         let inner = SimBackend::new(profile, 4096);
-        (
-            Self {
-                inner,
-                lost: lost.clone(),
-            },
-            lost,
-        )
+        let backend = Self {
+            inner,
+            lost: lost.clone(),
+            fault,
+        };
+        (backend, lost)
     }
 }
 
@@ -68,8 +81,13 @@ impl Backend for LosesDevice {
         // Slow enough that requests are still running when the test pulls the plug.
         std::thread::sleep(Duration::from_millis(5));
         if self.lost.load(Ordering::Acquire) {
-            let sticky = DriverError(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS);
-            return Err(tokenscale_engine::backend::cuda::Error::from(sticky).into());
+            match self.fault {
+                Fault::StickyError => {
+                    let sticky = DriverError(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS);
+                    return Err(tokenscale_engine::backend::cuda::Error::from(sticky).into());
+                }
+                Fault::Panic => panic!("Missing symbol cuGraphUpload (injected)"),
+            }
         }
         self.inner.forward(batch)
     }
@@ -90,9 +108,8 @@ fn request(max_tokens: u32) -> GenerateRequest {
     }
 }
 
-#[tokio::test]
-async fn a_lost_device_fails_every_request_and_stops_the_loop() {
-    let (backend, lost) = LosesDevice::new();
+/// An engine loop over `backend` running one request at a time.
+fn spawn_engine(backend: LosesDevice) -> EngineHandle {
     let metrics = Arc::new(EngineMetrics::new(
         "fault",
         "sim",
@@ -102,13 +119,19 @@ async fn a_lost_device_fails_every_request_and_stops_the_loop() {
     ));
     let config = EngineConfig {
         max_batch_tokens: 64,
-        // One running request; the second waits in the queue when the device goes.
+        // One running request; a second waits in the queue when the device goes.
         max_num_seqs: 1,
         enable_prefix_caching: false,
         max_model_len: 4096,
         eos_token_ids: Vec::new(),
     };
-    let engine = EngineHandle::spawn(Box::new(backend), config, metrics).expect("spawn");
+    EngineHandle::spawn(Box::new(backend), config, metrics).expect("spawn")
+}
+
+#[tokio::test]
+async fn a_lost_device_fails_every_request_and_stops_the_loop() {
+    let (backend, lost) = LosesDevice::new();
+    let engine = spawn_engine(backend);
     let mut running = engine.submit(request(4000)).expect("submit");
     let first = tokio::time::timeout(LIMIT, running.next())
         .await
@@ -151,6 +174,40 @@ async fn a_lost_device_fails_every_request_and_stops_the_loop() {
             !matches!(event, Some(TokenEvent::Token { .. })),
             "{event:?}"
         );
+    }
+}
+
+#[tokio::test]
+async fn a_panicking_step_is_a_fault_too_and_no_request_hangs() {
+    let (backend, lost) = LosesDevice::with(Fault::Panic);
+    let engine = spawn_engine(backend);
+    let mut running = engine.submit(request(4000)).expect("submit");
+    let first = tokio::time::timeout(LIMIT, running.next())
+        .await
+        .expect("a first token");
+    assert!(matches!(first, Some(TokenEvent::Token { .. })), "{first:?}");
+    let mut waiting = engine.submit(request(10)).expect("submit");
+
+    lost.store(true, Ordering::Release);
+
+    let reason = tokio::time::timeout(LIMIT, engine.fault())
+        .await
+        .expect("the panic is reported as a fault");
+    assert!(reason.contains("panicked"), "{reason}");
+    assert!(reason.contains("Missing symbol cuGraphUpload"), "{reason}");
+    // The loop's state went with the panic: each stream ends (the server answers 503).
+    for stream in [&mut running, &mut waiting] {
+        let end = tokio::time::timeout(LIMIT, async {
+            loop {
+                match stream.next().await {
+                    Some(TokenEvent::Token { .. }) => continue,
+                    other => return other,
+                }
+            }
+        })
+        .await
+        .expect("a request hung after the loop panicked");
+        assert!(end.is_none(), "{end:?}");
     }
 }
 

@@ -75,25 +75,20 @@ pub fn pick_library_of<'a>(lib: &str, names: &'a [String], want: u32) -> Option<
         .map(String::as_str)
 }
 
-/// Loads (and keeps loaded for the life of the process) NVRTC and cuBLAS of one release, each
-/// group from the first search folder that holds all of it: the newest release (no newer than
-/// the driver's, when one is present) whose NVRTC is found, else the newest whose cuBLAS is.
-/// Returns the paths loaded; runs once.
+/// Loads (and keeps loaded for the life of the process) NVRTC and cuBLAS of one release (see
+/// [`choose_major`]), each group from the first search folder that holds all of it. Returns
+/// the paths loaded; runs once.
 pub fn preload() -> &'static [PathBuf] {
     static LOADED: OnceLock<Vec<PathBuf>> = OnceLock::new();
     LOADED.get_or_init(|| {
         let mut loaded = Vec::new();
         let dirs = search_dirs();
         let find = |group: &[&str], major: u32| dirs.iter().find_map(|d| group_in(d, group, major));
-        let driver_major = driver_major();
-        let majors = || {
-            MAJORS
-                .into_iter()
-                .filter(move |&m| driver_major.is_none_or(|d| m <= d))
-        };
-        let chosen = majors()
-            .find(|&m| find(NVRTC_GROUP, m).is_some())
-            .or_else(|| majors().find(|&m| find(CUBLAS_GROUP, m).is_some()));
+        let chosen = choose_major(
+            |m| find(NVRTC_GROUP, m).is_some(),
+            |m| find(CUBLAS_GROUP, m).is_some(),
+            driver_major(),
+        );
         let Some(major) = chosen else {
             return loaded;
         };
@@ -112,6 +107,25 @@ pub fn preload() -> &'static [PathBuf] {
         }
         loaded
     })
+}
+
+/// The release to load NVRTC and cuBLAS from: the newest whose NVRTC is found, else the newest
+/// whose cuBLAS is; releases the driver runs (`driver_major` and older, when a driver is
+/// present) first. A newer one is still taken when nothing else is found: compiling needs no
+/// driver, and the backend's release check then names the driver as too old.
+pub fn choose_major(
+    has_nvrtc: impl Fn(u32) -> bool,
+    has_cublas: impl Fn(u32) -> bool,
+    driver_major: Option<u32>,
+) -> Option<u32> {
+    let runs = |m: u32| driver_major.is_none_or(|d| m <= d);
+    let order: Vec<u32> = MAJORS
+        .into_iter()
+        .filter(|&m| runs(m))
+        .chain(MAJORS.into_iter().filter(|&m| !runs(m)))
+        .collect();
+    let first = |has: &dyn Fn(u32) -> bool| order.iter().copied().find(|&m| has(m));
+    first(&has_nvrtc).or_else(|| first(&has_cublas))
 }
 
 /// The CUDA major the driver runs at most, when a driver is present.
@@ -216,6 +230,24 @@ mod tests {
         assert_eq!(pick_library("nvrtc", &dir), None);
         assert_eq!(pick_library("cublas", &dir), None);
         assert_eq!(pick_library("cublasLt", &dir), Some("libcublasLt.so.13"));
+    }
+
+    #[test]
+    fn one_release_is_chosen_for_nvrtc_and_cublas() {
+        let both = |m: u32| m == 12 || m == 13;
+        let only12 = |m: u32| m == 12;
+        let only13 = |m: u32| m == 13;
+        let none = |_: u32| false;
+        assert_eq!(choose_major(both, both, None), Some(13));
+        assert_eq!(choose_major(both, both, Some(13)), Some(13));
+        // A CUDA 12 driver gets the CUDA 12 set even where CUDA 13 is installed too.
+        assert_eq!(choose_major(both, both, Some(12)), Some(12));
+        // NVRTC decides; cuBLAS only when no NVRTC is found.
+        assert_eq!(choose_major(only12, only13, None), Some(12));
+        assert_eq!(choose_major(none, only13, Some(13)), Some(13));
+        // Only a release newer than the driver: taken (compiling needs no driver).
+        assert_eq!(choose_major(only13, none, Some(12)), Some(13));
+        assert_eq!(choose_major(none, none, None), None);
     }
 
     #[test]

@@ -23,7 +23,10 @@ const MARKER: &str = "ts-scratch.";
 
 /// A folder that belongs to the test that made it; removed (with its contents) on drop,
 /// unless the test is failing (then kept until its process has ended, and named on stderr).
+/// Bind it to a variable that lives as long as its files are used: a temporary
+/// (`scratch!("x").join("f")`) removes the folder at the end of its statement.
 #[derive(Debug)]
+#[must_use = "the folder is removed when this guard drops"]
 pub struct Scratch {
     path: PathBuf,
 }

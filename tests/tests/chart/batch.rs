@@ -166,7 +166,8 @@ fn one_gateway_pod_keeps_its_batches_on_a_claim_and_is_replaced_not_surged() {
 /// `kubernetes-validate --strict` on one render (the renders of every test are checked in
 /// chart.rs; this one has a kind those do not make).
 fn passes_kubernetes_validate(r: &Rendered) {
-    let file = scratch_dir("batch").join(format!("{}.yaml", r.label));
+    let dir = scratch_dir("batch");
+    let file = dir.join(format!("{}.yaml", r.label));
     std::fs::write(&file, &r.yaml).unwrap_or_else(|e| panic!("{e}"));
     let mut command = python_with("kubernetes_validate").unwrap_or_else(|e| panic!("{e}"));
     let version = declared_min_kube_version().unwrap_or_else(|e| panic!("{e}"));

@@ -172,7 +172,8 @@ fn every_query_uses_defined_metrics_and_is_valid_promql() {
         undefined.is_empty(),
         "the dashboard uses metrics common/src/metrics.rs does not define: {undefined:?}"
     );
-    let file = scratch_dir("dashboard").join("queries.rules.yaml");
+    let dir = scratch_dir("dashboard");
+    let file = dir.join("queries.rules.yaml");
     std::fs::write(&file, &rules).unwrap_or_else(|e| panic!("{e}"));
     let mut check = promtool().unwrap_or_else(|e| panic!("{e}"));
     check.args(["check", "rules"]).arg(&file);

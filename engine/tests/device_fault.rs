@@ -19,7 +19,7 @@ use tokenscale_engine::backend::sim::{SimBackend, SimVocab, read_profile};
 use tokenscale_engine::backend::{Backend, SeqStep, StepOutput};
 use tokenscale_engine::model::ModelConfig;
 use tokenscale_engine::runtime::{
-    EngineConfig, EngineHandle, EngineMetrics, GenerateRequest, TokenEvent,
+    EngineConfig, EngineHandle, EngineMetrics, GenerateRequest, RequestStream, TokenEvent,
 };
 use tokenscale_engine::sampling::SamplingParams;
 use tokenscale_engine::sched::Priority;
@@ -93,6 +93,21 @@ impl Backend for LosesDevice {
     }
 }
 
+/// The first event of `stream` that is not a token (`None`: the stream ended), within
+/// [`LIMIT`]; panics with `what` when the request hangs.
+async fn after_the_tokens(stream: &mut RequestStream, what: &str) -> Option<TokenEvent> {
+    tokio::time::timeout(LIMIT, async {
+        loop {
+            match stream.next().await {
+                Some(TokenEvent::Token { .. }) => continue,
+                other => return other,
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("a request hung after {what}"))
+}
+
 fn request(max_tokens: u32) -> GenerateRequest {
     GenerateRequest {
         prompt_tokens: b"hello".iter().map(|&b| u32::from(b)).collect(),
@@ -143,16 +158,7 @@ async fn a_lost_device_fails_every_request_and_stops_the_loop() {
     lost.store(true, Ordering::Release);
 
     for stream in [&mut running, &mut waiting] {
-        let failure = tokio::time::timeout(LIMIT, async {
-            loop {
-                match stream.next().await {
-                    Some(TokenEvent::Token { .. }) => continue,
-                    other => return other,
-                }
-            }
-        })
-        .await
-        .expect("a request hung after the device was lost");
+        let failure = after_the_tokens(stream, "the device was lost").await;
         match failure {
             Some(TokenEvent::Failed(message)) => {
                 assert!(message.contains("device lost"), "{message}");
@@ -197,16 +203,7 @@ async fn a_panicking_step_is_a_fault_too_and_no_request_hangs() {
     assert!(reason.contains("Missing symbol cuGraphUpload"), "{reason}");
     // The loop's state went with the panic: each stream ends (the server answers 503).
     for stream in [&mut running, &mut waiting] {
-        let end = tokio::time::timeout(LIMIT, async {
-            loop {
-                match stream.next().await {
-                    Some(TokenEvent::Token { .. }) => continue,
-                    other => return other,
-                }
-            }
-        })
-        .await
-        .expect("a request hung after the loop panicked");
+        let end = after_the_tokens(stream, "the loop panicked").await;
         assert!(end.is_none(), "{end:?}");
     }
 }

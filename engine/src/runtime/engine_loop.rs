@@ -221,7 +221,8 @@ impl EngineLoop {
 
     /// One forward step over `out.seqs`, then sampling and delivery. The grammar masks of the
     /// constrained sequences that sample this step are computed meanwhile on the mask worker.
-    /// A backend error fails this step's requests; a fatal one is returned to stop the loop.
+    /// A backend error fails this step's requests; a fatal one is returned to stop the loop
+    /// (the caller fails them, after reporting the fault).
     fn step(&mut self, out: &SchedulerOutput) -> crate::Result<()> {
         let started = Instant::now();
         let lent = self.lend_constraints(out);
@@ -246,6 +247,10 @@ impl EngineLoop {
                 self.scheduler.on_step_computed(out, &mut self.kv);
                 self.sample_and_send(out, &output, masks);
             }
+            // A fatal error fails nothing here: the caller reports the fault first and then
+            // fails every request (this step's too), so no client whose request failed can
+            // still find `/health` answering 200.
+            Err(err) if err.is_fatal() => return Err(err),
             Err(err) => {
                 tracing::error!(error = %err, "forward step failed; failing its requests");
                 for seq in &out.seqs {
@@ -253,9 +258,6 @@ impl EngineLoop {
                         seq.id,
                         TokenEvent::Failed(format!("engine step failed: {err}")),
                     );
-                }
-                if err.is_fatal() {
-                    return Err(err);
                 }
             }
         }

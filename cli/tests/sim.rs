@@ -207,3 +207,37 @@ fn bad_input_is_a_clear_error() {
     // An SLO nothing can meet: TTFT below one prefill.
     assert!(matches!(err(&["--slo-ttft", "1ms"]), SimError::Usage(m) if m.contains("cannot meet")));
 }
+
+#[test]
+fn a_start_time_tokenscale_is_not_told_is_measured_and_planned_with() {
+    // The bundled diurnal trace rises from its trough: replicas are started, each taking 5
+    // minutes; tokenscale starts from the CRD's 60 s hint and ends planning with what it timed.
+    let told = run(&["--trace", "diurnal", "--policy", "tokenscale"]);
+    let measured = run(&[
+        "--trace",
+        "diurnal",
+        "--policy",
+        "tokenscale",
+        "--cold-start",
+        "5m",
+    ]);
+    let lead = |r: &[PolicyResult]| by_name(r, "tokenscale").lead_time_s.expect("tokenscale's");
+    let told_s = lead(&told);
+    assert!(
+        (told_s - 60.0).abs() <= 1.5,
+        "the profile's start (60 s), timed to the one-second scrape: {told_s}"
+    );
+    let measured_s = lead(&measured);
+    assert!(
+        (measured_s - 300.0).abs() <= 1.5,
+        "the 5-minute starts, measured: {measured_s}"
+    );
+    let err = Comparison::from_args(&args(&["--cold-start=0s"]))
+        .err()
+        .map(|e| e.to_string());
+    assert!(
+        err.as_deref()
+            .is_some_and(|e| e.contains("not a positive number")),
+        "{err:?}"
+    );
+}

@@ -116,6 +116,12 @@ pub struct SimArgs {
     /// tokenscale's target utilisation of the learned capacity.
     #[arg(long, default_value_t = 0.9)]
     pub target_utilization: f64,
+    /// Replica start time, asked for to ready (e.g. `15s`, `5m`), in place of the profile's.
+    /// tokenscale is not told it: it plans with the CRD's default `startupTime` (60 s) until
+    /// it has timed its replicas' starts, as the operator does. Without it, the profile's
+    /// start time, which tokenscale is told.
+    #[arg(long)]
+    pub cold_start: Option<String>,
     /// A Batch API job, repeatable: `at=2h,tokens=50M,window=24h` (output tokens, with K, M or
     /// G). Served on the capacity interactive traffic leaves; the report says when each
     /// finished, whether by its deadline, and the GPU-hours it added against the same run
@@ -189,7 +195,10 @@ impl Comparison {
         if let Some(path) = &args.plot {
             crate::bench::plot::check_svg(path).map_err(SimError::Usage)?;
         }
-        let profile = load_profile(&args.profile)?;
+        let mut profile = load_profile(&args.profile)?;
+        if let Some(start) = &args.cold_start {
+            profile.cold_start_s = parse_duration_s(start)?;
+        }
         let mut trace = Trace::load(&args.trace)?;
         if let Some(d) = &args.duration {
             trace.set_duration(parse_duration_s(d)?);
@@ -240,6 +249,7 @@ impl Comparison {
             hint_factor: args.hint_factor,
             target_utilization: args.target_utilization,
             hold_deadline_s: 60.0,
+            start_time_told: args.cold_start.is_none(),
         };
         let knee = knee::find(&config.profile, &trace.classes, slo, config.tick_s);
         if knee.tokens_per_s <= 0.0 {

@@ -27,6 +27,9 @@ pub fn json(results: &[PolicyResult], effects: &[BatchEffect]) -> String {
                 "rejected_requests": r.rejected,
                 "preemptions": r.preemptions,
             });
+            if let Some(lead_time_s) = r.lead_time_s {
+                object["lead_time_s"] = json!(lead_time_s);
+            }
             if let Some(effect) = effects.get(i) {
                 object["batches"] = r
                     .batches

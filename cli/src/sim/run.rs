@@ -41,6 +41,10 @@ pub struct SimConfig {
     pub target_utilization: f64,
     /// Requests held at the gateway longer than this with no replica are rejected.
     pub hold_deadline_s: f64,
+    /// Whether the tokenscale policy is told the replica start time (the profile's) as its
+    /// `startup_time`; otherwise it starts from the CRD's default hint and plans with the
+    /// starts it measures, as the operator does (`--cold-start`).
+    pub start_time_told: bool,
 }
 
 /// One point of the plotted series.
@@ -91,6 +95,9 @@ pub struct PolicyResult {
     pub series: Vec<SeriesPoint>,
     /// The last decision's reason (tokenscale only).
     pub last_reason: String,
+    /// The lead time tokenscale planned with at the end, seconds: the measured replica
+    /// starts' 90th percentile, or its hint before any (tokenscale only).
+    pub lead_time_s: Option<f64>,
     /// What became of the trace's batch jobs, in the trace's order.
     pub batches: Vec<BatchOutcome>,
 }
@@ -107,7 +114,9 @@ pub fn controller(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace)
             let mut spec = PolicySpec::new(cfg.min_replicas, cfg.max_replicas, cfg.slo);
             spec.target_utilization = cfg.target_utilization;
             spec.gpus_per_replica = cfg.profile.devices_per_replica();
-            spec.startup_time = Duration::from_secs_f64(cfg.profile.cold_start_s);
+            if cfg.start_time_told {
+                spec.startup_time = Duration::from_secs_f64(cfg.profile.cold_start_s);
+            }
             spec.initial_tokens_per_s_per_gpu = Some(knee.tokens_per_s * cfg.hint_factor / devices);
             Controller::Tokenscale {
                 scaling: ScalingLoop::new(spec),
@@ -286,9 +295,12 @@ fn score(
         .map(|m| m as u32)
         .collect();
     let met = minutes - missed_minutes.len();
-    let last_reason = match control {
-        Controller::Tokenscale { last_reason, .. } => last_reason,
-        _ => String::new(),
+    let (last_reason, lead_time_s) = match control {
+        Controller::Tokenscale {
+            last_reason,
+            scaling,
+        } => (last_reason, Some(scaling.lead_time_s())),
+        _ => (String::new(), None),
     };
     PolicyResult {
         policy: kind.to_string(),
@@ -313,6 +325,7 @@ fn score(
         preemptions: rec.preemptions,
         series,
         last_reason,
+        lead_time_s,
         batches: Vec::new(),
     }
 }

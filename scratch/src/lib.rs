@@ -147,6 +147,8 @@ pub fn sweep(root: &Path) {
 }
 
 #[cfg(test)]
+// In tests an unwrap is an assertion: a failure should stop the test loudly.
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

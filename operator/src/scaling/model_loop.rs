@@ -167,7 +167,7 @@ impl ScalingLoop {
     pub fn lead_time_s(&self) -> f64 {
         self.cold_starts
             .lead_time_s()
-            .unwrap_or_else(|| self.spec.startup_time.as_secs_f64())
+            .unwrap_or(self.spec.startup_time.as_secs_f64())
     }
 
     /// The policy's spec.

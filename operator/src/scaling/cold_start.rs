@@ -75,6 +75,16 @@ impl ColdStarts {
         self.last_ready = Some(counts.ready);
     }
 
+    /// Notes `replicas` ordered at `now_s` by the scaler itself (a scale-out it decided): they
+    /// wait from the order, not from the next look, so a replica ready before that look (a
+    /// start shorter than the sampling interval) is timed too. An order the scale target did
+    /// not carry out (a GPU budget cut it) is dropped at the next look, as a withdrawn one is.
+    pub fn ordered(&mut self, now_s: f64, replicas: u32) {
+        for _ in 0..replicas {
+            self.waiting.push_back(Some(now_s));
+        }
+    }
+
     /// The longest of the latest measured cold starts, seconds; `None` before any.
     pub fn expected_s(&self) -> Option<f64> {
         let skip = self.measured.len().saturating_sub(LATEST);
@@ -142,6 +152,22 @@ mod tests {
         c.observe(200.0, counts(3, 2));
         c.observe(245.0, counts(3, 3));
         assert_eq!(c.measured.iter().copied().collect::<Vec<_>>(), [60.0, 45.0]);
+    }
+
+    #[test]
+    fn an_order_ready_before_the_next_look_is_timed_from_the_order() {
+        let mut c = ColdStarts::default();
+        c.observe(0.0, counts(0, 0));
+        c.ordered(10.0, 1);
+        // Ready at the very next look: never seen pending, timed from the order.
+        c.observe(10.6, counts(1, 1));
+        assert_eq!(c.expected_s().map(|s| (s * 10.0).round() / 10.0), Some(0.6));
+        // An order cut before it was carried out (a GPU budget) is dropped at the next look.
+        c.ordered(20.0, 3);
+        c.observe(21.0, counts(2, 1));
+        c.observe(50.0, counts(2, 2));
+        assert_eq!(c.measured.len(), 2);
+        assert_eq!(c.measured.back().copied(), Some(30.0));
     }
 
     #[test]

@@ -243,6 +243,9 @@ impl ScalingLoop {
         };
         self.slo.record(now.unix_s(), &self.spec.slo, period);
         let target_replicas = decision.replicas;
+        // Replicas this tick orders wait from now (see `ColdStarts::ordered`).
+        self.cold_starts
+            .ordered(now.now_s, target_replicas.saturating_sub(counts.desired));
         let tick = Tick {
             clocks: now,
             counts,

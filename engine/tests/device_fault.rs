@@ -108,6 +108,22 @@ async fn after_the_tokens(stream: &mut RequestStream, what: &str) -> Option<Toke
     .unwrap_or_else(|_| panic!("a request hung after {what}"))
 }
 
+/// An engine with one request generating and one more submitted, whose backend then fails
+/// as `fault` says: (engine, running, waiting).
+async fn lose_mid_stream(fault: Fault) -> (EngineHandle, RequestStream, RequestStream) {
+    let (backend, lost) = LosesDevice::with(fault);
+    let engine = spawn_engine(backend);
+    let mut running = engine.submit(request(4000)).expect("submit");
+    let first = tokio::time::timeout(LIMIT, running.next())
+        .await
+        .expect("a first token");
+    assert!(matches!(first, Some(TokenEvent::Token { .. })), "{first:?}");
+    let waiting = engine.submit(request(10)).expect("submit");
+    assert_eq!(engine.fault_now(), None);
+    lost.store(true, Ordering::Release);
+    (engine, running, waiting)
+}
+
 fn request(max_tokens: u32) -> GenerateRequest {
     GenerateRequest {
         prompt_tokens: b"hello".iter().map(|&b| u32::from(b)).collect(),
@@ -145,17 +161,7 @@ fn spawn_engine(backend: LosesDevice) -> EngineHandle {
 
 #[tokio::test]
 async fn a_lost_device_fails_every_request_and_stops_the_loop() {
-    let (backend, lost) = LosesDevice::new();
-    let engine = spawn_engine(backend);
-    let mut running = engine.submit(request(4000)).expect("submit");
-    let first = tokio::time::timeout(LIMIT, running.next())
-        .await
-        .expect("a first token");
-    assert!(matches!(first, Some(TokenEvent::Token { .. })), "{first:?}");
-    let mut waiting = engine.submit(request(10)).expect("submit");
-    assert_eq!(engine.fault_now(), None);
-
-    lost.store(true, Ordering::Release);
+    let (engine, mut running, mut waiting) = lose_mid_stream(Fault::StickyError).await;
 
     for stream in [&mut running, &mut waiting] {
         let failure = after_the_tokens(stream, "the device was lost").await;
@@ -185,16 +191,7 @@ async fn a_lost_device_fails_every_request_and_stops_the_loop() {
 
 #[tokio::test]
 async fn a_panicking_step_is_a_fault_too_and_no_request_hangs() {
-    let (backend, lost) = LosesDevice::with(Fault::Panic);
-    let engine = spawn_engine(backend);
-    let mut running = engine.submit(request(4000)).expect("submit");
-    let first = tokio::time::timeout(LIMIT, running.next())
-        .await
-        .expect("a first token");
-    assert!(matches!(first, Some(TokenEvent::Token { .. })), "{first:?}");
-    let mut waiting = engine.submit(request(10)).expect("submit");
-
-    lost.store(true, Ordering::Release);
+    let (engine, mut running, mut waiting) = lose_mid_stream(Fault::Panic).await;
 
     let reason = tokio::time::timeout(LIMIT, engine.fault())
         .await

@@ -17,6 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 import jsonschema
 import openai
 
+# The script's own folder is on sys.path when run as a script.
+from tool_calls_check import calls_from_stream
+
 PERSON = {
     "type": "object",
     "properties": {
@@ -176,19 +179,7 @@ def tools(client, model):
     plain = chat(client, model, messages=ask, tools=TOOLS, tool_choice="required", temperature=0)
     stream = chat(client, model, messages=ask, tools=TOOLS, tool_choice="required", temperature=0,
                   stream=True)
-    built, finish = {}, None
-    for chunk in stream:
-        for c in chunk.choices:
-            finish = c.finish_reason or finish
-            for d in c.delta.tool_calls or []:
-                entry = built.setdefault(d.index, {"id": None, "name": None, "arguments": ""})
-                entry["id"] = d.id or entry["id"]
-                if d.function and d.function.name:
-                    entry["name"] = d.function.name
-                if d.function and d.function.arguments:
-                    entry["arguments"] += d.function.arguments
-    streamed = [(e["name"], e["arguments"]) for _, e in sorted(built.items())]
-    check(all(e["id"] for e in built.values()), f"a streamed call has no id: {built}")
+    finish, streamed = calls_from_stream(stream, check)
     check(streamed == calls_of(plain.choices[0].message), f"stream {streamed} != {calls_of(plain.choices[0].message)}")
     check(finish == "tool_calls", f"stream finish {finish}")
     print(f"streamed tool-call deltas add up to the plain call: {streamed}")

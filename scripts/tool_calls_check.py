@@ -84,6 +84,13 @@ def streamed(client, model, choice, seed, budget, parallel):
     stream = client.chat.completions.create(model=model, messages=ASK, tools=TOOLS, tool_choice=choice,
                                             temperature=1.0, seed=seed, max_tokens=budget, stream=True,
                                             **extra)
+    return calls_from_stream(stream, check)
+
+
+def calls_from_stream(stream, check):
+    """(finish_reason, [(name, arguments)]) rebuilt from a streamed chat reply's tool-call
+    deltas, as a client does; `check` fails the run when a call comes without an id. Shared with
+    structured_outputs_check.py."""
     built, finish = {}, None
     for chunk in stream:
         for c in chunk.choices:

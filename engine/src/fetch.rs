@@ -127,6 +127,13 @@ pub enum Error {
     /// The disk of the cache is full (or would be).
     #[error("not enough disk space in {what}: {detail}")]
     DiskFull { what: String, detail: String },
+    /// A setting (an environment variable) with a value the engine cannot use.
+    #[error("{name}={value:?} is not valid: expected {why}")]
+    BadSetting {
+        name: String,
+        value: String,
+        why: String,
+    },
     /// `HF_HUB_OFFLINE` is set and the source is not (completely) cached.
     #[error(
         "{model} is not in the cache ({}) and HF_HUB_OFFLINE is set; unset it to download",

@@ -50,6 +50,7 @@ fn fetched() -> &'static (PathBuf, PathBuf) {
             cache_dir: root.join("cache"),
             offline: false,
             quiet: true,
+            connections: 4,
         };
         let get = |repo: &str| {
             let source = HubSource::parse(&format!("hf://HuggingFaceTB/{repo}"))

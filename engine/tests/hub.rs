@@ -56,6 +56,7 @@ fn config(hub: &TestHub, cache: &Path, token: Option<&str>) -> HubConfig {
         cache_dir: cache.to_path_buf(),
         offline: false,
         quiet: true,
+        connections: 4,
     }
 }
 
@@ -388,6 +389,16 @@ fn the_environment_configures_endpoint_token_and_cache() {
     let c = HubConfig::with_env(&env(&[("HOME", "/u"), ("HF_HUB_OFFLINE", "1")])).unwrap();
     assert_eq!(c.endpoint, "https://huggingface.co");
     assert!(c.offline && c.token.is_none());
+    assert_eq!(c.connections, 4, "four ranged connections by default");
+    let c = HubConfig::with_env(&env(&[("HOME", "/u"), ("TOKENSCALE_HUB_CONNECTIONS", "8")]));
+    assert_eq!(c.unwrap().connections, 8);
+    let err = HubConfig::with_env(&env(&[("HOME", "/u"), ("TOKENSCALE_HUB_CONNECTIONS", "0")]))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "TOKENSCALE_HUB_CONNECTIONS=\"0\" is not valid: expected a whole number from 1 to 32"
+    );
 }
 
 fn sha256(bytes: &[u8]) -> String {

@@ -14,6 +14,9 @@ pub struct PullArgs {
     /// `hf://ORG/REPO[@REVISION][/FILE]`, the test alias `smollm2-135m`, or a path (only
     /// checked and printed).
     pub model: String,
+    /// Ranged connections per large `hf://` file (1 to 32; default 4).
+    #[arg(long, env = fetch::hub::CONNECTIONS_ENV, value_parser = fetch::hub::parse_connections)]
+    pub hub_connections: Option<usize>,
 }
 
 /// Runs `pull`: progress goes to stderr, the cached path to stdout (and the resolved commit
@@ -21,7 +24,10 @@ pub struct PullArgs {
 pub fn run(args: PullArgs) -> anyhow::Result<()> {
     let path = if let Some(source) = HubSource::parse(&args.model) {
         let source = source?;
-        let config = fetch::hub::HubConfig::from_env()?;
+        let mut config = fetch::hub::HubConfig::from_env()?;
+        if let Some(n) = args.hub_connections {
+            config.connections = n;
+        }
         let snapshot = fetch::hub::fetch(&source, &config)?;
         eprintln!(
             "{source} is at commit {} ({} downloaded)",

@@ -33,6 +33,13 @@ use super::{Error, Result};
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 /// Largest repository listing or index file read into memory.
 const MAX_METADATA_BYTES: usize = 64 << 20;
+/// Connections per large file when `TOKENSCALE_HUB_CONNECTIONS` is not set.
+pub const DEFAULT_CONNECTIONS: usize = 4;
+/// Most connections per file a user may ask for (more only adds load on the CDN).
+pub const MAX_CONNECTIONS: usize = 32;
+/// The environment variable (and `pull --hub-connections`) that sets
+/// [`HubConfig::connections`].
+pub const CONNECTIONS_ENV: &str = "TOKENSCALE_HUB_CONNECTIONS";
 
 /// Where and how to fetch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +54,9 @@ pub struct HubConfig {
     pub offline: bool,
     /// No progress output (tests).
     pub quiet: bool,
+    /// Ranged connections per large file (`TOKENSCALE_HUB_CONNECTIONS`, default 4; 1 is one
+    /// stream per file, as `huggingface_hub` downloads).
+    pub connections: usize,
 }
 
 impl HubConfig {
@@ -70,6 +80,14 @@ impl HubConfig {
         });
         let offline = var("HF_HUB_OFFLINE")
             .is_some_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on"));
+        let connections = match var(CONNECTIONS_ENV) {
+            None => DEFAULT_CONNECTIONS,
+            Some(v) => parse_connections(&v).map_err(|why| Error::BadSetting {
+                name: CONNECTIONS_ENV.to_string(),
+                value: v,
+                why,
+            })?,
+        };
         Ok(Self {
             endpoint: var("HF_ENDPOINT")
                 .unwrap_or_else(|| DEFAULT_ENDPOINT.to_string())
@@ -79,7 +97,16 @@ impl HubConfig {
             cache_dir,
             offline,
             quiet: false,
+            connections,
         })
+    }
+}
+
+/// A connection count from the environment or the command line: 1 to [`MAX_CONNECTIONS`].
+pub fn parse_connections(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(n @ 1..=MAX_CONNECTIONS) => Ok(n),
+        _ => Err(format!("a whole number from 1 to {MAX_CONNECTIONS}")),
     }
 }
 

@@ -203,7 +203,7 @@ def tools(client, model):
 
 def refusals(client, model):
     cases = [
-        ({"logit_bias": {"11": 5}}, "logit_bias"),
+        ({"logit_bias": {"11": 500}}, "logit_bias"),
         ({"frobnicate": True}, "frobnicate"),
         ({"guided_json": {"type": "array", "uniqueItems": True}}, "guided_json"),
         ({"guided_choice": ["a"], "guided_regex": "b"}, "guided_choice"),

@@ -1,5 +1,5 @@
 //! Sampling: logits → next token (greedy, temperature, top-k, top-p, min-p, seeded draws,
-//! repetition / presence / frequency penalties, logprobs) and the stop conditions of a request.
+//! repetition / presence / frequency penalties, logit bias, logprobs) and the stop conditions of a request.
 //! Pure and backend-independent: every backend hands the sampler a `[vocab]` slice of f32 logits.
 
 mod candidates;
@@ -14,8 +14,9 @@ mod weights;
 pub(crate) use exp::exp;
 pub use logprobs::TokenLogprob;
 pub use params::{
-    MAX_REPETITION_PENALTY, MAX_STOP_STRING_BYTES, MAX_STOP_STRINGS, MAX_TEMPERATURE,
-    MAX_TOP_LOGPROBS, PRESENCE_FREQUENCY_LIMIT, SamplingError, SamplingParams,
+    LOGIT_BIAS_LIMIT, MAX_LOGIT_BIAS_ENTRIES, MAX_REPETITION_PENALTY, MAX_STOP_STRING_BYTES,
+    MAX_STOP_STRINGS, MAX_TEMPERATURE, MAX_TOP_LOGPROBS, PRESENCE_FREQUENCY_LIMIT, SamplingError,
+    SamplingParams,
 };
 pub use rng::{Rng, random_seed};
 pub use sampler::{SampledToken, Sampler};

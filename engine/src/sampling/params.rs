@@ -1,6 +1,8 @@
 //! What a request asks of the sampler, and the checks that turn out-of-range values into typed
 //! errors (the server answers them with HTTP 400 naming the parameter).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// Largest accepted temperature (the OpenAI API's limit).
@@ -15,6 +17,10 @@ pub const MAX_TOP_LOGPROBS: u32 = 20;
 pub const MAX_STOP_STRINGS: usize = 16;
 /// Longest stop string, in bytes.
 pub const MAX_STOP_STRING_BYTES: usize = 256;
+/// Most `logit_bias` entries per request (the OpenAI API's limit).
+pub const MAX_LOGIT_BIAS_ENTRIES: usize = 300;
+/// `logit_bias` values are accepted in `[-LIMIT, LIMIT]` (the OpenAI API's range).
+pub const LOGIT_BIAS_LIMIT: f32 = 100.0;
 
 /// Sampling and stopping options of one request. `Default` is plain sampling at temperature 1
 /// with every filter and penalty off, no stop conditions besides EOS, and no logprobs.
@@ -48,6 +54,11 @@ pub struct SamplingParams {
     pub ignore_eos: bool,
     /// `Some(n)`: return the chosen token's logprob and the `n` most likely alternatives.
     pub logprobs: Option<u32>,
+    /// Added to a token's logit before penalties, temperature, filters and the greedy argmax
+    /// (OpenAI's `logit_bias`: token id → bias in [-100, 100]; -100 effectively bans the
+    /// token, +100 effectively forces it). A grammar's mask still wins: a disallowed token
+    /// stays −∞. Logprobs stay those of the raw logits.
+    pub logit_bias: BTreeMap<u32, f32>,
 }
 
 impl Default for SamplingParams {
@@ -66,6 +77,7 @@ impl Default for SamplingParams {
             max_tokens: None,
             ignore_eos: false,
             logprobs: None,
+            logit_bias: BTreeMap::new(),
         }
     }
 }
@@ -156,6 +168,35 @@ impl SamplingParams {
                 id,
                 vocab_size,
             });
+        }
+        self.validate_logit_bias(vocab_size)
+    }
+
+    /// At most 300 entries, each a token of the vocabulary with a bias in [-100, 100].
+    fn validate_logit_bias(&self, vocab_size: usize) -> Result<(), SamplingError> {
+        if self.logit_bias.len() > MAX_LOGIT_BIAS_ENTRIES {
+            return Err(SamplingError::TooMany {
+                param: "logit_bias",
+                count: self.logit_bias.len(),
+                max: MAX_LOGIT_BIAS_ENTRIES,
+            });
+        }
+        for (&id, &bias) in &self.logit_bias {
+            if id as usize >= vocab_size {
+                return Err(SamplingError::TokenOutOfVocab {
+                    param: "logit_bias",
+                    id,
+                    vocab_size,
+                });
+            }
+            let lim = LOGIT_BIAS_LIMIT;
+            if !(bias.is_finite() && (-lim..=lim).contains(&bias)) {
+                return Err(out_of_range(
+                    "logit_bias",
+                    &format!("{bias} (token {id})"),
+                    "-100 to 100",
+                ));
+            }
         }
         Ok(())
     }

@@ -1,5 +1,7 @@
 //! The sampler: one per request, owning its seeded generator and the token counts its penalties
-//! need. Order of operations (as in vLLM): penalties → temperature → min-p → top-k → top-p → draw.
+//! need. Order of operations (as in vLLM): grammar mask → logit bias → penalties → temperature →
+//! min-p → top-k → top-p → draw (or the argmax when greedy). This is the one place a request's
+//! sampling options touch the logits, for every backend.
 
 use std::collections::{HashMap, HashSet};
 
@@ -99,12 +101,16 @@ impl Sampler {
             return Err(SamplingError::InvalidLogits("the logits are empty"));
         }
         let penalised = self.has_penalties();
-        let rewritten = penalised || mask.is_some();
+        let biased = !self.params.logit_bias.is_empty();
+        let rewritten = penalised || biased || mask.is_some();
         if rewritten {
             self.scratch.clear();
             self.scratch.extend_from_slice(logits);
             if let Some(mask) = mask {
                 mask.apply(&mut self.scratch);
+            }
+            if biased {
+                self.apply_logit_bias();
             }
             if penalised {
                 self.apply_penalties();
@@ -140,6 +146,15 @@ impl Sampler {
         let output = !self.output_counts.is_empty()
             && (p.presence_penalty != 0.0 || p.frequency_penalty != 0.0);
         output || p.repetition_penalty != 1.0
+    }
+
+    /// Adds each biased token's bias; −∞ (masked by a grammar) stays −∞.
+    fn apply_logit_bias(&mut self) {
+        for (&id, &bias) in &self.params.logit_bias {
+            if let Some(l) = self.scratch.get_mut(id as usize) {
+                *l += bias;
+            }
+        }
     }
 
     /// Repetition (prompt and output), presence and frequency (output only) penalties.

@@ -37,7 +37,7 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
     let (headers, body): (_, ChatCompletionRequest) =
         read_json(request, state.max_body_bytes()).await?;
     check_model(body.model.as_deref(), state.served_model_name())?;
-    fields::check_extra(&body.extra)?;
+    fields::check_extra(&body.extra, &["logit_bias"])?;
     if body.messages.is_empty() {
         return Err(ApiError::invalid_param(
             "messages",
@@ -61,6 +61,7 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
         &body.sampling,
         max_tokens,
         logprobs,
+        body.extra.get("logit_bias"),
         &headers,
         model.vocab_size,
     )?;

@@ -33,7 +33,7 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
     let (headers, body): (_, CompletionRequest) =
         read_json(request, state.max_body_bytes()).await?;
     check_model(body.model.as_deref(), state.served_model_name())?;
-    fields::check_extra(&body.extra)?;
+    fields::check_extra(&body.extra, &["logit_bias"])?;
     if body.echo == Some(true) {
         return Err(ApiError::invalid_param("echo", "echo is not supported"));
     }
@@ -47,6 +47,7 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
         &body.sampling,
         body.sampling.max_tokens,
         logprobs,
+        body.extra.get("logit_bias"),
         &headers,
         model.vocab_size,
     )?;

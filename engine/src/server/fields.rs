@@ -36,7 +36,6 @@ const REFUSED_WITH_HINT: &[(&str, &str)] = &[
         "function_call",
         "the deprecated function-calling API is not supported; send `tool_choice`",
     ),
-    ("logit_bias", "token biases are not supported"),
     ("reasoning_effort", "this engine serves no reasoning mode"),
     ("audio", "audio output is not supported"),
     ("prediction", "predicted outputs are not supported"),
@@ -53,16 +52,18 @@ const REFUSED_WITH_HINT: &[(&str, &str)] = &[
     ),
 ];
 
-/// Accepts `extra` (the members no field took) or names the first it refuses. A `null` member
-/// is the same as an absent one; `logit_bias: {}` and `modalities: ["text"]` ask for nothing
-/// and are accepted.
-pub fn check_extra(extra: &BTreeMap<String, Value>) -> Result<(), ApiError> {
+/// Accepts `extra` (the members no field took) or names the first it refuses. `read_here`
+/// are the members the endpoint reads out of `extra` itself (`logit_bias`). A `null` member
+/// is the same as an absent one; `modalities: ["text"]` asks for nothing and is accepted.
+pub fn check_extra(extra: &BTreeMap<String, Value>, read_here: &[&str]) -> Result<(), ApiError> {
     for (name, value) in extra {
-        if value.is_null() || ACCEPTED_IGNORED.iter().any(|(n, _)| n == name) {
+        if value.is_null()
+            || read_here.contains(&name.as_str())
+            || ACCEPTED_IGNORED.iter().any(|(n, _)| n == name)
+        {
             continue;
         }
         let asks_nothing = match name.as_str() {
-            "logit_bias" => value.as_object().is_some_and(|o| o.is_empty()),
             "modalities" => value
                 .as_array()
                 .is_some_and(|a| a.iter().all(|m| m == "text")),
@@ -89,7 +90,9 @@ mod tests {
 
     fn check(json: &str) -> Option<String> {
         let extra: BTreeMap<String, Value> = serde_json::from_str(json).unwrap_or_default();
-        check_extra(&extra).err().and_then(|e| e.param)
+        check_extra(&extra, &["logit_bias"])
+            .err()
+            .and_then(|e| e.param)
     }
 
     #[test]
@@ -98,10 +101,13 @@ mod tests {
             check(r#"{"store": true, "metadata": {"a": "b"}, "user_x": null}"#),
             None
         );
-        assert_eq!(check(r#"{"logit_bias": {}, "modalities": ["text"]}"#), None);
         assert_eq!(
-            check(r#"{"logit_bias": {"50256": -100}}"#).as_deref(),
-            Some("logit_bias")
+            check(r#"{"logit_bias": {"50256": -100}, "modalities": ["text"]}"#),
+            None
+        );
+        assert_eq!(
+            check(r#"{"prompt_logprobs": 1}"#).as_deref(),
+            Some("prompt_logprobs")
         );
         assert_eq!(
             check(r#"{"modalities": ["audio"]}"#).as_deref(),

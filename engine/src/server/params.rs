@@ -2,7 +2,10 @@
 //! `SamplingParams` and the serving options around them, rejecting anything out of range with
 //! a 400 that names the field.
 
+use std::collections::BTreeMap;
+
 use axum::http::HeaderMap;
+use serde_json::Value;
 use tokenscale_common::headers::{PRIORITY, STREAM_TOKEN_IDS};
 use tokenscale_common::openai::{SamplingFields, Stop};
 
@@ -40,11 +43,13 @@ pub struct Resolved {
 }
 
 /// Reads the shared fields; `max_tokens` is the endpoint's own (chat's
-/// `max_completion_tokens` wins over `max_tokens`), `logprobs` the number of alternatives.
+/// `max_completion_tokens` wins over `max_tokens`), `logprobs` the number of alternatives,
+/// `logit_bias` the request's member of that name (it arrives among the unnamed members).
 pub fn resolve(
     fields: &SamplingFields,
     max_tokens: Option<i64>,
     logprobs: Option<u32>,
+    logit_bias: Option<&Value>,
     headers: &HeaderMap,
     vocab_size: usize,
 ) -> Result<Resolved, ApiError> {
@@ -98,6 +103,7 @@ pub fn resolve(
         max_tokens: None,
         ignore_eos: fields.ignore_eos.unwrap_or(false),
         logprobs,
+        logit_bias: parse_logit_bias(logit_bias)?,
     };
     params.validate(vocab_size)?;
     let include_usage = fields
@@ -124,6 +130,34 @@ pub fn resolve(
         constraint: None,
         tool_calls: None,
     })
+}
+
+/// OpenAI's `logit_bias`: an object of token ids, written as strings, to numbers. The shape is
+/// checked here; the count, the ids and the range by `SamplingParams::validate`.
+fn parse_logit_bias(value: Option<&Value>) -> Result<BTreeMap<u32, f32>, ApiError> {
+    let invalid = |message: String| ApiError::invalid_param("logit_bias", message);
+    let map = match value {
+        None | Some(Value::Null) => return Ok(BTreeMap::new()),
+        Some(Value::Object(map)) => map,
+        Some(other) => {
+            return Err(invalid(format!(
+                "logit_bias must be an object of token id to bias, got {other}"
+            )));
+        }
+    };
+    map.iter()
+        .map(|(key, bias)| {
+            let id = key.parse::<u32>().map_err(|_| {
+                invalid(format!(
+                    "logit_bias key {key:?} is not a token id (a non-negative integer)"
+                ))
+            })?;
+            let bias = bias.as_f64().ok_or_else(|| {
+                invalid(format!("logit_bias[{key:?}] must be a number, got {bias}"))
+            })?;
+            Ok((id, bias as f32))
+        })
+        .collect()
 }
 
 /// The priority class: the `x-tokenscale-priority` header wins over the body's `priority`.
@@ -187,20 +221,29 @@ mod tests {
     fn out_of_range_fields_are_named() {
         let h = HeaderMap::new();
         assert_eq!(
-            err_param(resolve(&fields("{}"), Some(-1), None, &h, 100)).as_deref(),
+            err_param(resolve(&fields("{}"), Some(-1), None, None, &h, 100)).as_deref(),
             Some("max_tokens")
         );
         assert_eq!(
-            err_param(resolve(&fields(r#"{"n":0}"#), None, None, &h, 100)).as_deref(),
+            err_param(resolve(&fields(r#"{"n":0}"#), None, None, None, &h, 100)).as_deref(),
             Some("n")
         );
         assert_eq!(
-            err_param(resolve(&fields(r#"{"top_k":-5}"#), None, None, &h, 100)).as_deref(),
+            err_param(resolve(
+                &fields(r#"{"top_k":-5}"#),
+                None,
+                None,
+                None,
+                &h,
+                100
+            ))
+            .as_deref(),
             Some("top_k")
         );
         assert_eq!(
             err_param(resolve(
                 &fields(r#"{"temperature":9}"#),
+                None,
                 None,
                 None,
                 &h,
@@ -214,6 +257,7 @@ mod tests {
                 &fields(r#"{"priority":"vip"}"#),
                 None,
                 None,
+                None,
                 &h,
                 100
             ))
@@ -221,9 +265,46 @@ mod tests {
             Some("priority")
         );
         assert_eq!(
-            err_param(resolve(&fields("{}"), None, Some(21), &h, 100)).as_deref(),
+            err_param(resolve(&fields("{}"), None, Some(21), None, &h, 100)).as_deref(),
             Some("logprobs")
         );
+    }
+
+    #[test]
+    fn logit_bias_is_checked_by_shape_count_id_and_range() {
+        let h = HeaderMap::new();
+        let bias = |json: &str| {
+            let value: Value = serde_json::from_str(json).unwrap_or(Value::Null);
+            resolve(&fields("{}"), None, None, Some(&value), &h, 100)
+        };
+        let ok = bias(r#"{"5": -100, "7": 100, "9": 0.5}"#).map(|r| r.params.logit_bias);
+        assert_eq!(
+            ok.ok(),
+            Some(BTreeMap::from([(5, -100.0), (7, 100.0), (9, 0.5)]))
+        );
+        for bad in [
+            r#"[1, 2]"#,
+            r#"{"x": 1}"#,
+            r#"{"-1": 1}"#,
+            r#"{"5": "high"}"#,
+            r#"{"100": 1}"#,
+            r#"{"5": 100.5}"#,
+            r#"{"5": -101}"#,
+        ] {
+            let param = err_param(bias(bad));
+            assert_eq!(param.as_deref(), Some("logit_bias"), "{bad}");
+        }
+        let many: serde_json::Map<String, Value> =
+            (0..301).map(|i| (i.to_string(), Value::from(1))).collect();
+        let many = resolve(
+            &fields("{}"),
+            None,
+            None,
+            Some(&Value::Object(many)),
+            &h,
+            1000,
+        );
+        assert_eq!(err_param(many).as_deref(), Some("logit_bias"));
     }
 
     #[test]
@@ -234,12 +315,14 @@ mod tests {
             &fields(r#"{"priority":"interactive"}"#),
             None,
             None,
+            None,
             &h,
             100,
         );
         assert_eq!(r.map(|r| r.priority).ok(), Some(Priority::Batch));
         let r = resolve(
             &fields(r#"{"priority":"batch"}"#),
+            None,
             None,
             None,
             &HeaderMap::new(),

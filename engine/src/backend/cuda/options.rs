@@ -36,7 +36,9 @@ impl Default for CudaOptions {
     }
 }
 
-/// Per-row parameters of the on-device sampler.
+/// Per-row parameters of the on-device sampler. Only the speed check uses it: served requests
+/// are sampled on the host by `sampling::Sampler`, the one place where `logit_bias`, penalties
+/// and grammar masks apply, so a CUDA replica honours them exactly as a CPU one does.
 #[derive(Debug, Clone, Copy)]
 pub struct DeviceSampling {
     /// 0 means greedy.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use tokenscale_gateway::config::{Config, Discovery, watch_tenants};
-use tokenscale_gateway::server::Workers;
+use tokenscale_gateway::server::{Workers, serve_admin};
 use tokenscale_gateway::{Gateway, discovery};
 
 // A request allocates ~60 small objects (header values, boxed layer futures, extensions)
@@ -68,6 +68,10 @@ unsafe impl std::alloc::GlobalAlloc for Malloc {
     }
 }
 
+/// The admin listener's port when `--admin-listen` is not given (Prometheus exporters' habit
+/// of a 9xxx port; the chart names it in `gateway.adminPort`).
+const DEFAULT_ADMIN_PORT: u16 = 9090;
+
 /// The tokenscale gateway.
 #[derive(Debug, Parser)]
 #[command(version, about)]
@@ -79,6 +83,10 @@ struct Args {
         default_value = "127.0.0.1:8080"
     )]
     listen: SocketAddr,
+    /// Address of the admin listener: `/metrics` (every model's and tenant's figures) and
+    /// `/health`, kept off the API port. Default: port 9090 on `--listen`'s host.
+    #[arg(long, env = "TOKENSCALE_GATEWAY_ADMIN_LISTEN")]
+    admin_listen: Option<SocketAddr>,
     /// The gateway's YAML configuration (models, tenants, limits).
     #[arg(long, env = "TOKENSCALE_GATEWAY_CONFIG")]
     config: PathBuf,
@@ -153,6 +161,19 @@ fn main() -> anyhow::Result<()> {
     }
     let listener = std::net::TcpListener::bind(args.listen)
         .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let admin_listen = args
+        .admin_listen
+        .unwrap_or_else(|| SocketAddr::new(args.listen.ip(), DEFAULT_ADMIN_PORT));
+    let admin = std::net::TcpListener::bind(admin_listen).with_context(|| {
+        format!("cannot listen on {admin_listen} for /metrics (set --admin-listen)")
+    })?;
+    admin.set_nonblocking(true)?;
+    // On the control runtime: a scrape keeps answering while the workers are saturated.
+    control.spawn(serve_admin(
+        tokio::net::TcpListener::from_std(admin)?,
+        gateway.clone(),
+        std::future::pending(),
+    ));
     let count = args
         .workers
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -162,7 +183,7 @@ fn main() -> anyhow::Result<()> {
         count,
         Duration::from_secs(args.drain_timeout_s),
     )?;
-    tracing::info!(listen = %args.listen, workers = count, "gateway listening");
+    tracing::info!(listen = %args.listen, admin = %admin_listen, workers = count, "gateway listening");
     control.block_on(shutdown_signal());
     workers.shutdown()?;
     Ok(())

@@ -1,7 +1,8 @@
-//! The HTTP server: routes the OpenAI paths into the stack, serves `/v1/models`, `/metrics`
-//! and `/health`, bounds client connections (`connection`), and shuts down gracefully,
-//! letting in-flight streams finish.
+//! The HTTP server: routes the OpenAI paths into the stack, serves `/v1/models` and
+//! `/health`, bounds client connections (`connection`), and shuts down gracefully, letting
+//! in-flight streams finish. `/metrics` is on a listener of its own (`admin`).
 
+mod admin;
 mod connection;
 
 use std::convert::Infallible;
@@ -34,6 +35,7 @@ use crate::proxy::{FailoverSettings, Upstream, UpstreamClient, UpstreamSettings}
 use crate::request::ParseSettings;
 use crate::routing::Router;
 use crate::stack::{self, BatchStack, Stack, StackParts};
+pub use admin::serve_admin;
 use connection::{Activity, ConnectionLimit};
 
 /// Why a gateway could not be built from its (validated) config.
@@ -251,34 +253,42 @@ impl Gateway {
                 Ok(tenant) => self.models(&tenant.models),
                 Err(error) => error.into_response(),
             },
-            (&Method::GET, "/metrics") => {
-                let mut text = self.metrics.render(&self.router);
-                crate::metrics::render_bounds(
-                    &mut text,
-                    &self.limiter,
-                    self.router.share(),
-                    self.connections.open_now(),
-                    self.connections.refused(),
-                    self.in_flight.in_flight(),
-                );
-                if let Ok((batches, _)) = &self.batches {
-                    batches.metrics.render(&mut text);
-                }
-                text_response(text, "text/plain; version=0.0.4; charset=utf-8")
-            }
-            (&Method::GET, "/health") => {
-                if self.shutting_down.load(Ordering::Relaxed) {
-                    GatewayError::ShuttingDown.into_response()
-                } else if let Some(problem) = self.discovery_health.problem() {
-                    let mut response = text_response(problem.into(), "text/plain");
-                    *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
-                    response
-                } else {
-                    text_response("ok".into(), "text/plain")
-                }
-            }
+            // `/metrics` names every model and tenant: it is served on the admin listener
+            // only (`admin`), and here answers as any unknown path does.
+            (&Method::GET, "/health") => self.health(),
             _ => GatewayError::PathNotFound(format!("{} {path}", request.method())).into_response(),
         }
+    }
+
+    /// `/health`: 200 `ok`; 503 while shutting down or while discovery has not listed the
+    /// cluster. Served on both listeners (probes reach the API port, scrapers the admin one).
+    fn health(&self) -> Response<Body> {
+        if self.shutting_down.load(Ordering::Relaxed) {
+            GatewayError::ShuttingDown.into_response()
+        } else if let Some(problem) = self.discovery_health.problem() {
+            let mut response = text_response(problem.into(), "text/plain");
+            *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+            response
+        } else {
+            text_response("ok".into(), "text/plain")
+        }
+    }
+
+    /// `/metrics`: the Prometheus text of every model, tenant, bound and batch family.
+    fn metrics_text(&self) -> Response<Body> {
+        let mut text = self.metrics.render(&self.router);
+        crate::metrics::render_bounds(
+            &mut text,
+            &self.limiter,
+            self.router.share(),
+            self.connections.open_now(),
+            self.connections.refused(),
+            self.in_flight.in_flight(),
+        );
+        if let Ok((batches, _)) = &self.batches {
+            batches.metrics.render(&mut text);
+        }
+        text_response(text, "text/plain; version=0.0.4; charset=utf-8")
     }
 
     /// The models `access` allows, as `GET /v1/models` lists them.
@@ -591,8 +601,10 @@ async fn stop_requested(mut stopped: tokio::sync::watch::Receiver<bool>) {
 
 /// A gateway running in the background (tests, `tokenscale up`).
 pub struct RunningGateway {
-    /// Where it listens.
+    /// Where it serves the API.
     pub addr: SocketAddr,
+    /// Where it serves `/metrics` and `/health` (the admin listener).
+    pub admin_addr: SocketAddr,
     /// Its replica registry.
     pub registry: Registry,
     /// The gateway itself.
@@ -602,17 +614,31 @@ pub struct RunningGateway {
 }
 
 impl RunningGateway {
-    /// Starts a gateway for `config` on `listen` (port 0 picks a free one).
-    pub async fn start(config: &Config, listen: SocketAddr) -> std::io::Result<Self> {
+    /// Starts a gateway for `config`, its API on `listen` and its admin routes on
+    /// `admin_listen` (port 0 picks a free one).
+    pub async fn start(
+        config: &Config,
+        listen: SocketAddr,
+        admin_listen: SocketAddr,
+    ) -> std::io::Result<Self> {
         let gateway = Gateway::new(config).map_err(std::io::Error::other)?;
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
+        let admin = TcpListener::bind(admin_listen).await?;
+        let admin_addr = admin.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (admin_stop, admin_stopped) = tokio::sync::watch::channel(false);
         let shutdown = async move {
             let _ = stopped.await;
+            let _ = admin_stop.send(true);
         };
         gateway.start_membership();
         gateway.start_batches();
+        tokio::spawn(serve_admin(
+            admin,
+            gateway.clone(),
+            stop_requested(admin_stopped),
+        ));
         let task = tokio::spawn(serve(
             listener,
             gateway.clone(),
@@ -621,6 +647,7 @@ impl RunningGateway {
         ));
         Ok(Self {
             addr,
+            admin_addr,
             registry: gateway.registry().clone(),
             gateway,
             stop: Some(stop),

@@ -13,6 +13,11 @@ pub struct BenchArgs {
     /// Base URL of the server (`http://127.0.0.1:8000`).
     #[arg(long)]
     pub url: String,
+    /// Where the server's Prometheus text is (default: `URL/metrics`). A tokenscale gateway
+    /// serves it on its admin listener (`--admin-listen`), not on the API port; without it
+    /// the report says the server's own token count is unavailable.
+    #[arg(long)]
+    pub metrics_url: Option<String>,
     /// Model name to request.
     #[arg(long)]
     pub model: String,

@@ -199,7 +199,11 @@ pub async fn run(args: &BenchArgs) -> Result<Report, BenchError> {
     let stop = args.stop();
     let base_url = args.url.trim_end_matches('/').to_string();
     let client = http_client();
-    let mut server = server_info::read(&client, &base_url).await;
+    let metrics_url = args
+        .metrics_url
+        .clone()
+        .unwrap_or_else(|| format!("{base_url}/metrics"));
+    let mut server = server_info::read(&client, &base_url, &metrics_url).await;
     if server.models.is_empty()
         && server_info::get_text(&client, &base_url, "/health")
             .await
@@ -214,7 +218,7 @@ pub async fn run(args: &BenchArgs) -> Result<Report, BenchError> {
             });
         }
     }
-    let tokens_before = metrics_tokens(&client, &base_url).await;
+    let tokens_before = metrics_tokens(&client, &metrics_url).await;
     let shape = Arc::new(RequestShape {
         base_url: base_url.clone(),
         model: args.model.clone(),
@@ -247,7 +251,7 @@ pub async fn run(args: &BenchArgs) -> Result<Report, BenchError> {
         };
         points.push(Point::summarise(c, r, &outcome, args.gpus));
     }
-    let tokens_after = metrics_tokens(&client, &base_url).await;
+    let tokens_after = metrics_tokens(&client, &metrics_url).await;
     server.generation_tokens_delta = tokens_before.zip(tokens_after).map(|(b, a)| a - b);
     let slo = args.slo();
     let operating_point = slo
@@ -301,8 +305,8 @@ async fn reachable(base_url: &str) -> bool {
     .is_ok_and(|r| r.is_ok())
 }
 
-async fn metrics_tokens(client: &client::HttpClient, base_url: &str) -> Option<f64> {
-    server_info::generation_tokens(&server_info::get_text(client, base_url, "/metrics").await?)
+async fn metrics_tokens(client: &client::HttpClient, metrics_url: &str) -> Option<f64> {
+    server_info::generation_tokens(&server_info::get_text(client, metrics_url, "").await?)
 }
 
 /// A short tag unique to this run (clock and process), e.g. `r3f9a2c`.

@@ -46,8 +46,13 @@ pub struct ServerInfo {
     pub block_size: Option<u64>,
     /// `vllm:cache_config_info{num_gpu_blocks}`.
     pub kv_blocks: Option<u64>,
-    /// Change of `vllm:generation_tokens_total` over the whole run (the server's own count).
+    /// Change of `vllm:generation_tokens_total` (an engine) or
+    /// `tokenscale_gateway_generation_tokens_total` (a gateway) over the whole run: the
+    /// server's own count.
     pub generation_tokens_delta: Option<f64>,
+    /// Where that count was read (`--metrics-url`).
+    #[serde(default)]
+    pub metrics_url: String,
 }
 
 /// The client machine.
@@ -204,6 +209,19 @@ pub fn table(report: &Report) -> String {
         );
     }
     let _ = writeln!(out, "(latencies in ms)");
+    let server = &report.server;
+    let _ = match server.generation_tokens_delta {
+        Some(tokens) => writeln!(
+            out,
+            "the server counted {tokens} generated tokens ({})",
+            server.metrics_url
+        ),
+        None => writeln!(
+            out,
+            "the server's generated-token count is unavailable: no counter at {} (--metrics-url names where it is)",
+            server.metrics_url
+        ),
+    };
     out
 }
 

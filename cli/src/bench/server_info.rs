@@ -6,6 +6,7 @@ use http_body_util::{BodyExt, Full};
 use super::client::HttpClient;
 use super::report::{Hardware, ServerInfo};
 use tokenscale_common::metrics::engine as names;
+use tokenscale_common::metrics::gateway;
 use tokenscale_operator::metrics_source::text_format;
 
 /// GETs `path` and returns the body, or `None` on any failure (servers need not have it).
@@ -25,9 +26,12 @@ pub async fn get_text(client: &HttpClient, base_url: &str, path: &str) -> Option
     String::from_utf8(bytes.to_vec()).ok()
 }
 
-/// Reads `/v1/models` and `/metrics`.
-pub async fn read(client: &HttpClient, base_url: &str) -> ServerInfo {
-    let mut info = ServerInfo::default();
+/// Reads `/v1/models` from `base_url` and the Prometheus text at `metrics_url`.
+pub async fn read(client: &HttpClient, base_url: &str, metrics_url: &str) -> ServerInfo {
+    let mut info = ServerInfo {
+        metrics_url: metrics_url.to_string(),
+        ..ServerInfo::default()
+    };
     if let Some(text) = get_text(client, base_url, "/v1/models").await
         && let Ok(list) = serde_json::from_str::<serde_json::Value>(&text)
     {
@@ -38,7 +42,7 @@ pub async fn read(client: &HttpClient, base_url: &str) -> ServerInfo {
             .collect();
         info.max_model_len = cards.first().and_then(|c| c["max_model_len"].as_u64());
     }
-    if let Some(text) = get_text(client, base_url, "/metrics").await {
+    if let Some(text) = get_text(client, metrics_url, "").await {
         apply_metrics(&mut info, &text);
     }
     info
@@ -57,15 +61,23 @@ pub fn apply_metrics(info: &mut ServerInfo, text: &str) {
     }
 }
 
-/// Sum of `vllm:generation_tokens_total` over all its series.
+/// Sum of `vllm:generation_tokens_total` over all its series (an engine), else of
+/// `tokenscale_gateway_generation_tokens_total` (a gateway's admin listener).
 pub fn generation_tokens(text: &str) -> Option<f64> {
     let samples = text_format::parse(text).samples;
-    let values: Vec<f64> = samples
-        .iter()
-        .filter(|s| s.name == names::GENERATION_TOKENS_TOTAL)
-        .map(|s| s.value)
-        .collect();
-    (!values.is_empty()).then(|| values.iter().sum())
+    [
+        names::GENERATION_TOKENS_TOTAL,
+        gateway::GENERATION_TOKENS_TOTAL,
+    ]
+    .into_iter()
+    .find_map(|name| {
+        let values: Vec<f64> = samples
+            .iter()
+            .filter(|s| s.name == name)
+            .map(|s| s.value)
+            .collect();
+        (!values.is_empty()).then(|| values.iter().sum())
+    })
 }
 
 /// The client machine: CPU model (from `/proc/cpuinfo` where there is one) and cores.

@@ -31,6 +31,10 @@ pub struct UpArgs {
     /// Where the gateway listens.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// Where the gateway serves `/metrics` (every model's and tenant's figures) and `/health`,
+    /// kept off the API port; `up` scrapes it. Default: a free loopback port, printed at start.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    pub admin_listen: SocketAddr,
     /// The `tokenscale-engine` binary (default: beside `tokenscale`).
     #[arg(long)]
     pub engine_bin: Option<PathBuf>,
@@ -53,9 +57,10 @@ pub enum UpError {
     #[error("fetching the model: {0}")]
     Fetch(String),
     /// The gateway could not start.
-    #[error("starting the gateway on {addr}: {source}")]
+    #[error("starting the gateway on {addr} (admin {admin}): {source}")]
     Gateway {
         addr: SocketAddr,
+        admin: SocketAddr,
         #[source]
         source: std::io::Error,
     },
@@ -106,12 +111,14 @@ async fn run(args: &UpArgs) -> Result<(), UpError> {
     })?;
 
     let gateway_config = gateway_config(&model)?;
-    let gateway = tokenscale_gateway::RunningGateway::start(&gateway_config, args.listen)
-        .await
-        .map_err(|source| UpError::Gateway {
-            addr: args.listen,
-            source,
-        })?;
+    let gateway =
+        tokenscale_gateway::RunningGateway::start(&gateway_config, args.listen, args.admin_listen)
+            .await
+            .map_err(|source| UpError::Gateway {
+                addr: args.listen,
+                admin: args.admin_listen,
+                source,
+            })?;
     gateway.registry.declare_default(&model);
     match gateway.gateway.batches() {
         Some(batches) => eprintln!(
@@ -127,8 +134,9 @@ async fn run(args: &UpArgs) -> Result<(), UpError> {
         ),
     }
     eprintln!(
-        "tokenscale up: gateway on http://{} serving {model:?}; replica logs in {}; Ctrl-C stops",
+        "tokenscale up: gateway on http://{} serving {model:?} (its /metrics on http://{}/metrics); replica logs in {}; Ctrl-C stops",
         gateway.addr,
+        gateway.admin_addr,
         log_dir.display()
     );
 
@@ -145,7 +153,7 @@ async fn run(args: &UpArgs) -> Result<(), UpError> {
         &pool,
         model,
         spec,
-        format!("http://{}/metrics", gateway.addr),
+        format!("http://{}/metrics", gateway.admin_addr),
     )
     .await;
     eprintln!("tokenscale up: draining and stopping every replica");

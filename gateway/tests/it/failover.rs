@@ -190,7 +190,7 @@ async fn a_killed_replica_fails_over_and_comes_back() {
         .cloned()
         .collect();
     assert_eq!(resumed.len(), continued, "{resumed:?}");
-    let metrics = client.send("GET", "/metrics", &[], "").await.body;
+    let metrics = client.metrics().await;
     assert!(
         metrics.contains("tokenscale_gateway_upstream_errors_total{"),
         "{metrics}"
@@ -298,7 +298,7 @@ async fn a_stream_from_an_engine_without_token_ids_continues_as_text() {
             "{sent}"
         );
         assert_ne!(sent["seed"], 9, "a derived seed");
-        let metrics = client.send("GET", "/metrics", &[], "").await.body;
+        let metrics = client.metrics().await;
         assert_eq!(
             metric(
                 &metrics,
@@ -340,7 +340,7 @@ async fn a_silent_replica_times_out_and_its_stream_continues_elsewhere() {
         "{:?}",
         started.elapsed()
     );
-    let metrics = client.send("GET", "/metrics", &[], "").await.body;
+    let metrics = client.metrics().await;
     assert!(metrics.contains("kind=\"idle\""), "{metrics}");
     running.shutdown().await.expect("clean shutdown");
 }
@@ -416,7 +416,7 @@ async fn without_a_resumption_budget_a_broken_stream_ends_with_an_error_event() 
         stream.errors
     );
     assert!(stream.done);
-    let metrics = client.send("GET", "/metrics", &[], "").await.body;
+    let metrics = client.metrics().await;
     assert!(
         metrics.contains("continuation=\"none\",result=\"failed\"} 1"),
         "{metrics}"
@@ -459,7 +459,7 @@ async fn a_continued_stream_is_counted_and_charged_once() {
         "remaining {remaining} after {:?}",
         reserved.elapsed()
     );
-    let metrics = client.send("GET", "/metrics", &[], "").await.body;
+    let metrics = client.metrics().await;
     assert!(
         metrics.contains("tokenscale_gateway_generation_tokens_total{model_name=\"m\"} 120"),
         "60 for each request, each once: {metrics}"

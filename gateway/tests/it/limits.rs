@@ -69,7 +69,7 @@ async fn a_burst_passes_up_to_the_bucket_then_429s_until_refill() {
         "passes after the refill interval: {}",
         again.body
     );
-    let metrics = client.send("GET", "/metrics", &[], "").await.body;
+    let metrics = client.metrics().await;
     assert!(metrics.contains("tokenscale_gateway_rate_limited_total{tenant=\"team-a\",model_name=\"m\",limit=\"requests\"}"), "{metrics}");
     running.shutdown().await.expect("clean shutdown");
 }
@@ -166,7 +166,7 @@ async fn prompt_tokens_served_from_cache_are_not_charged() {
         (4800..4900).contains(&remaining),
         "remaining input tokens {remaining}"
     );
-    let metrics = client.send("GET", "/metrics", &[], "").await.body;
+    let metrics = client.metrics().await;
     assert!(
         metrics.contains("tokenscale_gateway_cached_prompt_tokens_total{model_name=\"m\"} 1600"),
         "{metrics}"

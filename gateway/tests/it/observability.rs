@@ -1,4 +1,5 @@
-//! `/metrics` passes promtool and carries the client-side latencies; `/v1/models` lists models.
+//! `/metrics` passes promtool and carries the client-side latencies, on the admin listener
+//! only; `/v1/models` lists models.
 
 use std::sync::atomic::Ordering;
 
@@ -33,7 +34,7 @@ async fn metrics_pass_promtool_and_show_client_latencies() {
         429
     );
 
-    let text = client.send("GET", "/metrics", &[], "").await.body;
+    let text = client.metrics().await;
     for needle in [
         "tokenscale_gateway_requests_total{model_name=\"m\",status=\"200\"} 2",
         "tokenscale_gateway_requests_total{model_name=\"m\",status=\"429\"} 1",
@@ -106,7 +107,7 @@ async fn time_to_first_token_counts_from_the_first_content_not_the_chat_role_chu
         "{}",
         reply.body
     );
-    let text = client.send("GET", "/metrics", &[], "").await.body;
+    let text = client.metrics().await;
     let ttft = sample(
         &text,
         "tokenscale_gateway_time_to_first_token_seconds_sum{model_name=\"m\"}",
@@ -119,5 +120,57 @@ async fn time_to_first_token_counts_from_the_first_content_not_the_chat_role_chu
     // (at least 400 ms / 3 per token).
     assert!(ttft >= 0.4, "TTFT {ttft} s misses the 0.4 s prefill");
     assert!(tpot < 0.4 / 3.0, "TPOT {tpot} s holds the prefill");
+    running.shutdown().await.expect("clean shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_on_the_admin_listener_only() {
+    let replica = MockReplica::start().await;
+    let (running, client) = gateway(&config(&[&replica], "{}", "")).await;
+    wait_ready(&running, "m", 1).await;
+    let unknown = client.send("GET", "/no-such-path", &[], "").await;
+    for auth in [None, Some("Bearer key-a")] {
+        let headers: Vec<_> = auth.map(|a| ("authorization", a)).into_iter().collect();
+        let reply = client.send("GET", "/metrics", &headers, "").await;
+        assert_eq!(
+            reply.status, 404,
+            "API port /metrics with {auth:?}: {}",
+            reply.body
+        );
+        // The same answer as any unknown path: nothing that names a model or a tenant.
+        assert_eq!(
+            reply.body.replace("/metrics", "/no-such-path"),
+            unknown.body,
+            "API port /metrics with {auth:?}"
+        );
+    }
+    let text = client.metrics().await;
+    assert!(
+        text.contains("tokenscale_gateway_replicas{model_name=\"m\",state=\"ready\"} 1"),
+        "{text}"
+    );
+    for listener in [client.addr, running.admin_addr] {
+        let health = TestClient::new(listener)
+            .send("GET", "/health", &[], "")
+            .await;
+        assert_eq!(
+            (health.status.as_u16(), health.body.as_str()),
+            (200, "ok"),
+            "{listener}"
+        );
+    }
+    let admin = TestClient::new(running.admin_addr);
+    let chat = admin
+        .post(
+            "/v1/chat/completions",
+            Some("key-a"),
+            &completion_body("x", 2),
+        )
+        .await;
+    assert_eq!(
+        chat.status, 404,
+        "the admin port serves no API: {}",
+        chat.body
+    );
     running.shutdown().await.expect("clean shutdown");
 }

@@ -101,10 +101,12 @@ impl GatewayProcess {
         let config = dir.join("gateway.yaml");
         std::fs::write(&config, yaml).expect("write the config");
         let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let admin: SocketAddr = ([127, 0, 0, 1], free_port()).into();
         let child = Command::new(env!("CARGO_BIN_EXE_tokenscale-gateway"))
             .arg("--config")
             .arg(&config)
             .args(["--listen", &addr.to_string(), "--workers", "1"])
+            .args(["--admin-listen", &admin.to_string()])
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -113,7 +115,7 @@ impl GatewayProcess {
         let gateway = Self {
             child,
             addr,
-            client: TestClient::new(addr),
+            client: TestClient::new(addr).with_admin(admin),
             _dir: dir,
         };
         let started = Instant::now();
@@ -132,7 +134,7 @@ impl GatewayProcess {
 
     /// Its `/metrics` text.
     pub async fn metrics(&self) -> String {
-        self.client.send("GET", "/metrics", &[], "").await.body
+        self.client.metrics().await
     }
 
     /// The value of the sample `series` (its whole name and labels) on `/metrics`.

@@ -43,7 +43,7 @@ async fn a_request_waits_for_the_first_replica_and_503s_past_its_deadline() {
         }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let metrics = client.send("GET", "/metrics", &[], "").await.body;
+    let metrics = client.metrics().await;
     assert!(
         metrics.contains("tokenscale_gateway_queue_depth{model_name=\"m\"} 1"),
         "{metrics}"

@@ -74,7 +74,7 @@ async fn usage_is_requested_upstream_and_stripped_unless_asked_for() {
         4
     );
 
-    let metrics = client.send("GET", "/metrics", &[], "").await.body;
+    let metrics = client.metrics().await;
     assert!(
         metrics.contains("tokenscale_gateway_generation_tokens_total{model_name=\"m\"} 12"),
         "{metrics}"
@@ -135,7 +135,7 @@ async fn chunks_arrive_as_sent(crlf: bool) {
         "data: [DONE]\n\n"
     };
     assert!(text.ends_with(end), "line endings kept: {text:?}");
-    let metrics = client.send("GET", "/metrics", &[], "").await.body;
+    let metrics = client.metrics().await;
     assert!(
         metrics.contains("tokenscale_gateway_generation_tokens_total{model_name=\"m\"} 4"),
         "usage read: {metrics}"

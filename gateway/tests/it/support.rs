@@ -383,6 +383,8 @@ impl Reply {
 pub struct TestClient {
     client: Client<HttpConnector, Full<Bytes>>,
     pub addr: SocketAddr,
+    /// The gateway's admin listener (`/metrics`), when this client knows it.
+    pub admin: Option<SocketAddr>,
 }
 
 impl TestClient {
@@ -390,7 +392,32 @@ impl TestClient {
         Self {
             client: Client::builder(TokioExecutor::new()).build_http(),
             addr,
+            admin: None,
         }
+    }
+
+    /// The same client, reading `/metrics` from the admin listener at `admin`.
+    pub fn with_admin(mut self, admin: SocketAddr) -> Self {
+        self.admin = Some(admin);
+        self
+    }
+
+    /// The gateway's `/metrics` text, from its admin listener (the API port has none).
+    pub async fn metrics(&self) -> String {
+        let admin = self
+            .admin
+            .expect("this client knows the gateway's admin address");
+        let admin = Self {
+            addr: admin,
+            ..self.clone()
+        };
+        let reply = admin.send("GET", "/metrics", &[], "").await;
+        assert_eq!(
+            reply.status, 200,
+            "/metrics on the admin port: {}",
+            reply.body
+        );
+        reply.body
     }
 
     /// Sends a request and returns the response with its body unread.
@@ -454,10 +481,11 @@ pub async fn read(response: Response<Incoming>) -> Reply {
 /// Starts a gateway on an ephemeral loopback port from YAML.
 pub async fn gateway(yaml: &str) -> (RunningGateway, TestClient) {
     let config = Config::from_yaml(yaml).unwrap_or_else(|e| panic!("test config: {e}\n{yaml}"));
-    let running = RunningGateway::start(&config, "127.0.0.1:0".parse().expect("addr"))
+    let loopback = "127.0.0.1:0".parse().expect("addr");
+    let running = RunningGateway::start(&config, loopback, loopback)
         .await
         .expect("gateway starts");
-    let client = TestClient::new(running.addr);
+    let client = TestClient::new(running.addr).with_admin(running.admin_addr);
     (running, client)
 }
 
@@ -513,7 +541,7 @@ pub async fn metric(client: &TestClient, name: &str) -> String {
 
 /// The value of the series written exactly `series` on `/metrics` ("absent" when missing).
 pub async fn series(client: &TestClient, series: &str) -> String {
-    let text = client.send("GET", "/metrics", &[], "").await.body;
+    let text = client.metrics().await;
     text.lines()
         .find(|l| l.starts_with(&format!("{series} ")))
         .and_then(|l| l.rsplit(' ').next())

@@ -18,15 +18,17 @@ health, upstream, models, batch, ...). */}}
 {{- $_ := set $config "upstream" (dict "engine_api_key_env" "TOKENSCALE_ENGINE_API_KEY") }}
 {{- end }}
 {{- $_ := set $config "batch" (include "tokenscale.gateway.batchConfig" . | fromYaml) }}
-{{- toYaml (mergeOverwrite $config (deepCopy .Values.gateway.config)) }}
+{{- $config = mergeOverwrite $config (deepCopy .Values.gateway.config) }}
+{{- include "tokenscale.sharedLimits.check" (list . $config) }}
+{{- toYaml $config }}
 {{- end }}
 
-{{/* The Redis the gateway pods share limits through: the chart's own (redis.enabled) or
-redis.url; empty when neither (each pod limits alone). */}}
+{{/* The Redis the gateway pods share limits through: redis.url or the chart's own (see
+tokenscale.redis.bundled); empty when neither (each pod limits alone). */}}
 {{- define "tokenscale.redisUrl" -}}
 {{- if .Values.redis.url -}}
 {{ .Values.redis.url }}
-{{- else if .Values.redis.enabled -}}
+{{- else if include "tokenscale.redis.bundled" . -}}
 redis://{{ include "tokenscale.componentName" (list . "redis") }}.{{ .Release.Namespace }}.svc:6379/0
 {{- end -}}
 {{- end }}
@@ -43,7 +45,7 @@ Fails on settings that cannot work together. */}}
 {{- define "tokenscale.gateway.batchMode" -}}
 {{- $gw := .Values.gateway }}
 {{- $batch := $gw.batch }}
-{{- $severalPods := ternary (gt (int $gw.autoscaling.maxReplicas) 1) (gt (int $gw.replicas) 1) $gw.autoscaling.enabled }}
+{{- $severalPods := include "tokenscale.gateway.severalPods" . }}
 {{- $shared := and $batch.objects (include "tokenscale.redisUrl" .) }}
 {{- if and $batch.enabled $batch.persistence.enabled $severalPods }}
 {{- fail "gateway.batch.persistence needs a single gateway pod (gateway.replicas: 1, gateway.autoscaling.enabled: false): the local batch state belongs to one pod and its ReadWriteOnce volume mounts in one pod. For several gateway pods set gateway.batch.objects (an S3 bucket) and Redis (redis.enabled or redis.url) instead, and gateway.batch.persistence.enabled: false." }}

@@ -118,6 +118,15 @@ seccompProfile:
   type: RuntimeDefault
 {{- end }}
 
+{{/* A claim's storageClassName from a storageClass value (the argument): empty renders
+nothing (the cluster's default class); "-" asks for no class at all (a pre-provisioned
+volume), not the default. */}}
+{{- define "tokenscale.storageClassName" -}}
+{{- with . -}}
+storageClassName: {{ ternary "" . (eq . "-") | quote }}
+{{- end }}
+{{- end }}
+
 {{/* Default anti-affinity: spread one component's replicas over nodes when possible. */}}
 {{- define "tokenscale.spreadAffinity" -}}
 podAntiAffinity:

@@ -4,7 +4,9 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodSpec, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, PersistentVolumeClaim, Pod, PodSpec, Secret, Service, ServiceAccount,
+};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
@@ -31,6 +33,8 @@ pub enum Typed {
     ConfigMap(Box<ConfigMap>),
     /// `v1` Secret.
     Secret(Box<Secret>),
+    /// `v1` PersistentVolumeClaim.
+    PersistentVolumeClaim(Box<PersistentVolumeClaim>),
     /// `rbac.authorization.k8s.io/v1` ClusterRole.
     ClusterRole(Box<ClusterRole>),
     /// `rbac.authorization.k8s.io/v1` ClusterRoleBinding.
@@ -63,6 +67,7 @@ impl Typed {
             ("v1", "ServiceAccount") => Typed::ServiceAccount(round_trip(object)?),
             ("v1", "ConfigMap") => Typed::ConfigMap(round_trip(object)?),
             ("v1", "Secret") => Typed::Secret(round_trip(object)?),
+            ("v1", "PersistentVolumeClaim") => Typed::PersistentVolumeClaim(round_trip(object)?),
             ("rbac.authorization.k8s.io/v1", "ClusterRole") => {
                 Typed::ClusterRole(round_trip(object)?)
             }

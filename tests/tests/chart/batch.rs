@@ -28,7 +28,7 @@ fn batch_config(r: &Rendered) -> Value {
 }
 
 /// The gateway Deployment's spec.
-fn gateway_spec(r: &Rendered) -> &Value {
+pub(crate) fn gateway_spec(r: &Rendered) -> &Value {
     &r.get("Deployment", "tokenscale-gateway").value["spec"]
 }
 
@@ -50,7 +50,7 @@ fn batch_volume(r: &Rendered) -> (Option<&Value>, Option<&str>) {
 }
 
 /// The gateway container's env, by name.
-fn env<'a>(r: &'a Rendered, name: &str) -> Option<&'a Value> {
+pub(crate) fn env<'a>(r: &'a Rendered, name: &str) -> Option<&'a Value> {
     gateway_spec(r)["template"]["spec"]["containers"][0]["env"]
         .as_array()
         .into_iter()
@@ -59,7 +59,7 @@ fn env<'a>(r: &'a Rendered, name: &str) -> Option<&'a Value> {
 }
 
 /// The NOTES `helm install` prints with `set`.
-fn notes(set: &[&str]) -> String {
+pub(crate) fn notes(set: &[&str]) -> String {
     let out = Render {
         set,
         ..Render::default()
@@ -74,7 +74,7 @@ fn notes(set: &[&str]) -> String {
 
 #[test]
 fn with_several_gateway_pods_and_no_shared_store_the_batch_api_is_off_and_the_notes_say_why() {
-    // The defaults: two gateway pods, no Redis, no bucket.
+    // The defaults: two gateway pods, the chart's Redis, no bucket.
     let r = default_render();
     assert_eq!(gateway_spec(r)["replicas"], 2);
     assert_eq!(batch_config(r), serde_json::json!({"enabled": false}));
@@ -214,16 +214,16 @@ fn several_pods_share_batches_through_redis_and_the_bucket_with_its_credentials(
     assert_eq!(gateway_spec(r)["strategy"]["type"], "RollingUpdate");
     // Nothing of S3 where nothing was set.
     assert!(env(default_render(), "AWS_REGION").is_none());
-    // A bucket without Redis is not shared: with two pods the API stays off.
+    // A bucket alone is enough with two pods: the chart's Redis, on for them, holds the jobs.
     let set = ["gateway.batch.objects=s3://bucket/batches"];
-    let alone = render(
-        "batch-objects-no-redis",
+    let bucket = render(
+        "batch-objects-default-redis",
         &Render {
             set: &set,
             ..Render::default()
         },
     );
-    assert_eq!(batch_config(&alone)["enabled"], false);
+    assert_eq!(batch_config(&bucket)["state"], "redis");
 }
 
 #[test]

@@ -89,7 +89,9 @@ fn the_operator_gives_every_model_deployment_a_network_policy_admitting_only_the
             serde_json::from_value(peer.clone());
         assert!(typed.is_ok(), "{peer}");
     }
-    assert_eq!(default_render().of_kind("NetworkPolicy").count(), 0);
+    // The chart's own Redis has one (only the gateway may reach it); none for engines.
+    let policies = default_render().of_kind("NetworkPolicy");
+    assert_eq!(policies.filter(|p| !p.name.ends_with("-redis")).count(), 0);
     // The operator may create and patch NetworkPolicies, cluster-wide or in each namespace.
     let may_apply = |r: &crate::Rendered, kind: &str| {
         r.of_kind(kind).any(|role| {
@@ -144,8 +146,12 @@ fn tenants_volume(r: &crate::Rendered) -> (String, String) {
 #[test]
 fn tenants_come_from_an_existing_secret_or_one_the_chart_creates_with_key_hashes() {
     let existing = ci_render("existing-secret-values.yaml");
+    // (The chart's Redis, on for the autoscaled pods, has its own password Secret.)
     assert_eq!(
-        existing.of_kind("Secret").count(),
+        existing
+            .of_kind("Secret")
+            .filter(|s| !s.name.ends_with("-redis-password"))
+            .count(),
         0,
         "no chart Secret when one exists"
     );
@@ -322,12 +328,12 @@ fn shared_limits_use_the_charts_redis_or_yours_and_the_engine_key_reaches_the_ga
             .unwrap_or_default()
             .contains("rediss://redis.example:6380/2")
     );
-    // Off by default: each pod limits alone.
+    // The defaults' two gateway pods share through the chart's Redis too (chart/redis.rs).
     assert_eq!(
         default_render()
             .of_kind("Deployment")
             .filter(|d| d.name.contains("redis"))
             .count(),
-        0
+        1
     );
 }

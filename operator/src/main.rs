@@ -50,8 +50,9 @@ struct Args {
     /// The gateway's Service as NAMESPACE/NAME, scraped through its EndpointSlices.
     #[arg(long)]
     gateway_service: Option<String>,
-    /// Port of the gateway's `/metrics`.
-    #[arg(long, default_value_t = 8080)]
+    /// Port of the gateway's `/metrics`: its admin listener (`--admin-listen`; the API port
+    /// has no `/metrics`).
+    #[arg(long, default_value_t = 9090)]
     gateway_metrics_port: i32,
     /// Fixed gateway `/metrics` URLs (repeatable), instead of `--gateway-service`.
     #[arg(long)]

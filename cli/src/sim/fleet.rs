@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 
 use super::metrics::Recorder;
 use super::replica::{Cohort, ReplicaState, TickContext};
+use super::start::StartTimes;
 use super::trace::ClassCounts;
 
 /// Groups ready for this long are assumed to have converged and are merged.
@@ -40,13 +41,13 @@ pub struct Fleet {
     pub groups: Vec<Group>,
     /// Requests held at the gateway while no replica is ready.
     held: VecDeque<Cohort>,
-    cold_start_s: f64,
+    starts: StartTimes,
     hold_deadline_s: f64,
 }
 
 impl Fleet {
-    /// A fleet with `ready` replicas serving from the start.
-    pub fn new(ready: u32, cold_start_s: f64, hold_deadline_s: f64) -> Self {
+    /// A fleet with `ready` replicas serving from the start; new ones take `starts`.
+    pub fn new(ready: u32, starts: StartTimes, hold_deadline_s: f64) -> Self {
         let groups = if ready > 0 {
             vec![Group {
                 replicas: ready,
@@ -59,7 +60,7 @@ impl Fleet {
         Self {
             groups,
             held: VecDeque::new(),
-            cold_start_s,
+            starts,
             hold_deadline_s,
         }
     }
@@ -104,17 +105,21 @@ impl Fleet {
         })
     }
 
-    /// Sets the scale target: new replicas start cold; fewer cancels starting ones first
-    /// (newest first), then drains the least-loaded ready ones.
+    /// Sets the scale target: new replicas start cold, each group after its own drawn start
+    /// time; fewer cancels starting ones first (newest first), then drains the least-loaded
+    /// ready ones.
     pub fn set_target(&mut self, desired: u32, now_s: f64) {
         let current = self.target();
         if desired > current {
-            let ready_at_s = now_s + self.cold_start_s;
-            self.groups.push(Group {
-                replicas: desired - current,
-                phase: Phase::Starting { ready_at_s },
-                state: ReplicaState::default(),
-            });
+            for (replicas, start_s) in self.starts.draw_order(desired - current) {
+                self.groups.push(Group {
+                    replicas,
+                    phase: Phase::Starting {
+                        ready_at_s: now_s + start_s,
+                    },
+                    state: ReplicaState::default(),
+                });
+            }
             return;
         }
         let mut excess = current - desired;
@@ -279,7 +284,7 @@ mod tests {
 
     #[test]
     fn scale_in_cancels_starting_before_draining() {
-        let mut fleet = Fleet::new(4, 30.0, 60.0);
+        let mut fleet = Fleet::new(4, StartTimes::fixed(30.0), 60.0);
         fleet.set_target(7, 0.0);
         assert_eq!((fleet.ready(), fleet.starting()), (4, 3));
         fleet.set_target(2, 1.0);

@@ -14,6 +14,7 @@ mod replica;
 mod report;
 mod rng;
 mod run;
+mod start;
 mod trace;
 
 use std::path::PathBuf;
@@ -110,18 +111,33 @@ pub struct SimArgs {
     /// Metrics reach the operator this many seconds late.
     #[arg(long, default_value_t = 5)]
     pub scrape_delay: u64,
-    /// tokenscale's capacity hint as a multiple of the true capacity (test a wrong bench).
-    #[arg(long, default_value_t = 1.0)]
-    pub hint_factor: f64,
-    /// tokenscale's target utilisation of the learned capacity.
-    #[arg(long, default_value_t = 0.9)]
+    /// Give tokenscale a capacity hint (the CRD's `capacity.tokensPerSecondPerGpu`, from a
+    /// bench) of this multiple of the true capacity: 1 is a correct bench, others a wrong
+    /// one. Without it, tokenscale learns the capacity from what it measures, as the
+    /// operator does for a model nobody benched.
+    #[arg(long)]
+    pub hint_factor: Option<f64>,
+    /// tokenscale's target utilisation of the learned capacity (the CRD's default).
+    #[arg(long, default_value_t = 0.8)]
     pub target_utilization: f64,
-    /// Replica start time, asked for to ready (e.g. `15s`, `5m`), in place of the profile's.
-    /// tokenscale is not told it: it plans with the CRD's default `startupTime` (60 s) until
-    /// it has timed its replicas' starts, as the operator does. Without it, the profile's
-    /// start time, which tokenscale is told.
+    /// tokenscale's decision period (the CRD's `scaling.period`; its default).
+    #[arg(long, default_value = "15s")]
+    pub period: String,
+    /// Median replica start time, asked for to ready (e.g. `15s`, `5m`), in place of the
+    /// profile's. tokenscale is never told it: it plans with the CRD's default `startupTime`
+    /// (60 s) until it has timed its replicas' starts, as the operator does.
     #[arg(long)]
     pub cold_start: Option<String>,
+    /// Spread of replica start times: the 95th percentile as a multiple of the median
+    /// (log-normal, a heavy right tail: a fresh image pull, a slow download). 1: every start
+    /// takes the median.
+    #[arg(long, default_value_t = 2.0)]
+    pub start_tail: f64,
+    /// Time a new replica waits for a free GPU before it starts (a cluster without spare
+    /// nodes waits for one to be provisioned), e.g. `5m`. tokenscale is not told it either:
+    /// it is part of the start it measures.
+    #[arg(long)]
+    pub gpu_wait: Option<String>,
     /// A Batch API job, repeatable: `at=2h,tokens=50M,window=24h` (output tokens, with K, M or
     /// G). Served on the capacity interactive traffic leaves; the report says when each
     /// finished, whether by its deadline, and the GPU-hours it added against the same run
@@ -225,14 +241,23 @@ impl Comparison {
         if !(args.tick > 0.0 && args.tick <= 1.0) {
             return Err(SimError::Usage("--tick must be in (0, 1] seconds".into()));
         }
-        if !(args.target_utilization > 0.0
-            && args.target_utilization <= 1.0
-            && args.hint_factor > 0.0)
-        {
+        if !(args.target_utilization > 0.0 && args.target_utilization <= 1.0) {
             return Err(SimError::Usage(
-                "--target-utilization must be in (0, 1] and --hint-factor positive".into(),
+                "--target-utilization must be in (0, 1]".into(),
             ));
         }
+        if args
+            .hint_factor
+            .is_some_and(|h| !(h.is_finite() && h > 0.0))
+        {
+            return Err(SimError::Usage("--hint-factor must be positive".into()));
+        }
+        if !(args.start_tail.is_finite() && (1.0..=10.0).contains(&args.start_tail)) {
+            return Err(SimError::Usage(
+                "--start-tail must be in [1, 10] (the 95th percentile over the median)".into(),
+            ));
+        }
+        let gpu_wait_s = args.gpu_wait.as_deref().map(parse_duration_s).transpose()?;
         let policies = args
             .policy
             .split(',')
@@ -248,8 +273,10 @@ impl Comparison {
             max_replicas: args.max_replicas,
             hint_factor: args.hint_factor,
             target_utilization: args.target_utilization,
+            period_s: parse_duration_s(&args.period)?,
             hold_deadline_s: 60.0,
-            start_time_told: args.cold_start.is_none(),
+            start_tail: args.start_tail,
+            gpu_wait_s: gpu_wait_s.unwrap_or(0.0),
         };
         let knee = knee::find(&config.profile, &trace.classes, slo, config.tick_s);
         if knee.tokens_per_s <= 0.0 {

@@ -64,7 +64,9 @@ pub fn table(c: &Comparison, results: &[PolicyResult]) -> String {
     let cfg = &c.config;
     let mut out = format!(
         "trace {} ({:.1} h, peak {:.0} req/s), profile {}, SLO p95 TTFT {} ms / TPOT {} ms, seed {}\n\
-         true capacity per replica within the SLO: {:.0} output tokens/s ({:.2} req/s); cold start {:.0} s\n\n",
+         true capacity per replica within the SLO: {:.0} output tokens/s ({:.2} req/s)\n\
+         replica start: median {:.0} s, p95 {:.1}x the median, after {:.0} s waiting for a GPU (tokenscale measures it); \
+         tokenscale: period {:.0} s, target utilisation {:.2}, {}\n\n",
         c.trace.name,
         c.trace.duration_s / 3600.0,
         c.trace.peak_rps(),
@@ -75,6 +77,14 @@ pub fn table(c: &Comparison, results: &[PolicyResult]) -> String {
         c.knee.tokens_per_s,
         c.knee.requests_per_s,
         cfg.profile.cold_start_s,
+        cfg.start_tail,
+        cfg.gpu_wait_s,
+        cfg.period_s,
+        cfg.target_utilization,
+        match cfg.hint_factor {
+            Some(h) => format!("capacity hint {h:.2}x the true capacity"),
+            None => "no capacity hint (learned)".to_string(),
+        },
     );
     out.push_str(&format!(
         "{:<12} {:>10} {:>10} {:>10} {:>14} {:>8} {:>8} {:>6}\n",

@@ -16,6 +16,7 @@ use super::metrics::Recorder;
 use super::policy::{Controller, DecideInput, PolicyKind};
 use super::replica::TickContext;
 use super::rng::Rng;
+use super::start::StartTimes;
 use super::trace::Trace;
 
 /// Everything fixed across the policies of one comparison.
@@ -35,16 +36,33 @@ pub struct SimConfig {
     pub min_replicas: u32,
     /// Replica bounds for every policy.
     pub max_replicas: u32,
-    /// The tokenscale policy's capacity hint = true capacity × this (1.0: a correct bench).
-    pub hint_factor: f64,
+    /// The tokenscale policy's capacity hint = true capacity × this (1.0: a correct bench);
+    /// `None`: no hint, the capacity is learned from measurements.
+    pub hint_factor: Option<f64>,
     /// The tokenscale policy's target utilisation.
     pub target_utilization: f64,
+    /// The tokenscale policy's decision period, seconds.
+    pub period_s: f64,
     /// Requests held at the gateway longer than this with no replica are rejected.
     pub hold_deadline_s: f64,
-    /// Whether the tokenscale policy is told the replica start time (the profile's) as its
-    /// `startup_time`; otherwise it starts from the CRD's default hint and plans with the
-    /// starts it measures, as the operator does (`--cold-start`).
-    pub start_time_told: bool,
+    /// Replica starts: the 95th percentile over the median (the profile's `cold_start_s`).
+    /// The tokenscale policy is never told the start time: it starts from the CRD's default
+    /// hint and plans with the starts it measures, as the operator does.
+    pub start_tail: f64,
+    /// Seconds a new replica waits for a free GPU before its start begins.
+    pub gpu_wait_s: f64,
+}
+
+impl SimConfig {
+    /// The start-time distribution of this run's replicas.
+    pub fn start_times(&self) -> StartTimes {
+        StartTimes::new(
+            self.profile.cold_start_s,
+            self.start_tail,
+            self.gpu_wait_s,
+            self.seed,
+        )
+    }
 }
 
 /// One point of the plotted series.
@@ -114,10 +132,9 @@ pub fn controller(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace)
             let mut spec = PolicySpec::new(cfg.min_replicas, cfg.max_replicas, cfg.slo);
             spec.target_utilization = cfg.target_utilization;
             spec.gpus_per_replica = cfg.profile.devices_per_replica();
-            if cfg.start_time_told {
-                spec.startup_time = Duration::from_secs_f64(cfg.profile.cold_start_s);
-            }
-            spec.initial_tokens_per_s_per_gpu = Some(knee.tokens_per_s * cfg.hint_factor / devices);
+            spec.period = Duration::from_secs_f64(cfg.period_s);
+            spec.initial_tokens_per_s_per_gpu =
+                (cfg.hint_factor).map(|hint| knee.tokens_per_s * hint / devices);
             Controller::Tokenscale {
                 scaling: ScalingLoop::new(spec),
                 last_reason: String::new(),
@@ -133,7 +150,8 @@ pub fn controller(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace)
         PolicyKind::Oracle(percent) => Controller::Oracle {
             capacity_tokens_per_s: (knee.tokens_per_s * 100.0 / f64::from(percent)).max(1e-9),
             tokens_per_request: trace.mean_output_tokens(),
-            lookahead_s: cfg.profile.cold_start_s,
+            // The median start: the oracle knows the future's demand, not each start's draw.
+            lookahead_s: cfg.start_times().median_s(),
             period_s: Duration::from_secs(10).as_secs_f64(),
             min: cfg.min_replicas,
             max: cfg.max_replicas,
@@ -162,7 +180,7 @@ pub fn simulate(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace) -
     let mut rec = Recorder::new(cfg.slo.ttft_p95_s, cfg.slo.tpot_p95_s);
     let mut fleet = Fleet::new(
         initial_replicas(kind, cfg, knee, &trace),
-        cfg.profile.cold_start_s,
+        cfg.start_times(),
         cfg.hold_deadline_s,
     );
     let mut control = controller(kind, cfg, knee, &trace);

@@ -12,6 +12,7 @@ pub mod scope;
 pub mod status;
 pub mod ticker;
 pub mod wake;
+pub mod watches;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,7 +23,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 
@@ -214,13 +215,30 @@ pub async fn run(ctx: Arc<Context>, namespace: Option<String>) {
     };
     let children =
         watcher::Config::default().labels("app.kubernetes.io/managed-by=tokenscale-operator");
-    let controller = Controller::new(mds, watcher::Config::default().any_semantic());
+    // Only changes reconcile acts on trigger it (see `watches`): not the status the scaling
+    // clock writes, nor the children's own status.
+    let (store, writer) = reflector::store();
+    let trigger =
+        watches::model_deployments(mds, watcher::Config::default().any_semantic(), writer);
+    let controller = Controller::for_stream(trigger, store);
     let _ = ctx.deployments.set(controller.store());
     let wakes = tokio::spawn(wake::relay(ctx.clone(), controller.store()));
     controller
-        .owns(deployments, children.clone())
-        .owns(services, children.clone())
-        .owns(pdbs, children)
+        .owns_stream(watches::children(
+            deployments,
+            children.clone(),
+            watches::deployment_changes,
+        ))
+        .owns_stream(watches::children(
+            services,
+            children.clone(),
+            watches::intent::<Service>,
+        ))
+        .owns_stream(watches::children(
+            pdbs,
+            children,
+            watches::intent::<PodDisruptionBudget>,
+        ))
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

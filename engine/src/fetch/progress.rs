@@ -1,7 +1,9 @@
 //! Download progress: a bar on a terminal, and on anything else (a pod's log) one line every
-//! few seconds, so a 16 GB fetch is visibly alive in `kubectl logs`.
+//! few seconds, so a 16 GB fetch is visibly alive in `kubectl logs`. One `Progress` sums every
+//! part of every file in flight (shared by reference: the counts sit behind a lock).
 
 use std::io::IsTerminal;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Seconds between progress lines when stderr is not a terminal.
@@ -11,11 +13,16 @@ const LINE_EVERY: Duration = Duration::from_secs(10);
 pub struct Progress {
     what: String,
     total: u64,
-    done: u64,
     started: Instant,
     bar: Option<indicatif::ProgressBar>,
-    last_line: Instant,
     quiet: bool,
+    counts: Mutex<Counts>,
+}
+
+/// What changes as bytes arrive.
+struct Counts {
+    done: u64,
+    last_line: Instant,
 }
 
 /// `1.5 GiB`-style sizes.
@@ -42,45 +49,58 @@ impl Progress {
         Self {
             what: what.to_string(),
             total,
-            done: 0,
             started: Instant::now(),
             bar,
-            last_line: Instant::now(),
             quiet,
+            counts: Mutex::new(Counts {
+                done: 0,
+                last_line: Instant::now(),
+            }),
         }
     }
 
-    /// `n` more bytes arrived (of file `file`).
-    pub fn add(&mut self, n: u64, file: &str) {
-        self.done += n;
+    /// The counts; a panic elsewhere while they were held leaves them usable.
+    fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
+        self.counts.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `n` more bytes arrived (of file `file`, from any of its parts).
+    pub fn add(&self, n: u64, file: &str) {
+        let mut counts = self.counts();
+        counts.done += n;
         if let Some(bar) = &self.bar {
-            bar.set_position(self.done);
+            bar.set_position(counts.done);
             return;
         }
-        if !self.quiet && self.last_line.elapsed() >= LINE_EVERY {
-            self.last_line = Instant::now();
-            eprintln!("fetching {}: {} ({file})", self.what, self.status());
+        if !self.quiet && counts.last_line.elapsed() >= LINE_EVERY {
+            counts.last_line = Instant::now();
+            eprintln!(
+                "fetching {}: {} ({file})",
+                self.what,
+                self.status(counts.done)
+            );
         }
     }
 
     /// `n` bytes that had arrived are discarded (a restarted download).
-    pub fn rewind(&mut self, n: u64) {
-        self.done = self.done.saturating_sub(n);
+    pub fn rewind(&self, n: u64) {
+        let mut counts = self.counts();
+        counts.done = counts.done.saturating_sub(n);
     }
 
     /// `done of total (percent) at rate`.
-    fn status(&self) -> String {
+    fn status(&self, done: u64) -> String {
         let secs = self.started.elapsed().as_secs_f64().max(1e-3);
         let pct = if self.total > 0 {
-            100.0 * self.done as f64 / self.total as f64
+            100.0 * done as f64 / self.total as f64
         } else {
             100.0
         };
         format!(
             "{} of {} ({pct:.0}%) at {}/s",
-            human_bytes(self.done),
+            human_bytes(done),
             human_bytes(self.total),
-            human_bytes((self.done as f64 / secs) as u64)
+            human_bytes((done as f64 / secs) as u64)
         )
     }
 
@@ -89,11 +109,12 @@ impl Progress {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
-        if !self.quiet && self.done > 0 {
+        let done = self.counts().done;
+        if !self.quiet && done > 0 {
             eprintln!(
                 "fetched {}: {} in {:.1} s",
                 self.what,
-                human_bytes(self.done),
+                human_bytes(done),
                 self.started.elapsed().as_secs_f64()
             );
         }

@@ -3,25 +3,31 @@
 //! listing (`/api/models/ORG/REPO/revision/REV`), the resolve route (`/ORG/REPO/resolve/REV/
 //! PATH`, with `X-Repo-Commit`, `ETag`, `X-Linked-Etag` and `X-Linked-Size` headers, and a 302
 //! to a CDN on another port for LFS files, as the Hub does), byte ranges, gated access, and
-//! the faults the tests need: a download cut after N bytes, a corrupted file.
+//! the faults the tests need: a download cut after N bytes, a corrupted file, a server that
+//! ignores ranges or lies about lengths (`send`). It counts the file bytes it sends and the
+//! downloads in flight at once.
 #![allow(dead_code)]
 
 pub mod repo;
+mod send;
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
-use hyper::body::{Frame, Incoming};
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 
 use self::repo::{HashCache, revision};
+pub use self::send::Ranges;
+use self::send::send_file;
 
 /// Who may read the repositories.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,10 +52,12 @@ pub struct Seen {
 
 #[derive(Default)]
 struct Faults {
-    /// Path → bytes after which the next download of it is cut (once).
+    /// Path → the byte at which the next download that reaches it is cut (once).
     cut_once: HashMap<String, u64>,
     /// Paths served with one byte changed.
     corrupt: HashSet<String>,
+    /// How `Range` requests are answered.
+    ranges: Ranges,
 }
 
 struct State {
@@ -59,6 +67,11 @@ struct State {
     faults: Mutex<Faults>,
     seen: Mutex<Vec<Seen>>,
     cdn: Mutex<Option<SocketAddr>>,
+    /// File bytes handed to the connections so far (what a cut download really sent).
+    sent: AtomicU64,
+    /// File bodies being sent now, and the most at once.
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
 }
 
 /// A running test Hub (its own thread and runtime, so sync and async tests can use it);
@@ -115,6 +128,9 @@ impl TestHub {
             faults: Mutex::new(Faults::default()),
             seen: Mutex::new(Vec::new()),
             cdn: Mutex::new(None),
+            sent: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            max_in_flight: AtomicUsize::new(0),
         });
         let (addrs_tx, addrs_rx) = std::sync::mpsc::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -146,7 +162,8 @@ impl TestHub {
         *self.state.access.lock().expect("access") = access;
     }
 
-    /// The next download of `path` stops after `bytes` bytes (the connection is dropped).
+    /// The next download of `path` that reaches byte `bytes` stops there (the connection is
+    /// dropped).
     pub fn cut_once(&self, path: &str, bytes: u64) {
         self.state
             .faults
@@ -154,6 +171,21 @@ impl TestHub {
             .expect("faults")
             .cut_once
             .insert(path.to_string(), bytes);
+    }
+
+    /// How `Range` requests are answered from now on.
+    pub fn set_ranges(&self, ranges: Ranges) {
+        self.state.faults.lock().expect("faults").ranges = ranges;
+    }
+
+    /// File bytes sent so far, counted as they go out (a cut download counts what it sent).
+    pub fn sent_bytes(&self) -> u64 {
+        self.state.sent.load(Ordering::SeqCst)
+    }
+
+    /// The most file bodies that were being sent at once.
+    pub fn max_in_flight(&self) -> usize {
+        self.state.max_in_flight.load(Ordering::SeqCst)
     }
 
     /// `path` is served with one byte changed (its listing stays right).
@@ -272,7 +304,7 @@ fn denied(state: &State, req: &Request<Incoming>) -> Option<Response<Body>> {
     }
 }
 
-async fn handle(state: &State, req: Request<Incoming>, cdn: bool) -> Response<Body> {
+async fn handle(state: &Arc<State>, req: Request<Incoming>, cdn: bool) -> Response<Body> {
     let path = req.uri().path().to_string();
     if cdn {
         return serve_cdn(state, req, &path).await;
@@ -357,7 +389,7 @@ async fn handle(state: &State, req: Request<Incoming>, cdn: bool) -> Response<Bo
 }
 
 /// The CDN: `/lfs/SHA256` of any file of any repository.
-async fn serve_cdn(state: &State, req: Request<Incoming>, path: &str) -> Response<Body> {
+async fn serve_cdn(state: &Arc<State>, req: Request<Incoming>, path: &str) -> Response<Body> {
     let sha = path.trim_start_matches("/lfs/");
     let mut found = None;
     if let Ok(orgs) = std::fs::read_dir(&state.root) {
@@ -389,89 +421,4 @@ async fn serve_cdn(state: &State, req: Request<Incoming>, path: &str) -> Respons
             full(StatusCode::NOT_FOUND, "no such object")
         }
     }
-}
-
-/// A file's bytes, from `Range: bytes=N-` when asked, with the faults applied.
-async fn send_file(
-    state: &State,
-    req: &Request<Incoming>,
-    file: &repo::FileInfo,
-    cdn: bool,
-) -> Response<Body> {
-    let from = req
-        .headers()
-        .get(http::header::RANGE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("bytes="))
-        .and_then(|v| v.split('-').next())
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
-    let is_head = req.method() == http::Method::HEAD;
-    if from > 0 && from >= file.size {
-        log(state, req, cdn, 0);
-        return full(StatusCode::RANGE_NOT_SATISFIABLE, "");
-    }
-    let mut data = std::fs::read(&file.disk).expect("read a served file");
-    let (cut, corrupt) = {
-        let mut faults = state.faults.lock().expect("faults");
-        let cut = if is_head {
-            None
-        } else {
-            faults.cut_once.remove(&file.path)
-        };
-        (cut, faults.corrupt.contains(&file.path))
-    };
-    if corrupt && !data.is_empty() {
-        let mid = data.len() / 2;
-        data[mid] ^= 0x5a;
-    }
-    let body: Vec<u8> = data[from as usize..].to_vec();
-    let length = body.len() as u64;
-    let sent = if is_head {
-        0
-    } else {
-        cut.map_or(length, |c| c.saturating_sub(from).min(length))
-    };
-    log(state, req, cdn, sent);
-    let status = if from > 0 {
-        StatusCode::PARTIAL_CONTENT
-    } else {
-        StatusCode::OK
-    };
-    let stream_body: Body = if is_head {
-        Full::new(Bytes::new())
-            .map_err(|never: Infallible| match never {})
-            .boxed()
-    } else if let Some(cut) = cut {
-        // The first part, then (once it is on the wire) an error: hyper drops the
-        // connection mid-body.
-        let first = Bytes::from(body[..sent as usize].to_vec());
-        debug_assert!(cut >= from);
-        let cut_off = futures::stream::once(async {
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            Err(std::io::Error::other("cut by the test hub"))
-        });
-        let chunks =
-            futures::StreamExt::chain(futures::stream::iter(vec![Ok(Frame::data(first))]), cut_off);
-        StreamBody::new(chunks).boxed()
-    } else {
-        let chunks = body
-            .chunks(1 << 20)
-            .map(|c| Ok(Frame::data(Bytes::from(c.to_vec()))))
-            .collect::<Vec<_>>();
-        StreamBody::new(futures::stream::iter(chunks)).boxed()
-    };
-    let mut resp = Response::new(stream_body);
-    *resp.status_mut() = status;
-    let h = resp.headers_mut();
-    h.insert("content-length", HeaderValue::from(length));
-    h.insert("accept-ranges", HeaderValue::from_static("bytes"));
-    if from > 0 {
-        h.insert(
-            "content-range",
-            HeaderValue::from_str(&format!("bytes {from}-{}/{}", file.size - 1, file.size))
-                .expect("header"),
-        );
-    }
-    resp
 }

@@ -60,6 +60,19 @@ impl RepoCache {
         self.dir.join("blobs").join(format!("{name}.incomplete"))
     }
 
+    /// Where a download of blob `name` over several ranged connections accumulates: the whole
+    /// file's length from the start, parts written at their offsets. Not `.incomplete`:
+    /// `huggingface_hub` resumes that by appending at its length, which here would be a file
+    /// with holes.
+    pub fn parted(&self, name: &str) -> PathBuf {
+        self.dir.join("blobs").join(format!("{name}.parted"))
+    }
+
+    /// The parts of [`Self::parted`] that are on disk (written after their data is synced).
+    pub fn parted_ledger(&self, name: &str) -> PathBuf {
+        self.dir.join("blobs").join(format!("{name}.parted.done"))
+    }
+
     pub fn lock(&self, name: &str) -> PathBuf {
         self.locks.join(format!("{name}.lock"))
     }

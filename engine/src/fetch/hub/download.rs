@@ -1,7 +1,9 @@
 //! One file of the Hub into the cache: locked against other processes, resumed from what an
 //! earlier attempt left in `blobs/NAME.incomplete`, retried on transport failures from where
 //! it stopped, verified (size and SHA-256, or the Git blob id for small files) before it is
-//! renamed into `blobs/`. Nothing unverified is ever visible under its final name.
+//! renamed into `blobs/`. Nothing unverified is ever visible under its final name. Large files
+//! go over several ranged connections (`parts`); this is the one-stream path and the shared
+//! steps around both.
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -14,12 +16,15 @@ use sha2::{Digest, Sha256};
 use super::api::Hash;
 use super::cache::{RepoCache, create_parent};
 use super::http::{BODY_IDLE_TIMEOUT, Http};
+use super::parts::{self, PARTED_MIN_BYTES};
 use super::status_error;
 use crate::fetch::progress::Progress;
 use crate::fetch::{Error, Result};
 
 /// Attempts without progress before a download gives up.
-const MAX_ATTEMPTS: u32 = 5;
+pub(super) const MAX_ATTEMPTS: u32 = 5;
+/// How often a download waiting for another process's lock on its file looks again.
+const LOCK_POLL: Duration = Duration::from_millis(200);
 
 /// What to download and how to check it.
 pub struct BlobRequest {
@@ -32,7 +37,7 @@ pub struct BlobRequest {
     pub size: Option<u64>,
 }
 
-fn io_err(what: String) -> impl FnOnce(std::io::Error) -> Error {
+pub(super) fn io_err(what: String) -> impl FnOnce(std::io::Error) -> Error {
     move |source| {
         if source.kind() == std::io::ErrorKind::StorageFull {
             return Error::DiskFull {
@@ -44,13 +49,15 @@ fn io_err(what: String) -> impl FnOnce(std::io::Error) -> Error {
     }
 }
 
-/// Makes sure blob `req.hash` is in `repo`'s cache, downloading what is missing.
+/// Makes sure blob `req.hash` is in `repo`'s cache, downloading what is missing (over up to
+/// `connections` ranged connections when the file is large); returns the bytes downloaded.
 pub async fn ensure_blob(
     http: &Http,
     repo: &RepoCache,
     req: &BlobRequest,
-    progress: &mut Progress,
-) -> Result<()> {
+    connections: usize,
+    progress: &Progress,
+) -> Result<u64> {
     let name = req.hash.blob_name();
     let (blob, partial, lock_path) = (repo.blob(name), repo.incomplete(name), repo.lock(name));
     for p in [&blob, &lock_path] {
@@ -62,10 +69,18 @@ pub async fn ensure_blob(
     // One downloader per blob across processes (replicas sharing a cache volume, `up`).
     let lock = std::fs::File::create(&lock_path)
         .map_err(io_err(format!("creating {}", lock_path.display())))?;
-    lock.lock()
-        .map_err(io_err(format!("locking {}", lock_path.display())))?;
+    wait_for_lock(&lock, &lock_path).await?;
     if blob.is_file() {
-        return Ok(()); // another process finished it while we waited
+        return Ok(0); // another process finished it while we waited
+    }
+    let streamed = partial.metadata().is_ok_and(|m| m.len() > 0);
+    if let Some(size) = req.size.filter(|&s| s >= PARTED_MIN_BYTES)
+        && connections > 1
+        // What one stream left is resumed as one stream (it may be `huggingface_hub`'s).
+        && !streamed
+        && let Some(fetched) = parts::download(http, repo, req, size, connections, progress).await?
+    {
+        return Ok(fetched);
     }
     let mut file = std::fs::OpenOptions::new()
         .create(true)
@@ -88,8 +103,12 @@ pub async fn ensure_blob(
         progress.add(have, &req.path);
     }
     let mut failures = 0;
+    let mut fetched = 0;
     loop {
-        match fetch_rest(http, req, &mut file, &mut have, &mut sha, progress).await {
+        let before = have;
+        let attempt = fetch_rest(http, req, &mut file, &mut have, &mut sha, progress).await;
+        fetched += have - before;
+        match attempt {
             Ok(None) => break,
             Ok(Some(why)) => {
                 // Cut after some progress: resume at once, with a fresh count of failures.
@@ -128,7 +147,22 @@ pub async fn ensure_blob(
         "renaming {} into the cache",
         partial.display()
     )))?;
-    Ok(())
+    Ok(fetched)
+}
+
+/// Takes the per-file lock without blocking the thread: every download of this process runs
+/// on it, and two processes that each hold one file's lock and block on the other's would
+/// wait forever.
+async fn wait_for_lock(lock: &std::fs::File, path: &Path) -> Result<()> {
+    loop {
+        match lock.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) => tokio::time::sleep(LOCK_POLL).await,
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(io_err(format!("locking {}", path.display()))(e));
+            }
+        }
+    }
 }
 
 /// Why an attempt stopped.
@@ -149,13 +183,13 @@ async fn fetch_rest(
     file: &mut std::fs::File,
     have: &mut u64,
     sha: &mut Sha256,
-    progress: &mut Progress,
+    progress: &Progress,
 ) -> Result<Option<String>, Retry> {
     if req.size.is_some_and(|s| *have == s) {
         return Ok(None);
     }
     let reply = http
-        .send(Method::GET, &req.url, Some(*have), true)
+        .send(Method::GET, &req.url, Some((*have, None)), true)
         .await
         .map_err(Retry::Transient)?;
     match reply.status {
@@ -238,8 +272,9 @@ async fn fetch_rest(
     }
 }
 
-/// Feeds the first `len` bytes of `path` into `sha` (resuming a download).
-fn hash_prefix(path: &Path, len: u64, sha: &mut Sha256) -> Result<()> {
+/// Feeds the first `len` bytes of `path` into `sha` (resuming a download, checking a file
+/// that arrived in parts).
+pub(super) fn hash_prefix(path: &Path, len: u64, sha: &mut Sha256) -> Result<()> {
     let mut f = std::fs::File::open(path).map_err(io_err(format!("reading {}", path.display())))?;
     let mut buf = vec![0u8; 1 << 20];
     let mut left = len;
@@ -257,7 +292,7 @@ fn hash_prefix(path: &Path, len: u64, sha: &mut Sha256) -> Result<()> {
 }
 
 /// Checks size and hash; a file that fails is removed so the next attempt starts clean.
-fn verify(req: &BlobRequest, partial: &Path, have: u64, sha: Sha256) -> Result<()> {
+pub(super) fn verify(req: &BlobRequest, partial: &Path, have: u64, sha: Sha256) -> Result<()> {
     let fail = |detail: String| {
         let _ = std::fs::remove_file(partial);
         Err(Error::Integrity {

@@ -90,13 +90,14 @@ impl Http {
         self.token.is_some()
     }
 
-    /// Sends `method url` (with `Range: bytes=FROM-` when `range_from` is given), following
-    /// redirects when `follow` (with the range, without the token off the Hub's origin).
+    /// Sends `method url` (with `Range: bytes=FROM-` or `bytes=FROM-TO` when `range` is
+    /// `(FROM, TO)`, `TO` inclusive), following redirects when `follow` (with the range,
+    /// without the token off the Hub's origin).
     pub async fn send(
         &self,
         method: Method,
         url: &str,
-        range_from: Option<u64>,
+        range: Option<(u64, Option<u64>)>,
         follow: bool,
     ) -> Result<Reply, String> {
         let mut uri: Uri = url.parse().map_err(|e| format!("bad URL {url}: {e}"))?;
@@ -114,8 +115,10 @@ impl Http {
             if let (Some(token), true) = (&self.token, origin_of(&uri) == self.origin) {
                 req = req.header(AUTHORIZATION, format!("Bearer {token}"));
             }
-            if let Some(from) = range_from.filter(|&f| f > 0) {
-                req = req.header(RANGE, format!("bytes={from}-"));
+            // `bytes=0-` asks for the whole file: sent as a plain GET.
+            if let Some((from, to)) = range.filter(|&(from, to)| from > 0 || to.is_some()) {
+                let to = to.map_or(String::new(), |t| t.to_string());
+                req = req.header(RANGE, format!("bytes={from}-{to}"));
             }
             let req = req.body(Empty::new()).map_err(|e| e.to_string())?;
             let response = tokio::time::timeout(HEADERS_TIMEOUT, self.client.request(req))

@@ -12,11 +12,13 @@ mod api;
 mod cache;
 mod download;
 mod http;
+mod parts;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use ::http::{HeaderMap, Method, StatusCode};
+use futures::{StreamExt, TryStreamExt};
 use http_body_util::{BodyExt, Limited};
 use tokenscale_common::hub_source::HubSource;
 
@@ -31,6 +33,8 @@ use super::{Error, Result};
 
 /// The Hub's public endpoint (`HF_ENDPOINT` replaces it).
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+/// Files downloaded at once (each over up to [`HubConfig::connections`] connections).
+const FILES_IN_FLIGHT: usize = 3;
 /// Largest repository listing or index file read into memory.
 const MAX_METADATA_BYTES: usize = 64 << 20;
 /// Connections per large file when `TOKENSCALE_HUB_CONNECTIONS` is not set.
@@ -450,23 +454,33 @@ impl Fetcher<'_> {
         }
         let total: u64 = missing.iter().map(|r| r.size.unwrap_or(0)).sum();
         check_space(self.repo, &missing, total)?;
-        let mut progress = Progress::new(self.model, total, quiet || self.config.quiet);
-        let mut downloaded = 0;
-        for req in &missing {
-            let name = req.hash.blob_name();
-            if !self.repo.blob(name).is_file() {
-                let before = self.repo.incomplete(name).metadata().map_or(0, |m| m.len());
-                ensure_blob(self.http, self.repo, req, &mut progress).await?;
-                downloaded += req.size.unwrap_or(0).saturating_sub(before);
-            }
-            self.repo
-                .link(commit, &req.path, name)
-                .map_err(|source| Error::Io {
-                    what: format!("linking {} into the snapshot", req.path),
-                    source,
-                })?;
-        }
+        let progress = Progress::new(self.model, total, quiet || self.config.quiet);
+        // A few files at once, each over its own connections; the first error ends the fetch
+        // (what arrived stays for the next run to resume).
+        let downloads = futures::stream::iter(&missing)
+            .map(|req| self.get_file(req, &progress))
+            .buffer_unordered(FILES_IN_FLIGHT);
+        let downloaded = downloads
+            .try_fold(0, |sum, n| async move { Ok(sum + n) })
+            .await?;
         progress.finish();
+        Ok(downloaded)
+    }
+
+    /// One missing file into the cache and the snapshot; returns the bytes downloaded.
+    async fn get_file(&self, req: &BlobRequest, progress: &Progress) -> Result<u64> {
+        let name = req.hash.blob_name();
+        let mut downloaded = 0;
+        if !self.repo.blob(name).is_file() {
+            downloaded =
+                ensure_blob(self.http, self.repo, req, self.config.connections, progress).await?;
+        }
+        self.repo
+            .link(&self.listing.commit, &req.path, name)
+            .map_err(|source| Error::Io {
+                what: format!("linking {} into the snapshot", req.path),
+                source,
+            })?;
         Ok(downloaded)
     }
 
@@ -553,9 +567,9 @@ fn check_space(repo: &RepoCache, missing: &[BlobRequest], total: u64) -> Result<
     let have: u64 = missing
         .iter()
         .map(|r| {
-            repo.incomplete(r.hash.blob_name())
-                .metadata()
-                .map_or(0, |m| m.len())
+            let name = r.hash.blob_name();
+            let streamed = repo.incomplete(name).metadata().map_or(0, |m| m.len());
+            streamed + parts::kept_bytes(repo, name, r.size.unwrap_or(0))
         })
         .sum();
     let need = total.saturating_sub(have);

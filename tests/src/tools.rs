@@ -103,6 +103,28 @@ pub fn python_with(module: &'static str) -> Result<Command, ToolError> {
     }
 }
 
+/// The Kubernetes versions whose schemas the installed `kubernetes-validate` bundles, as
+/// `(major, minor)`, oldest first (its `--kubernetes-version` accepts `MAJOR.MINOR.0` of each).
+pub fn kubernetes_validate_versions() -> Result<Vec<(u32, u32)>, ToolError> {
+    let mut command = python_with("kubernetes_validate")?;
+    command.args([
+        "-c",
+        "from kubernetes_validate.utils import all_versions; print('\\n'.join(all_versions()))",
+    ]);
+    let out = run(command)?;
+    let mut versions: Vec<(u32, u32)> = out
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.trim().split('.');
+            Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+        })
+        .collect();
+    // Each version comes twice (its plain and its strict schemas).
+    versions.sort_unstable();
+    versions.dedup();
+    Ok(versions)
+}
+
 /// `promtool` from `PATH` (Debian package `prometheus`).
 pub fn promtool() -> Result<Command, ToolError> {
     match Command::new("promtool").arg("--version").output() {

@@ -11,7 +11,7 @@ use tokenscale_e2e::chart::{Render, ci_values_files, declared_min_kube_version};
 use tokenscale_e2e::k8s_checks::rbac::check_rbac_rules;
 use tokenscale_e2e::k8s_checks::security::check_pod_security;
 use tokenscale_e2e::k8s_checks::{Object, Typed, parse_documents};
-use tokenscale_e2e::tools::{python_with, run};
+use tokenscale_e2e::tools::{kubernetes_validate_versions, python_with, run};
 
 mod chart {
     pub mod batch;
@@ -73,35 +73,36 @@ pub fn render(label: &str, render: &Render) -> Rendered {
 }
 
 /// The chart rendered over its defaults and every ci values file, as a cluster with the
-/// Prometheus Operator at the declared minimum Kubernetes version would see it. Rendered
-/// once for all tests.
+/// Prometheus Operator at Kubernetes `version` would see it.
+pub fn renders_at(version: &str) -> Vec<Rendered> {
+    let mut cases: Vec<(String, Option<PathBuf>)> = vec![("default".into(), None)];
+    for file in ci_values_files() {
+        let label = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        cases.push((label, Some(file)));
+    }
+    cases
+        .iter()
+        .map(|(label, values)| {
+            let r = Render {
+                values: values.as_deref(),
+                monitoring_api: true,
+                kube_version: Some(version),
+                ..Default::default()
+            };
+            render(label, &r)
+        })
+        .collect()
+}
+
+/// [`renders_at`] the declared minimum Kubernetes version, rendered once for all tests.
 pub fn renders() -> &'static [Rendered] {
     static RENDERS: OnceLock<Vec<Rendered>> = OnceLock::new();
     RENDERS.get_or_init(|| {
         let version = declared_min_kube_version().unwrap_or_else(|e| panic!("{e}"));
-        let files = ci_values_files();
-        let mut out = vec![render(
-            "default",
-            &Render {
-                monitoring_api: true,
-                kube_version: Some(&version),
-                ..Default::default()
-            },
-        )];
-        for file in &files {
-            let label = file
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let r = Render {
-                values: Some(file),
-                monitoring_api: true,
-                kube_version: Some(&version),
-                ..Default::default()
-            };
-            out.push(render(&label, &r));
-        }
-        out
+        renders_at(&version)
     })
 }
 
@@ -227,34 +228,67 @@ fn a_cluster_older_than_the_declared_kube_version_is_refused() {
     );
 }
 
-#[test]
-fn every_rendered_manifest_passes_kubernetes_validate_strict() {
+/// Every Kubernetes minor the chart supports, as `1.M.0`: from Chart.yaml's kubeVersion to
+/// the newest kubernetes-validate has schemas for (which must reach k8s-openapi's `latest`,
+/// the version the typed checks use).
+fn supported_kube_versions() -> Vec<String> {
     let declared = declared_min_kube_version().unwrap_or_else(|e| panic!("{e}"));
-    let dir = scratch_dir("kubernetes-validate");
-    let mut command = python_with("kubernetes_validate").unwrap_or_else(|e| panic!("{e}"));
-    command.args(["-m", "kubernetes_validate", "--strict", "--quiet"]);
-    command.args(["-k", &declared, "-k", NEWEST_KUBE_VERSION]);
-    for rendered in renders() {
-        let file = dir.join(format!("{}.yaml", rendered.label));
-        std::fs::write(&file, &rendered.yaml)
-            .unwrap_or_else(|e| panic!("write {}: {e}", file.display()));
-        command.arg(file);
+    let minor = |v: &str| -> (u32, u32) {
+        let mut parts = v
+            .split('.')
+            .map(|p| p.parse().unwrap_or_else(|e| panic!("{v}: {e}")));
+        (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+    };
+    let (oldest, newest) = (minor(&declared), minor(NEWEST_KUBE_VERSION));
+    let known = kubernetes_validate_versions().unwrap_or_else(|e| panic!("{e}"));
+    for needed in [oldest, newest] {
+        assert!(
+            known.contains(&needed),
+            "kubernetes-validate has no schemas for {needed:?} (it has {known:?}); \
+             scripts/setup installs a release that does"
+        );
     }
-    let output = run(command).unwrap_or_else(|e| panic!("kubernetes-validate --strict: {e}"));
-    // Only the Prometheus Operator kinds lack a bundled schema; they are typed in the next test.
-    let unexpected: Vec<&str> = output
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .filter(|l| {
-            !(l.starts_with("WARN")
-                && (l.contains("kind ServiceMonitor") || l.contains("kind PodMonitor")))
-        })
-        .collect();
-    assert!(
-        unexpected.is_empty(),
-        "kubernetes-validate {declared} and {NEWEST_KUBE_VERSION}:\n{}",
-        unexpected.join("\n")
-    );
+    known
+        .into_iter()
+        .filter(|v| *v >= oldest)
+        .map(|(major, minor)| format!("{major}.{minor}.0"))
+        .collect()
+}
+
+#[test]
+fn the_chart_and_the_crd_pass_kubernetes_validate_strict_at_every_supported_minor() {
+    let versions = supported_kube_versions();
+    // 1.30 (see Chart.yaml) to 1.37 at least: the range the README states.
+    assert!(versions.len() >= 8, "{versions:?}");
+    let crd = tokenscale_e2e::tools::workspace_root().join("crds/modeldeployments.yaml");
+    let mut problems = Vec::new();
+    for version in &versions {
+        let dir = scratch_dir(&format!("kubernetes-validate-{version}"));
+        let mut command = python_with("kubernetes_validate").unwrap_or_else(|e| panic!("{e}"));
+        command.args(["-m", "kubernetes_validate", "--strict", "--quiet"]);
+        command.args(["-k", version]);
+        // Rendered as `helm template --kube-version` for that cluster: what it would install.
+        for rendered in renders_at(version) {
+            let file = dir.join(format!("{}.yaml", rendered.label));
+            std::fs::write(&file, &rendered.yaml)
+                .unwrap_or_else(|e| panic!("write {}: {e}", file.display()));
+            command.arg(file);
+        }
+        command.arg(&crd);
+        let output = run(command).unwrap_or_else(|e| panic!("kubernetes-validate {version}: {e}"));
+        // Only the Prometheus Operator kinds lack a bundled schema; they are typed below.
+        problems.extend(
+            output
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .filter(|l| {
+                    !(l.starts_with("WARN")
+                        && (l.contains("kind ServiceMonitor") || l.contains("kind PodMonitor")))
+                })
+                .map(|l| format!("[{version}] {l}")),
+        );
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 #[test]

@@ -185,6 +185,11 @@ fn a_value_of_the_wrong_type_or_an_unknown_value_fails_lint() {
             "/gateway/batch/objects",
         ),
         (
+            "redis-enabled-not-auto-or-bool",
+            "redis:\n  enabled: sometimes\n",
+            "/redis/enabled",
+        ),
+        (
             "no-memory-limit",
             "gateway:\n  resources:\n    requests: {cpu: 1, memory: 1Gi}\n    limits: {cpu: 1, memory: null}\n",
             "memory",

@@ -60,6 +60,7 @@ impl Gateway {
             .arg("--config")
             .arg(config)
             .args(["--listen", &addr.to_string()])
+            .args(cli_support::admin_listen(addr))
             .stdout(log.try_clone().expect("gateway log"))
             .stderr(log)
             .spawn()
@@ -188,7 +189,7 @@ impl Stack {
 
     /// `(sum in seconds, count)` of the gateway's interactive queue time so far.
     fn gateway_queue_time(&self) -> (f64, f64) {
-        let (_, text) = get(self.addr, "/metrics").expect("gateway metrics");
+        let (_, text) = cli_support::gateway_metrics(self.addr).expect("gateway metrics");
         let read = |suffix: &str| {
             metric_sum(&text, &format!("{GATEWAY_QUEUE_TIME}_{suffix}")).unwrap_or(0.0)
         };
@@ -197,7 +198,7 @@ impl Stack {
 
     /// The gateway's batch lines in flight, as its runner last set the gauge.
     fn gateway_batch_in_flight(&self) -> u64 {
-        get(self.addr, "/metrics")
+        cli_support::gateway_metrics(self.addr)
             .ok()
             .and_then(|(_, text)| metric_sum(&text, GATEWAY_BATCH_IN_FLIGHT))
             .unwrap_or(0.0) as u64

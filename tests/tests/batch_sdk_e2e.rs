@@ -28,6 +28,7 @@ fn start_up(procs: &mut Procs, dir: &Path, data: &Path, name: &str) -> (u32, Soc
     let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file");
     let child = Command::new(binary("tokenscale"))
         .args(["up", "--listen", &addr.to_string()])
+        .args(cli_support::admin_listen(addr))
         .arg("--log-dir")
         .arg(dir.join(format!("{name}-replicas")))
         .env("XDG_DATA_HOME", data)

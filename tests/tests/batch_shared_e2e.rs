@@ -12,7 +12,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cli_support::{Procs, binary, free_port, get, metric_sum, scratch_dir, start_engine, wait_for};
+use cli_support::{Procs, binary, free_port, metric_sum, scratch_dir, start_engine, wait_for};
 use serde_json::{Value, json};
 
 const MODEL: &str = "shared-sim";
@@ -130,6 +130,7 @@ fn start_gateway(
         .arg("--config")
         .arg(&config)
         .args(["--listen", &addr.to_string()])
+        .args(cli_support::admin_listen(addr))
         .env("RUST_LOG", "warn")
         .env("AWS_ENDPOINT_URL", format!("http://{s3}"))
         .env("AWS_ALLOW_HTTP", "true")
@@ -141,7 +142,7 @@ fn start_gateway(
         &format!("gateway {name} to see its replica ready"),
         Duration::from_secs(30),
         || {
-            get(addr, "/metrics").is_ok_and(|(_, t)| {
+            cli_support::gateway_metrics(addr).is_ok_and(|(_, t)| {
                 t.lines().any(|l| {
                     l.starts_with("tokenscale_gateway_replicas{")
                         && l.contains("\"ready\"")
@@ -155,7 +156,7 @@ fn start_gateway(
 
 /// Sum of `name` on `addr`'s `/metrics` (0 when absent or unreachable).
 fn metric(addr: SocketAddr, name: &str) -> f64 {
-    get(addr, "/metrics")
+    cli_support::gateway_metrics(addr)
         .ok()
         .and_then(|(_, text)| metric_sum(&text, name))
         .unwrap_or(0.0)

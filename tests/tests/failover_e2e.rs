@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use cli_support::soak::{self, Kill, Outcome, Shape};
 use cli_support::{
-    Procs, Up, binary, get, metric_sum, scratch_dir, sim_manifest, start_engine, start_up,
+    Procs, Up, binary, metric_sum, scratch_dir, sim_manifest, start_engine, start_up,
 };
 
 /// One simulated replica: ~600 output tokens/s at a full batch.
@@ -49,7 +49,7 @@ impl Knobs {
 /// What the gateway counted: `(generation tokens, retries, interruptions by continuation and
 /// result)`.
 fn gateway_counts(addr: SocketAddr) -> (f64, f64, BTreeMap<String, f64>) {
-    let (_, text) = get(addr, "/metrics").expect("gateway metrics");
+    let (_, text) = cli_support::gateway_metrics(addr).expect("gateway metrics");
     let generated = metric_sum(&text, "tokenscale_gateway_generation_tokens_total").unwrap_or(0.0);
     let retries = metric_sum(&text, "tokenscale_gateway_retries_total").unwrap_or(0.0);
     let mut interruptions = BTreeMap::new();
@@ -354,6 +354,7 @@ fn a_replica_stopped_mid_stream_times_out_and_the_stream_continues_elsewhere() {
         .args(["--config"])
         .arg(&config)
         .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(cli_support::admin_listen(([127, 0, 0, 1], port).into()))
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(dir.join("gateway.log")).expect("log"))
         .spawn()
@@ -361,7 +362,7 @@ fn a_replica_stopped_mid_stream_times_out_and_the_stream_continues_elsewhere() {
     procs.0.push(gateway);
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     cli_support::wait_for("both replicas ready", Duration::from_secs(30), || {
-        get(addr, "/metrics").is_ok_and(|(_, t)| {
+        cli_support::gateway_metrics(addr).is_ok_and(|(_, t)| {
             t.lines().any(|l| {
                 l.starts_with("tokenscale_gateway_replicas{")
                     && l.contains("\"ready\"")

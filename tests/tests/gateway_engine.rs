@@ -122,6 +122,8 @@ fn content(body: &str, stream: bool) -> String {
 struct Fleet {
     engines: Vec<SocketAddr>,
     gateway: SocketAddr,
+    /// The gateway's admin listener: its `/metrics` (the API port has none).
+    admin: SocketAddr,
     /// Removed when the fleet drops.
     _dir: tokenscale_scratch::Scratch,
     _procs: Procs,
@@ -166,8 +168,10 @@ fn fleet(count: usize, name: &str) -> Fleet {
     )
     .expect("write config");
     let gw: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let admin: SocketAddr = ([127, 0, 0, 1], free_port()).into();
     procs.0.push(
         Command::new(&gateway)
+            .args(["--admin-listen", &admin.to_string()])
             .args(["--listen", &gw.to_string(), "--config"])
             .arg(&config)
             .stdout(Stdio::null())
@@ -182,11 +186,12 @@ fn fleet(count: usize, name: &str) -> Fleet {
     let ready =
         format!("tokenscale_gateway_replicas{{model_name=\"{MODEL}\",state=\"ready\"}} {count}");
     wait_for("gateway", Duration::from_secs(30), || {
-        http(gw, "GET", "/metrics", "").is_ok_and(|(_, b)| b.contains(&ready))
+        http(admin, "GET", "/metrics", "").is_ok_and(|(_, b)| b.contains(&ready))
     });
     Fleet {
         engines,
         gateway: gw,
+        admin,
         _dir: dir,
         _procs: procs,
     }
@@ -239,7 +244,7 @@ fn gateway_gives_the_same_content_as_the_engines_directly() {
             }
         }
     }
-    let metrics = http(gw, "GET", "/metrics", "").expect("metrics").1;
+    let metrics = http(fleet.admin, "GET", "/metrics", "").expect("metrics").1;
     let generated = sample(
         &metrics,
         &format!("tokenscale_gateway_generation_tokens_total{{model_name=\"{MODEL}\"}}"),
@@ -275,7 +280,9 @@ fn gateway_ttft_of_a_long_chat_prompt_is_at_least_the_engines() {
     let engine_metrics = http(engine, "GET", "/metrics", "")
         .expect("engine metrics")
         .1;
-    let gateway_metrics = http(gw, "GET", "/metrics", "").expect("gateway metrics").1;
+    let gateway_metrics = http(fleet.admin, "GET", "/metrics", "")
+        .expect("gateway metrics")
+        .1;
     let engine_ttft = sample(
         &engine_metrics,
         &format!("vllm:time_to_first_token_seconds_sum{label}"),

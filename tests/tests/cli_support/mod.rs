@@ -64,11 +64,59 @@ pub fn free_port() -> u16 {
 
 /// One HTTP/1.1 GET (`Connection: close`), de-chunked; `(status, body)`.
 pub fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    exchange(addr, "GET", path, None, "", Duration::from_secs(30))
+}
+
+/// One HTTP/1.1 exchange (`Connection: close`) with a JSON `body`, sent with `key` as a bearer
+/// token when given, answered within `wait`, de-chunked; `(status, body)`.
+pub fn exchange(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    key: Option<&str>,
+    body: &str,
+    wait: Duration,
+) -> std::io::Result<(u16, String)> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let request = format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    stream.set_read_timeout(Some(wait))?;
+    let authorization = key.map_or(String::new(), |k| format!("authorization: Bearer {k}\r\n"));
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {addr}\r\n{authorization}content-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
     stream.write_all(request.as_bytes())?;
     tokenscale_e2e::http::read_response(&mut stream)
+}
+
+/// Where each gateway a test started serves `/metrics` (its admin listener), by API address.
+static ADMIN: std::sync::Mutex<std::collections::BTreeMap<SocketAddr, SocketAddr>> =
+    std::sync::Mutex::new(std::collections::BTreeMap::new());
+
+/// The flags that give the gateway (or `up`) serving its API on `api` an admin listener on a
+/// free loopback port, remembered for [`gateway_metrics`]: the API port has no `/metrics`.
+/// None for the builds of `TOKENSCALE_E2E_BIN_DIR`: older ones serve `/metrics` on the API
+/// port and lack the flag.
+pub fn admin_listen(api: SocketAddr) -> Vec<String> {
+    if other_binaries().is_some() {
+        return Vec::new();
+    }
+    let admin: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    ADMIN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(api, admin);
+    vec!["--admin-listen".into(), admin.to_string()]
+}
+
+/// `GET /metrics` of the gateway serving its API on `api`, from its admin listener (see
+/// [`admin_listen`]; the API address itself for a gateway started without one).
+pub fn gateway_metrics(api: SocketAddr) -> std::io::Result<(u16, String)> {
+    let admin = ADMIN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&api)
+        .copied();
+    get(admin.unwrap_or(api), "/metrics")
 }
 
 /// One HTTP/1.1 POST of a JSON `body` (`Connection: close`), answered within `wait`,
@@ -79,14 +127,7 @@ pub fn post(
     body: &str,
     wait: Duration,
 ) -> std::io::Result<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    stream.set_read_timeout(Some(wait))?;
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes())?;
-    tokenscale_e2e::http::read_response(&mut stream)
+    exchange(addr, "POST", path, None, body, wait)
 }
 
 /// Polls `ready` every 200 ms until it holds; panics naming `what` after `timeout`.
@@ -217,6 +258,7 @@ pub fn start_up(
     let stderr = std::fs::File::create(&log).expect("log file");
     let mut command = Command::new(binary("tokenscale"));
     command.args(["up", "--listen", &addr.to_string()]);
+    command.args(admin_listen(addr));
     if other_binaries().is_none() {
         command.arg("--log-dir").arg(dir.join("replicas"));
     }
@@ -245,7 +287,7 @@ pub fn start_up(
 
 /// `tokenscale_gateway_replicas{state="ready"}` of `model`.
 pub fn ready_replicas(addr: SocketAddr, model: &str) -> Option<u32> {
-    let (_, text) = get(addr, "/metrics").ok()?;
+    let (_, text) = gateway_metrics(addr).ok()?;
     let model = format!("\"{model}\"");
     text.lines()
         .filter(|l| {

@@ -172,7 +172,16 @@ fn engine_container(
             ..Default::default()
         });
     }
-    env.extend(md.spec.engine.env.iter().cloned());
+    env.extend(process.cache_env.iter().map(|(name, folder)| EnvVar {
+        name: (*name).into(),
+        value: Some(format!("{CACHE_MOUNT_PATH}/{folder}")),
+        ..Default::default()
+    }));
+    // `engine.env` overrides what the operator sets: a name listed twice would have the
+    // server-side apply refuse the Deployment (env is a list keyed by name).
+    let user_env = &md.spec.engine.env;
+    env.retain(|ours| !user_env.iter().any(|theirs| theirs.name == ours.name));
+    env.extend(user_env.iter().cloned());
     Container {
         name: "engine".into(),
         image: Some(md.spec.engine.image().to_string()),

@@ -256,3 +256,27 @@ fn a_shared_cache_claim_replaces_the_empty_dir_and_no_secret_means_no_token() {
         ("model-cache", Some(false))
     );
 }
+
+#[test]
+fn compile_caches_are_on_the_cache_volume_and_engine_env_overrides_them() {
+    let spec = "  model: {source: hf://org/repo, cache: {claimName: shared}}\n  \
+                engine:\n    kind: vllm\n    env: [{name: TRITON_CACHE_DIR, value: /mnt/triton}]\n  \
+                replicas: {min: 1, max: 2}\n  slo: {ttftP95: 2s, tpotP95: 200ms}\n";
+    let d = engine_deployment(&md(spec), 1).expect("builds");
+    let env = container(&d).env.unwrap_or_default();
+    let values = |name: &str| {
+        env.iter()
+            .filter(|e| e.name == name)
+            .map(|e| e.value.clone().unwrap_or_default())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        values("VLLM_CACHE_ROOT"),
+        [format!("{CACHE_MOUNT_PATH}/vllm")]
+    );
+    assert_eq!(
+        values("TORCHINDUCTOR_CACHE_DIR"),
+        [format!("{CACHE_MOUNT_PATH}/torchinductor")]
+    );
+    assert_eq!(values("TRITON_CACHE_DIR"), ["/mnt/triton"], "once, the user's");
+}

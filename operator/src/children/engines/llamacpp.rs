@@ -41,5 +41,7 @@ pub(super) fn render(md: &ModelDeployment, location: &ModelLocation) -> EnginePr
         shared_memory: None,
         drains_on_sigterm: false,
         startup_failures: 90,
+        // No compile step: the weights are all it caches (`HF_HOME`, `XDG_CACHE_HOME`).
+        cache_env: &[],
     }
 }

@@ -96,7 +96,20 @@ pub struct EngineProcess {
     /// Startup-probe failures (10 s apart) before a loading replica is restarted: the longest
     /// a download plus load may take.
     pub startup_failures: i32,
+    /// Environment variables that put the engine's compile and kernel caches under the model
+    /// cache volume, as `(name, folder under the cache mount)`: with a shared cache claim (or
+    /// a node-local one) a new replica loads the graphs and kernels an earlier one compiled
+    /// instead of compiling them again (minutes on a large model). Set before `engine.env`,
+    /// which may override them.
+    pub cache_env: &'static [(&'static str, &'static str)],
 }
+
+/// Triton's kernels and TorchInductor's compiled graphs: both default to the home folder or
+/// `/tmp`, which every new pod starts without.
+const TORCH_CACHES: [(&str, &str); 2] = [
+    ("TRITON_CACHE_DIR", "triton"),
+    ("TORCHINDUCTOR_CACHE_DIR", "torchinductor"),
+];
 
 /// The container of `md`'s replicas for its `engine.kind`.
 pub fn render(md: &ModelDeployment, source: &ModelSource) -> Result<EngineProcess, ChildError> {

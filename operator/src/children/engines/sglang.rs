@@ -4,9 +4,18 @@
 //! `/dev/shm` (its docs run it with `--shm-size 32g`: the scheduler, tokenizer and detokenizer
 //! processes share tensors there).
 
-use super::{Args, EngineProcess, ModelLocation};
+use super::{Args, EngineProcess, ModelLocation, TORCH_CACHES};
 use crate::children::served_name;
 use crate::crd::ModelDeployment;
+
+/// SGLang's JIT cache root (its torch.compile and DeepGEMM kernels), Triton's and Inductor's
+/// (which SGLang's docs name for shipping the compile cache), and FlashInfer's JIT kernels.
+const CACHE_ENV: [(&str, &str); 4] = [
+    ("SGLANG_JIT_CACHE_ROOT", "sglang"),
+    TORCH_CACHES[0],
+    TORCH_CACHES[1],
+    ("FLASHINFER_WORKSPACE_BASE", "flashinfer"),
+];
 
 pub(super) fn render(md: &ModelDeployment, location: &ModelLocation) -> EngineProcess {
     let engine = &md.spec.engine;
@@ -38,5 +47,6 @@ pub(super) fn render(md: &ModelDeployment, location: &ModelLocation) -> EnginePr
         shared_memory: Some("8Gi"),
         drains_on_sigterm: false,
         startup_failures: 180,
+        cache_env: &CACHE_ENV,
     }
 }

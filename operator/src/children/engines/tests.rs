@@ -156,3 +156,30 @@ fn a_pinned_revision_reaches_vllm_and_is_refused_for_llamacpp() {
     let e = model_location(EngineKind::Llamacpp, &pinned).expect_err("refused");
     assert!(e.contains("cannot pin a revision (v1.2)"), "{e}");
 }
+
+#[test]
+fn compiling_engines_keep_their_compile_caches_on_the_cache_volume() {
+    let names = |p: &EngineProcess| p.cache_env.iter().map(|(n, _)| *n).collect::<Vec<_>>();
+    let vllm = rendered("{source: \"hf://org/repo\"}", "{kind: vllm}");
+    assert_eq!(
+        names(&vllm),
+        [
+            "VLLM_CACHE_ROOT",
+            "TRITON_CACHE_DIR",
+            "TORCHINDUCTOR_CACHE_DIR",
+            "FLASHINFER_WORKSPACE_BASE"
+        ]
+    );
+    let sglang = rendered("{source: \"hf://org/repo\"}", "{kind: sglang}");
+    assert_eq!(names(&sglang)[0], "SGLANG_JIT_CACHE_ROOT");
+    assert!(names(&sglang).contains(&"TORCHINDUCTOR_CACHE_DIR"));
+    // Every folder is distinct: two caches in one folder could clean each other out.
+    for p in [&vllm, &sglang] {
+        let mut folders: Vec<_> = p.cache_env.iter().map(|(_, f)| *f).collect();
+        folders.sort_unstable();
+        folders.dedup();
+        assert_eq!(folders.len(), p.cache_env.len());
+    }
+    let llama = rendered("{source: \"hf://org/repo/m.gguf\"}", "{kind: llamacpp}");
+    assert!(llama.cache_env.is_empty());
+}

@@ -41,5 +41,7 @@ pub(super) fn render(md: &ModelDeployment, source: &ModelSource) -> EngineProces
         drains_on_sigterm: true,
         // Loading (and fetching) a model can take minutes: up to 15 before the pod is failed.
         startup_failures: 90,
+        // No compile step: the weights are all it caches (`HF_HOME`, `XDG_CACHE_HOME`).
+        cache_env: &[],
     }
 }

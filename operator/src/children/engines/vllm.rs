@@ -3,9 +3,18 @@
 //! the replica's GPUs with a memory-backed `/dev/shm` for NCCL, `/health` and `/metrics` on
 //! the API port. It downloads Hub repositories into `$HF_HOME` (under the cache volume).
 
-use super::{Args, EngineProcess, ModelLocation};
+use super::{Args, EngineProcess, ModelLocation, TORCH_CACHES};
 use crate::children::served_name;
 use crate::crd::ModelDeployment;
+
+/// vLLM's own cache (`torch_compile_cache`: the compiled graphs, keyed by model, config and
+/// versions), Triton's and Inductor's, and FlashInfer's JIT kernels (under its workspace base).
+const CACHE_ENV: [(&str, &str); 4] = [
+    ("VLLM_CACHE_ROOT", "vllm"),
+    TORCH_CACHES[0],
+    TORCH_CACHES[1],
+    ("FLASHINFER_WORKSPACE_BASE", "flashinfer"),
+];
 
 pub(super) fn render(md: &ModelDeployment, location: &ModelLocation) -> EngineProcess {
     let engine = &md.spec.engine;
@@ -38,5 +47,6 @@ pub(super) fn render(md: &ModelDeployment, location: &ModelLocation) -> EnginePr
         drains_on_sigterm: false,
         // Downloading and compiling a large model (CUDA graphs, torch.compile) can take long.
         startup_failures: 180,
+        cache_env: &CACHE_ENV,
     }
 }

@@ -1,7 +1,10 @@
 //! Completions as OpenAI and vLLM define them (issue 39, item 5), on the real SmolLM2 model at
 //! temperature 0: `logit_bias` bans and forces tokens on both routes and refuses bad input by
-//! name. The sampler's own rule (the bias is added before the argmax) is checked on hand-made
-//! logits.
+//! name; `echo` returns the prompt before the completion, with its tokens' logprobs (the first
+//! `null`) that agree with the logprobs the same tokens had when they were generated, and
+//! `max_tokens: 0` scores a prompt alone. The sampler's own rule (the bias is added before the
+//! argmax) is checked on hand-made logits. The same, through the official `openai` client:
+//! scripts/completions_check.py.
 
 // In tests an unwrap is an assertion: a failure should stop the test loudly.
 #![allow(clippy::unwrap_used)]
@@ -11,7 +14,7 @@ mod server_support;
 use serde_json::{Value, json};
 use server_support::client::post_json;
 use server_support::splice::stream_with_ids;
-use server_support::{MODEL_NAME, model_config, start_model_server};
+use server_support::{MODEL_NAME, model_config, run_python_check, start_model_server};
 use tokenscale_common::openai::TOKEN_IDS_MEMBER;
 use tokenscale_engine::sampling::{Sampler, SamplingParams};
 
@@ -111,5 +114,184 @@ async fn logit_bias_bans_and_forces_tokens_and_refuses_bad_input_by_name() {
             );
         }
     }
+    server.stop().await;
+}
+
+/// A prompt given as token ids (so scoring it plus its completion reads exactly the tokens
+/// that were generated, with no re-tokenisation at the seam).
+const PROMPT_IDS: [u32; 6] = [504, 3575, 282, 4649, 314, 253];
+
+/// `POST /v1/completions` that must succeed.
+async fn complete(addr: std::net::SocketAddr, body: Value) -> Value {
+    let reply = post_json(addr, "/v1/completions", &body).await;
+    assert_eq!(reply.status, 200, "{body}: {}", reply.body);
+    reply.json()
+}
+
+fn floats(values: &Value) -> Vec<Option<f64>> {
+    values
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(Value::as_f64)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn echo_returns_the_prompt_and_its_logprobs_agree_with_decoding() {
+    let server = start_model_server(model_config(4096)).await;
+    let addr = server.addr;
+    // Echo of a text prompt: the prompt exactly, then the completion; usage unchanged.
+    let plain = complete(
+        addr,
+        json!({"model": MODEL_NAME, "prompt": PROMPT, "max_tokens": 8,
+        "temperature": 0}),
+    )
+    .await;
+    let echoed = complete(
+        addr,
+        json!({"model": MODEL_NAME, "prompt": PROMPT, "max_tokens": 8,
+        "temperature": 0, "echo": true}),
+    )
+    .await;
+    let completion = plain["choices"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        echoed["choices"][0]["text"],
+        format!("{PROMPT}{completion}")
+    );
+    assert_eq!(echoed["usage"], plain["usage"]);
+    let chunks = stream_with_ids(
+        addr,
+        "/v1/completions",
+        &json!({"model": MODEL_NAME,
+        "prompt": PROMPT, "max_tokens": 8, "temperature": 0, "echo": true, "stream": true}),
+    )
+    .await;
+    assert_eq!(
+        chunks[0]["choices"][0]["text"], PROMPT,
+        "the prompt comes first"
+    );
+    let streamed: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["text"].as_str())
+        .collect();
+    assert_eq!(streamed, format!("{PROMPT}{completion}"));
+
+    // Generate greedily with logprobs, then score prompt + completion with echo alone.
+    let generated = complete(
+        addr,
+        json!({"model": MODEL_NAME, "prompt": PROMPT_IDS,
+        "max_tokens": 8, "temperature": 0, "logprobs": 3}),
+    )
+    .await;
+    let ids = greedy_ids(addr, "/v1/completions", json!({"prompt": PROMPT_IDS})).await;
+    assert_eq!(ids.len(), 8);
+    let all: Vec<u64> = PROMPT_IDS
+        .iter()
+        .map(|&i| u64::from(i))
+        .chain(ids)
+        .collect();
+    let scored = complete(
+        addr,
+        json!({"model": MODEL_NAME, "prompt": all, "max_tokens": 0,
+        "echo": true, "logprobs": 3}),
+    )
+    .await;
+    let choice = &scored["choices"][0];
+    assert_eq!(choice["finish_reason"], "length");
+    assert_eq!(scored["usage"]["completion_tokens"], 0);
+    assert_eq!(scored["usage"]["prompt_tokens"], all.len());
+    let lp = &choice["logprobs"];
+    let logprobs = floats(&lp["token_logprobs"]);
+    assert_eq!(logprobs.len(), all.len(), "one entry per prompt token");
+    assert_eq!(logprobs[0], None, "the first prompt token has no logprob");
+    assert!(lp["top_logprobs"][0].is_null());
+    assert!(logprobs[1..].iter().all(|l| l.is_some_and(|l| l <= 0.0)));
+    let decoded = floats(&generated["choices"][0]["logprobs"]["token_logprobs"]);
+    let tail = &logprobs[PROMPT_IDS.len()..];
+    let worst = decoded
+        .iter()
+        .zip(tail)
+        .map(|(d, p)| (d.unwrap() - p.unwrap()).abs())
+        .fold(0.0, f64::max);
+    println!("prompt vs decode logprobs: largest difference {worst:.2e}");
+    assert!(worst < 1e-2, "prompt {tail:?} vs decode {decoded:?}");
+    let gen_lp = &generated["choices"][0]["logprobs"];
+    assert_eq!(
+        lp["tokens"].as_array().unwrap()[PROMPT_IDS.len()..],
+        gen_lp["tokens"].as_array().unwrap()[..]
+    );
+    for (k, top) in gen_lp["top_logprobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+    {
+        let prompt_top = &lp["top_logprobs"][PROMPT_IDS.len() + k];
+        let keys = |v: &Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(top), keys(prompt_top), "position {k}");
+    }
+    // text_offset: from 0, each token's text after the one before; the text is their join.
+    let tokens: Vec<&str> = lp["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    let offsets: Vec<u64> = lp["text_offset"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_u64().unwrap())
+        .collect();
+    let mut at = 0;
+    for (token, offset) in tokens.iter().zip(&offsets) {
+        assert_eq!(*offset, at);
+        at += token.len() as u64;
+    }
+    assert_eq!(choice["text"].as_str().unwrap(), tokens.concat());
+
+    // A prompt longer than one step's token budget (256) is scored across chunks, fully.
+    let long: Vec<u32> = PROMPT_IDS.iter().copied().cycle().take(300).collect();
+    let scored = complete(
+        addr,
+        json!({"model": MODEL_NAME, "prompt": long, "max_tokens": 1, "echo": true,
+            "logprobs": 0, "temperature": 0}),
+    )
+    .await;
+    let logprobs = floats(&scored["choices"][0]["logprobs"]["token_logprobs"]);
+    assert_eq!(logprobs.len(), 301, "300 prompt tokens and 1 generated");
+    assert!(logprobs[0].is_none() && logprobs[1..].iter().all(Option::is_some));
+    assert_eq!(scored["usage"]["completion_tokens"], 1);
+
+    // max_tokens 0 without echo asks for nothing: refused by name.
+    let reply = post_json(
+        addr,
+        "/v1/completions",
+        &json!({"model": MODEL_NAME,
+        "prompt": PROMPT, "max_tokens": 0}),
+    )
+    .await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.json()["error"]["param"], "max_tokens");
+    // Echo alone with max_tokens 0: the prompt, nothing generated.
+    let only = complete(
+        addr,
+        json!({"model": MODEL_NAME, "prompt": PROMPT, "max_tokens": 0,
+        "echo": true}),
+    )
+    .await;
+    assert_eq!(only["choices"][0]["text"], PROMPT);
+    assert_eq!(only["usage"]["completion_tokens"], 0);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_client_sees_logit_bias_echo_and_prompt_logprobs_as_defined() {
+    let server = start_model_server(model_config(4096)).await;
+    let (ok, report) = run_python_check("completions_check.py", &["openai"], server.addr).await;
+    println!("{report}");
+    assert!(ok, "completions check failed:\n{report}");
+    assert!(report.contains("completions ok"), "{report}");
     server.stop().await;
 }

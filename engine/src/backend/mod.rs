@@ -38,10 +38,24 @@ pub struct StepOutput {
 }
 
 impl StepOutput {
-    /// The logits row of batch entry `batch_index`, if it asked for logits.
+    /// The logits row of batch entry `batch_index`'s last token, if it asked for logits.
     pub fn logits_of(&self, batch_index: usize, vocab_size: usize) -> Option<&[f32]> {
-        let row = self.rows.iter().position(|&r| r == batch_index)?;
+        let row = self.rows.iter().rposition(|&r| r == batch_index)?;
         self.logits.get(row * vocab_size..(row + 1) * vocab_size)
+    }
+
+    /// Every logits row of batch entry `batch_index`, in token order (one per token when it
+    /// asked for every row; see [`Backend::forward_every_row`]).
+    pub fn rows_of(
+        &self,
+        batch_index: usize,
+        vocab_size: usize,
+    ) -> impl Iterator<Item = &[f32]> + '_ {
+        self.rows
+            .iter()
+            .zip(self.logits.chunks_exact(vocab_size.max(1)))
+            .filter(move |(r, _)| **r == batch_index)
+            .map(|(_, row)| row)
     }
 }
 
@@ -58,4 +72,23 @@ pub trait Backend: Send {
     /// Runs one step over a batch of sequences, writing their new keys and values into the
     /// cache and returning the logits that were asked for.
     fn forward(&mut self, batch: &[SeqStep<'_>]) -> Result<StepOutput>;
+    /// Whether [`forward_every_row`](Self::forward_every_row) is implemented (prompt logprobs).
+    fn computes_every_row(&self) -> bool {
+        false
+    }
+    /// Like [`forward`](Self::forward), and also the logits of every token of the sequences
+    /// whose `every_row[i]` is set (a prompt chunk of a request that asked for prompt
+    /// logprobs): one row per token, in token order, the last being the row `want_logits`
+    /// asks for. Only the requests that ask pay for the extra rows of the output head.
+    fn forward_every_row(
+        &mut self,
+        batch: &[SeqStep<'_>],
+        every_row: &[bool],
+    ) -> Result<StepOutput> {
+        let _ = (batch, every_row);
+        Err(crate::Error::Backend {
+            backend: self.name(),
+            message: "prompt logprobs are not computed by this backend".into(),
+        })
+    }
 }

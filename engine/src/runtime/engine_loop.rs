@@ -13,7 +13,7 @@ use super::{Command, EngineConfig, EngineMetrics, GenerateRequest, RequestUsage,
 use crate::backend::{Backend, SeqStep, StepOutput};
 use crate::grammar::{Constraint, GrammarError, MaskJob, MaskWorker, TokenMask};
 use crate::kv::{KvCacheManager, RequestId};
-use crate::sampling::{FinishReason, Sampler, finish_on_token};
+use crate::sampling::{FinishReason, SampledToken, Sampler, finish_on_token};
 use crate::sched::{SchedRequest, Scheduler, SchedulerConfig, SchedulerOutput};
 
 /// A request the loop is serving: its sampler, its grammar, its event channel and its timings.
@@ -30,6 +30,9 @@ struct Active {
     num_generated: u32,
     /// Prompt tokens that are a resumed answer's start (counted as output in the usage).
     resumed: usize,
+    /// The prompt logprobs gathered so far (entry `p` scores prompt token `p + 1`), while the
+    /// request asked for them and they have not been sent.
+    prompt_logprobs: Option<Vec<SampledToken>>,
 }
 
 /// Everything the loop owns.
@@ -190,6 +193,14 @@ impl EngineLoop {
             let _ = events.send(TokenEvent::Failed(message));
             return;
         }
+        if params.prompt_logprobs.is_some() && !self.backend.computes_every_row() {
+            let message = format!(
+                "the {} backend does not compute prompt logprobs (echo with logprobs, prompt_logprobs) yet",
+                self.backend.name()
+            );
+            let _ = events.send(TokenEvent::Failed(message));
+            return;
+        }
         if constraint.is_some() && self.masks.is_none() {
             match MaskWorker::spawn() {
                 Ok(worker) => self.masks = Some(worker),
@@ -202,8 +213,9 @@ impl EngineLoop {
         }
         let (prompt, output) = prompt_tokens.split_at(prompt_tokens.len() - resumed_tokens);
         let sampler = Sampler::resume(&params, prompt, output);
-        self.scheduler
-            .add(SchedRequest::new(id, prompt_tokens, priority, cache_salt));
+        let mut request = SchedRequest::new(id, prompt_tokens, priority, cache_salt);
+        request.prompt_logits = params.prompt_logprobs.is_some();
+        self.scheduler.add(request);
         self.active.insert(
             id,
             Active {
@@ -215,6 +227,7 @@ impl EngineLoop {
                 last_token_at: None,
                 num_generated: resumed_tokens as u32,
                 resumed: resumed_tokens,
+                prompt_logprobs: params.prompt_logprobs.map(|_| Vec::new()),
             },
         );
     }
@@ -228,6 +241,7 @@ impl EngineLoop {
         let lent = self.lend_constraints(out);
         let result = {
             let mut batch = Vec::with_capacity(out.seqs.len());
+            let mut every_row = Vec::with_capacity(out.seqs.len());
             for seq in &out.seqs {
                 let Some(request) = self.scheduler.request(seq.id) else {
                     continue;
@@ -238,13 +252,20 @@ impl EngineLoop {
                     block_table: self.kv.block_table(seq.id),
                     want_logits: seq.want_logits,
                 });
+                every_row.push(seq.prompt_logits);
             }
-            self.backend.forward(&batch)
+            // Only a step that holds a prompt-logprobs chunk pays for the extra head rows.
+            if every_row.contains(&true) {
+                self.backend.forward_every_row(&batch, &every_row)
+            } else {
+                self.backend.forward(&batch)
+            }
         };
         let masks = self.take_back_constraints(lent);
         match result {
             Ok(output) => {
                 self.scheduler.on_step_computed(out, &mut self.kv);
+                self.gather_prompt_logprobs(out, &output);
                 self.sample_and_send(out, &output, masks);
             }
             // A fatal error fails nothing here: the caller reports the fault first and then
@@ -323,6 +344,34 @@ impl EngineLoop {
         masks
     }
 
+    /// Scores the prompt tokens this step's prompt-logprobs chunks predict, and sends a
+    /// request's prompt logprobs once they are complete (before its first token). A chunk
+    /// computed again after a preemption adds nothing: only the next missing entry is taken.
+    fn gather_prompt_logprobs(&mut self, out: &SchedulerOutput, output: &StepOutput) {
+        for (index, seq) in out.seqs.iter().enumerate().filter(|(_, s)| s.prompt_logits) {
+            let (Some(active), Some(request)) =
+                (self.active.get_mut(&seq.id), self.scheduler.request(seq.id))
+            else {
+                continue;
+            };
+            let Some(gathered) = active.prompt_logprobs.as_mut() else {
+                continue;
+            };
+            let n = active.sampler.params().prompt_logprobs.unwrap_or(0);
+            let prompt = &request.tokens[..request.num_prompt_tokens];
+            // The row of position `pos` scores the token at `pos + 1`.
+            for (pos, row) in (seq.start_pos..).zip(output.rows_of(index, self.vocab_size)) {
+                if pos == gathered.len() && pos + 1 < prompt.len() {
+                    gathered.push(SampledToken::scored(row, prompt[pos + 1], n));
+                }
+            }
+            if gathered.len() + 1 >= prompt.len() {
+                let gathered = active.prompt_logprobs.take().unwrap_or_default();
+                let _ = active.events.send(TokenEvent::PromptLogprobs(gathered));
+            }
+        }
+    }
+
     fn sample_and_send(
         &mut self,
         out: &SchedulerOutput,
@@ -341,6 +390,25 @@ impl EngineLoop {
             let Some(active) = self.active.get_mut(&seq.id) else {
                 continue;
             };
+            if active.sampler.params().max_tokens == Some(0) {
+                // Only the prompt was to be scored: it ends here, with nothing generated.
+                let cached = self
+                    .scheduler
+                    .request(seq.id)
+                    .and_then(|r| r.num_cached_tokens);
+                let prompt_tokens = self
+                    .scheduler
+                    .request(seq.id)
+                    .map_or(0, |r| r.num_prompt_tokens);
+                let usage = RequestUsage {
+                    prompt_tokens,
+                    completion_tokens: 0,
+                    cached_tokens: cached.unwrap_or(0),
+                };
+                let reason = FinishReason::Length;
+                self.finish(seq.id, TokenEvent::Finished { reason, usage });
+                continue;
+            }
             let mask = match masks.remove(&seq.id).transpose() {
                 // A constrained request never samples without its mask.
                 Ok(None) if active.constrained => {

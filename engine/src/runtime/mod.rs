@@ -63,6 +63,9 @@ pub enum TokenEvent {
         token: SampledToken,
         num_cached_tokens: usize,
     },
+    /// The logprobs of prompt tokens `1..` (the first has no position before it), sent once,
+    /// before any token, when the request asked for them (`SamplingParams::prompt_logprobs`).
+    PromptLogprobs(Vec<SampledToken>),
     /// Generation ended (the token that ended it, if any, was sent before unless it is EOS or
     /// a stop token, which are not part of the output).
     Finished {

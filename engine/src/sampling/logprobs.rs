@@ -14,6 +14,16 @@ pub struct TokenLogprob {
     pub logprob: f32,
 }
 
+/// Token `token_id`'s logprob under `logits` (`[vocab]`) and the `n` most likely tokens: the
+/// entry both a sampled token and a scored prompt token report.
+pub fn logprob_entry(logits: &[f32], token_id: u32, n: u32) -> (f32, Vec<TokenLogprob>) {
+    let lse = log_sum_exp(logits);
+    let logprob = logits
+        .get(token_id as usize)
+        .map_or(f32::NEG_INFINITY, |l| l - lse);
+    (logprob, top_logprobs(logits, n as usize, lse))
+}
+
 /// `ln Σ exp(l_i)`, computed stably; NaN logits count as impossible.
 pub fn log_sum_exp(logits: &[f32]) -> f32 {
     let max = super::weights::max_logit(logits);

@@ -59,6 +59,11 @@ pub struct SamplingParams {
     /// token, +100 effectively forces it). A grammar's mask still wins: a disallowed token
     /// stays −∞. Logprobs stay those of the raw logits.
     pub logit_bias: BTreeMap<u32, f32>,
+    /// `Some(n)`: also return the logprob of every prompt token after the first, with the `n`
+    /// most likely alternatives at each position (vLLM's `prompt_logprobs`; the completions
+    /// route's `echo` with `logprobs`). Such a request never reads the prefix cache (cached
+    /// positions have no logits), and it may set `max_tokens` to 0 to only score its prompt.
+    pub prompt_logprobs: Option<u32>,
 }
 
 impl Default for SamplingParams {
@@ -78,6 +83,7 @@ impl Default for SamplingParams {
             ignore_eos: false,
             logprobs: None,
             logit_bias: BTreeMap::new(),
+            prompt_logprobs: None,
         }
     }
 }
@@ -136,11 +142,18 @@ impl SamplingParams {
             lim,
             "-2 to 2",
         )?;
-        if self.max_tokens == Some(0) {
-            return Err(out_of_range("max_tokens", "0", "at least 1"));
+        if self.max_tokens == Some(0) && self.prompt_logprobs.is_none() {
+            return Err(out_of_range(
+                "max_tokens",
+                "0",
+                "at least 1 (0 only to score the prompt)",
+            ));
         }
         if let Some(n) = self.logprobs.filter(|n| *n > MAX_TOP_LOGPROBS) {
             return Err(out_of_range("logprobs", &n.to_string(), "0 to 20"));
+        }
+        if let Some(n) = self.prompt_logprobs.filter(|n| *n > MAX_TOP_LOGPROBS) {
+            return Err(out_of_range("prompt_logprobs", &n.to_string(), "0 to 20"));
         }
         if self.stop.len() > MAX_STOP_STRINGS {
             return Err(SamplingError::TooMany {

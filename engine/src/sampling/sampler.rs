@@ -6,13 +6,14 @@
 use std::collections::{HashMap, HashSet};
 
 use super::candidates::{Candidate, apply_top_p, top_k_of};
-use super::logprobs::{TokenLogprob, log_sum_exp, top_logprobs};
+use super::logprobs::{TokenLogprob, logprob_entry};
 use super::params::{SamplingError, SamplingParams};
 use super::rng::{Rng, random_seed};
 use super::weights;
 use crate::grammar::TokenMask;
 
-/// One sampled token, with logprobs when the request asked for them.
+/// One sampled token, with logprobs when the request asked for them (or one scored prompt
+/// token).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SampledToken {
     /// The chosen token.
@@ -126,11 +127,8 @@ impl Sampler {
         let (logprob, top) = match self.params.logprobs {
             None => (None, Vec::new()),
             Some(n) => {
-                let lse = log_sum_exp(logits);
-                (
-                    Some(logits[token_id as usize] - lse),
-                    top_logprobs(logits, n as usize, lse),
-                )
+                let (logprob, top) = logprob_entry(logits, token_id, n);
+                (Some(logprob), top)
             }
         };
         Ok(SampledToken {
@@ -265,6 +263,19 @@ fn draw(
     }
     // Rounding can leave `target` a hair above zero after the last candidate.
     buf.candidates.last().map(|c| c.id).ok_or(no_candidate)
+}
+
+impl SampledToken {
+    /// Prompt token `token_id` scored by the logits of the position before it, with the `n`
+    /// most likely alternatives there.
+    pub fn scored(logits: &[f32], token_id: u32, n: u32) -> Self {
+        let (logprob, top_logprobs) = logprob_entry(logits, token_id, n);
+        Self {
+            token_id,
+            logprob: Some(logprob),
+            top_logprobs,
+        }
+    }
 }
 
 /// Index of the largest logit; the lowest index wins a tie, so greedy is deterministic. NaN

@@ -24,6 +24,9 @@ pub struct SchedRequest {
     pub(crate) arrival_seq: u64,
     /// How many times this request was preempted.
     pub num_preemptions: u32,
+    /// Every prompt position's logits are wanted (prompt logprobs): the prefix cache is not
+    /// read for this request, since a cached position has no logits.
+    pub prompt_logits: bool,
 }
 
 impl SchedRequest {
@@ -39,6 +42,7 @@ impl SchedRequest {
             cache_salt: salt,
             arrival_seq: 0,
             num_preemptions: 0,
+            prompt_logits: false,
         }
     }
 

@@ -26,6 +26,9 @@ pub struct ScheduledSeq {
     pub num_tokens: usize,
     /// The chunk reaches the last known token, so its logits give the next token.
     pub want_logits: bool,
+    /// Every token of this prompt chunk wants its logits (the request asked for prompt
+    /// logprobs).
+    pub prompt_logits: bool,
 }
 
 /// What one call to [`Scheduler::schedule`] decided.
@@ -242,7 +245,11 @@ impl Scheduler {
             self.waiting.iter_mut().for_each(|q| q.retain(|&r| r != id));
             return true;
         };
-        let prefix = kv.find_cached_prefix(&request.tokens, request.cache_salt.as_deref());
+        let prefix = if request.prompt_logits {
+            CachedPrefix::default()
+        } else {
+            kv.find_cached_prefix(&request.tokens, request.cache_salt.as_deref())
+        };
         let start = prefix.num_tokens;
         let num_new = (request.tokens.len() - start).min(*budget);
         if kv.allocate_slots(id, start + num_new, &prefix).is_none() {
@@ -310,6 +317,7 @@ impl Scheduler {
             start_pos,
             num_tokens,
             want_logits,
+            prompt_logits: request.prompt_logits && start_pos < request.num_prompt_tokens,
         });
     }
 }

@@ -23,6 +23,7 @@ fn seq(id: u64, start_pos: usize, num_tokens: usize, want_logits: bool) -> Sched
         start_pos,
         num_tokens,
         want_logits,
+        prompt_logits: false,
     }
 }
 
@@ -93,6 +94,37 @@ fn a_shared_prefix_is_not_recomputed_and_is_counted() {
     assert_eq!(out.first_scheduled, vec![2]);
     assert_eq!(s.request(2).and_then(|r| r.num_cached_tokens), Some(8));
     assert_eq!(&kv.block_table(2)[..2], &kv.block_table(1)[..2]);
+}
+
+#[test]
+fn a_request_wanting_prompt_logits_reads_no_cached_prefix_and_marks_its_prompt_chunks() {
+    let mut kv = KvCacheManager::new(16, 4, true);
+    let mut s = sched(6, 8);
+    let shared: Vec<u32> = (0..9).collect();
+    s.add(SchedRequest::new(
+        1,
+        shared.clone(),
+        Priority::Interactive,
+        None,
+    ));
+    step(&mut s, &mut kv);
+    step(&mut s, &mut kv);
+    let mut scored = SchedRequest::new(2, shared, Priority::Interactive, None);
+    scored.prompt_logits = true;
+    s.add(scored);
+    let marked = |id, start, n, want| ScheduledSeq {
+        prompt_logits: true,
+        ..seq(id, start, n, want)
+    };
+    // Every prompt position is computed again (no cache hit), in chunks that want all rows.
+    let out = step(&mut s, &mut kv);
+    assert_eq!(out.seqs, vec![seq(1, 9, 1, true), marked(2, 0, 5, false)]);
+    assert_eq!(out.prefix_hit_tokens, 0);
+    let out = step(&mut s, &mut kv);
+    assert_eq!(out.seqs, vec![seq(1, 10, 1, true), marked(2, 5, 4, true)]);
+    // Decode steps of the same request want only their last row.
+    let out = step(&mut s, &mut kv);
+    assert_eq!(out.seqs, vec![seq(1, 11, 1, true), seq(2, 9, 1, true)]);
 }
 
 #[test]

@@ -152,7 +152,8 @@ fn chat_logprobs(tokens: &[TokenLogprobs]) -> ChatLogprobs {
         .iter()
         .map(|t| ChatTokenLogprob {
             token: t.token.clone(),
-            logprob: t.logprob,
+            // Chat never echoes its prompt, so every token has a logprob.
+            logprob: t.logprob.unwrap_or(f32::NAN),
             bytes: Some(t.bytes.clone()),
             top_logprobs: t
                 .top

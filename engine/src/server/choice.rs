@@ -17,7 +17,8 @@ pub struct TokenLogprobs {
     /// The token's text (invalid UTF-8 pieces replaced).
     pub token: String,
     pub bytes: Vec<u8>,
-    pub logprob: f32,
+    /// `None` for the first token of an echoed prompt (no position comes before it).
+    pub logprob: Option<f32>,
     /// Alternatives, most likely first: (text, bytes, logprob).
     pub top: Vec<(String, Vec<u8>, f32)>,
 }
@@ -61,6 +62,20 @@ pub struct ChoiceRunner {
     want_logprobs: bool,
     /// Splits the text into content and tool calls, when the request offers tools.
     tools: Option<ToolCallStreamer>,
+    /// The prompt to send before the completion (`echo`), until it is sent.
+    echo: Option<Echo>,
+}
+
+/// What a choice echoes before its completion (the completions route's `echo`).
+#[derive(Debug, Clone)]
+pub struct Echo {
+    /// The prompt's text.
+    pub text: String,
+    /// The prompt's token ids.
+    pub ids: Vec<u32>,
+    /// Whether the prompt tokens' logprobs come too (the engine request must have asked for
+    /// them: `SamplingParams::prompt_logprobs`).
+    pub logprobs: bool,
 }
 
 impl ChoiceRunner {
@@ -86,7 +101,14 @@ impl ChoiceRunner {
             cached_tokens: 0,
             want_logprobs,
             tools: None,
+            echo: None,
         }
+    }
+
+    /// Sends `echo` (the prompt, with its logprobs if asked) as this choice's first delta.
+    pub fn with_echo(mut self, echo: Option<Echo>) -> Self {
+        self.echo = echo;
+        self
     }
 
     /// Parses tool calls out of the text with `tools` (if any).
@@ -157,11 +179,17 @@ impl ChoiceRunner {
 
     /// The next delta; `None` after the last one.
     pub async fn next(&mut self) -> Option<Result<ChoiceDelta, ApiError>> {
+        if let Some(echo) = self.echo.take() {
+            return Some(self.echo_delta(echo).await);
+        }
         if let Some(ended) = self.ended.take() {
             return Some(Ok(ended));
         }
         let event = self.stream.as_mut()?.next().await;
         Some(match event {
+            Some(TokenEvent::PromptLogprobs(_)) => Err(ApiError::internal(
+                "prompt logprobs arrived that no echo asked for",
+            )),
             Some(TokenEvent::Token {
                 token,
                 num_cached_tokens,
@@ -181,6 +209,41 @@ impl ChoiceRunner {
                 ))
             }
         })
+    }
+
+    /// The echoed prompt: its text, and its tokens' logprobs (the first one `null`) once the
+    /// engine has scored them.
+    async fn echo_delta(&mut self, echo: Echo) -> Result<ChoiceDelta, ApiError> {
+        let mut delta = ChoiceDelta {
+            text: echo.text,
+            ..ChoiceDelta::default()
+        };
+        if !echo.logprobs {
+            return Ok(delta);
+        }
+        let scored = match self.stream.as_mut() {
+            Some(stream) => stream.next().await,
+            None => None,
+        };
+        let scored = match scored {
+            Some(TokenEvent::PromptLogprobs(scored)) => scored,
+            Some(TokenEvent::Failed(message)) => return Err(ApiError::internal(message)),
+            _ => return Err(ApiError::internal("the prompt logprobs did not arrive")),
+        };
+        let first = echo.ids.first().map(|&id| {
+            let (token, bytes) = self.piece(id);
+            TokenLogprobs {
+                token,
+                bytes,
+                logprob: None,
+                top: Vec::new(),
+            }
+        });
+        delta.logprobs = first
+            .into_iter()
+            .chain(scored.iter().map(|t| self.logprobs_of(t)))
+            .collect();
+        Ok(delta)
     }
 
     /// The delta ending the choice for `reason`: what the decoder and the stop matcher still
@@ -261,24 +324,26 @@ impl ChoiceRunner {
         Ok(delta)
     }
 
+    /// A token's text (invalid UTF-8 replaced) and bytes.
+    fn piece(&self, id: u32) -> (String, Vec<u8>) {
+        let bytes = self.tokenizer.token_bytes(id).unwrap_or_default().to_vec();
+        (String::from_utf8_lossy(&bytes).into_owned(), bytes)
+    }
+
     fn logprobs_of(&self, token: &SampledToken) -> TokenLogprobs {
-        let piece = |id: u32| {
-            let bytes = self.tokenizer.token_bytes(id).unwrap_or_default().to_vec();
-            (String::from_utf8_lossy(&bytes).into_owned(), bytes)
-        };
-        let (text, bytes) = piece(token.token_id);
+        let (text, bytes) = self.piece(token.token_id);
         let top = token
             .top_logprobs
             .iter()
             .map(|t| {
-                let (text, bytes) = piece(t.token_id);
+                let (text, bytes) = self.piece(t.token_id);
                 (text, bytes, t.logprob)
             })
             .collect();
         TokenLogprobs {
             token: text,
             bytes,
-            logprob: token.logprob.unwrap_or(f32::NAN),
+            logprob: Some(token.logprob.unwrap_or(f32::NAN)),
             top,
         }
     }

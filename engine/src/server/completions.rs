@@ -14,7 +14,7 @@ use tokenscale_common::openai::{
 };
 
 use super::body::read_json;
-use super::choice::{ChoiceDelta, TokenLogprobs};
+use super::choice::{ChoiceDelta, Echo, TokenLogprobs};
 use super::generate::{self, ChunkFormat, Collected, ResponseHead};
 use super::params::{DEFAULT_COMPLETION_MAX_TOKENS, resolve};
 use super::state::{AppState, LoadedModel};
@@ -34,23 +34,36 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
         read_json(request, state.max_body_bytes()).await?;
     check_model(body.model.as_deref(), state.served_model_name())?;
     fields::check_extra(&body.extra, &["logit_bias"])?;
-    if body.echo == Some(true) {
-        return Err(ApiError::invalid_param("echo", "echo is not supported"));
-    }
+    let echo = body.echo == Some(true);
     let logprobs = match body.logprobs {
         None => None,
         Some(n) => Some(u32::try_from(n).map_err(|_| {
             ApiError::invalid_param("logprobs", format!("logprobs must be 0 to 20, got {n}"))
         })?),
     };
+    // `max_tokens: 0` with `echo` only returns the prompt (vLLM's prompt scoring).
+    let score_only = echo && body.sampling.max_tokens == Some(0);
     let mut resolved = resolve(
         &body.sampling,
-        body.sampling.max_tokens,
+        body.sampling.max_tokens.filter(|_| !score_only),
         logprobs,
         body.extra.get("logit_bias"),
         &headers,
         model.vocab_size,
     )?;
+    if echo {
+        if resolved.resume.is_some() {
+            return Err(ApiError::invalid_param(
+                "echo",
+                "echo cannot be combined with tokenscale_resume",
+            ));
+        }
+        // The prompt's logprobs need the logits of every prompt position.
+        resolved.params.prompt_logprobs = logprobs;
+        if score_only {
+            resolved.max_tokens = Some(0);
+        }
+    }
     if let Some(grammar) = structured::requested(&body.structured)? {
         if resolved.params.ignore_eos {
             return Err(ApiError::invalid_param(
@@ -68,6 +81,24 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
         Some(DEFAULT_COMPLETION_MAX_TOKENS),
         arrival,
     )?;
+    let runners = if echo {
+        let texts = prompt_texts(&body.prompt, &prompts, model)?;
+        let n = resolved.n;
+        // Choice `i * n + j` is prompt `i`'s `j`-th.
+        runners
+            .into_iter()
+            .enumerate()
+            .map(|(k, runner)| {
+                runner.with_echo(Some(Echo {
+                    text: texts[k / n].clone(),
+                    ids: prompts[k / n].clone(),
+                    logprobs: logprobs.is_some(),
+                }))
+            })
+            .collect()
+    } else {
+        runners
+    };
     let format = Format(ResponseHead::new("cmpl", state.served_model_name()));
     let choice = |c: Collected| CompletionChoice {
         index: c.index,
@@ -106,19 +137,41 @@ fn tokenize(prompt: &Prompt, model: &LoadedModel) -> Result<Vec<Vec<u32>>, ApiEr
     Ok(prompts)
 }
 
+/// The text `echo` returns for each prompt: a text prompt as sent, token ids decoded.
+fn prompt_texts(
+    prompt: &Prompt,
+    ids: &[Vec<u32>],
+    model: &LoadedModel,
+) -> Result<Vec<String>, ApiError> {
+    match prompt {
+        Prompt::Text(text) => Ok(vec![text.clone()]),
+        Prompt::Texts(texts) => Ok(texts.clone()),
+        Prompt::Tokens(_) | Prompt::TokenLists(_) => ids
+            .iter()
+            .map(|ids| {
+                model
+                    .tokenizer
+                    .decode(ids, false)
+                    .map_err(|e| ApiError::invalid_param("prompt", e.to_string()))
+            })
+            .collect(),
+    }
+}
+
 /// The legacy completions logprobs shape; `offset` is where the text of these tokens starts.
 fn legacy_logprobs(tokens: &[TokenLogprobs], offset: usize) -> CompletionLogprobs {
     let mut out = CompletionLogprobs::default();
     let mut at = offset;
     for t in tokens {
         out.tokens.push(t.token.clone());
-        out.token_logprobs.push(Some(t.logprob));
-        out.top_logprobs.push(Some(
+        out.token_logprobs.push(t.logprob);
+        // An echoed prompt's first token has neither a logprob nor alternatives.
+        out.top_logprobs.push(t.logprob.map(|_| {
             t.top
                 .iter()
                 .map(|(text, _, lp)| (text.clone(), *lp))
-                .collect::<BTreeMap<_, _>>(),
-        ));
+                .collect::<BTreeMap<_, _>>()
+        }));
         out.text_offset.push(at as u32);
         at += t.token.len();
     }

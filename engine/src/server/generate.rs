@@ -87,7 +87,9 @@ pub fn start(
                 resolved.params.logprobs.is_some(),
             )
             .with_tool_calls(resolved.tool_calls.clone());
-            if !runner.replay(resumed, max_tokens)? {
+            // Scoring a prompt needs the engine even with `max_tokens` 0.
+            let scores_prompt = params.prompt_logprobs.is_some();
+            if scores_prompt || !runner.replay(resumed, max_tokens)? {
                 // A constrained answer resumes with its grammar past the tokens it has.
                 let constraint = match resolved.constraint.clone() {
                     Some(mut c) => {

@@ -104,6 +104,8 @@ pub fn resolve(
         ignore_eos: fields.ignore_eos.unwrap_or(false),
         logprobs,
         logit_bias: parse_logit_bias(logit_bias)?,
+        // Set by the completions route when it echoes with logprobs.
+        prompt_logprobs: None,
     };
     params.validate(vocab_size)?;
     let include_usage = fields

@@ -32,11 +32,13 @@ impl Run {
     }
 }
 
-/// Runs the batch; the caller has validated token ids, positions and block tables.
+/// Runs the batch; the caller has validated token ids, positions and block tables. Sequences
+/// with `every_row[i]` set get a logits row per token (prompt logprobs); empty: none does.
 pub(super) fn forward<T: Attend>(
     model: &Model,
     kv: &mut KvStore<T>,
     batch: &[SeqStep<'_>],
+    every_row: &[bool],
     run: Run,
 ) -> StepOutput {
     let c = &model.config;
@@ -103,12 +105,15 @@ pub(super) fn forward<T: Attend>(
         add_in_place(&mut x, &proj);
     }
 
-    // Logits for the last token of each sequence that asked.
+    // Logits for the last token of each sequence that asked, or for all of its tokens.
     let mut rows = Vec::new();
     let mut last = 0;
     for (i, s) in batch.iter().enumerate() {
+        let first = last;
         last += s.tokens.len();
-        if s.want_logits {
+        if every_row.get(i).copied().unwrap_or(false) {
+            rows.extend((first..last).map(|tok| (i, tok)));
+        } else if s.want_logits {
             rows.push((i, last - 1));
         }
     }

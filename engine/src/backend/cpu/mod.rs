@@ -213,14 +213,30 @@ impl Backend for CpuBackend {
     }
 
     fn forward(&mut self, batch: &[SeqStep<'_>]) -> Result<StepOutput> {
+        self.forward_every_row(batch, &[])
+    }
+
+    fn computes_every_row(&self) -> bool {
+        true
+    }
+
+    fn forward_every_row(
+        &mut self,
+        batch: &[SeqStep<'_>],
+        every_row: &[bool],
+    ) -> Result<StepOutput> {
         self.validate(batch)?;
         if batch.is_empty() {
             return Ok(StepOutput::default());
         }
         let (model, run) = (&self.model, self.run);
         Ok(match &mut self.kv {
-            Kv::F32(kv) => self.pool.install(|| forward(model, kv, batch, run)),
-            Kv::F16(kv) => self.pool.install(|| forward(model, kv, batch, run)),
+            Kv::F32(kv) => self
+                .pool
+                .install(|| forward(model, kv, batch, every_row, run)),
+            Kv::F16(kv) => self
+                .pool
+                .install(|| forward(model, kv, batch, every_row, run)),
         })
     }
 }

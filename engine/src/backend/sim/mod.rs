@@ -111,6 +111,18 @@ impl Backend for SimBackend {
     }
 
     fn forward(&mut self, batch: &[SeqStep<'_>]) -> Result<StepOutput> {
+        self.forward_every_row(batch, &[])
+    }
+
+    fn computes_every_row(&self) -> bool {
+        true
+    }
+
+    fn forward_every_row(
+        &mut self,
+        batch: &[SeqStep<'_>],
+        every_row: &[bool],
+    ) -> Result<StepOutput> {
         if batch.is_empty() {
             return Ok(StepOutput::default());
         }
@@ -118,13 +130,22 @@ impl Backend for SimBackend {
         std::thread::sleep(Duration::from_secs_f64(self.step_time_s(batch)));
         let vocab_size = self.vocab.size();
         let mut out = StepOutput::default();
-        for (index, seq) in batch.iter().enumerate().filter(|(_, s)| s.want_logits) {
-            // The token that follows the last one of this step, at position start + len.
-            let next_pos = seq.start_pos + seq.tokens.len();
-            let mut row = vec![-1.0e4_f32; vocab_size]; // [vocab_size]
-            row[token_at(next_pos) as usize] = 1.0e4;
-            out.logits.extend_from_slice(&row);
-            out.rows.push(index);
+        for (index, seq) in batch.iter().enumerate() {
+            let end = seq.start_pos + seq.tokens.len();
+            let first = if every_row.get(index).copied().unwrap_or(false) {
+                seq.start_pos
+            } else if seq.want_logits {
+                end - 1
+            } else {
+                continue;
+            };
+            // Each row predicts the token that follows its own, at position `pos + 1`.
+            for pos in first..end {
+                let mut row = vec![-1.0e4_f32; vocab_size]; // [vocab_size]
+                row[token_at(pos + 1) as usize] = 1.0e4;
+                out.logits.extend_from_slice(&row);
+                out.rows.push(index);
+            }
         }
         Ok(out)
     }

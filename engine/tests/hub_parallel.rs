@@ -2,7 +2,7 @@
 //! a 1 GiB file (256 MiB on a small disk) arrives byte-exact over four connections, a pull
 //! killed half-way resumes and fetches only the parts it had not finished, a part cut within a
 //! run resumes from its byte, a server that ignores ranges is read as one stream, and one whose
-//! lengths do not add up is an error that leaves no file. Prints MiB/s with 1 and 4
+//! lengths do not add up, or that never sends a range's body, is an error that leaves no file. Prints MiB/s with 1 and 4
 //! connections (measured, never asserted).
 
 #![allow(clippy::unwrap_used)]
@@ -271,5 +271,25 @@ fn a_server_whose_lengths_do_not_add_up_is_an_error_and_leaves_no_file() {
     assert!(
         std::fs::read_dir(&snapshots).map_or(true, |mut d| d.next().is_none()),
         "nothing linked into a snapshot"
+    );
+}
+
+#[test]
+fn a_server_that_never_sends_a_ranges_body_is_an_error_after_five_attempts() {
+    let (hub, _file, root) = hub_with_file("hub-empty-body", SMALL_LARGE_FILE);
+    hub.set_ranges(Ranges::EmptyBody);
+    let cache = root.join("cache");
+    let err = pull(&hub, &cache, 4).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(err, Error::Hub { .. })
+            && text.contains("downloading big.gguf: bytes ")
+            && text.contains("(5 attempts)"),
+        "{text}"
+    );
+    assert!(
+        blobs(&cache).iter().all(|b| b.contains('.')),
+        "no verified blob: {:?}",
+        blobs(&cache)
     );
 }

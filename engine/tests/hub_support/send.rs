@@ -1,7 +1,8 @@
 //! The test Hub's file bodies: read from disk a chunk at a time (a 1 GiB file over four
 //! connections never sits in memory), the asked `Range` answered with 206 and its
 //! `Content-Range`, and the faults applied: a cut at a byte, a changed byte, a server that
-//! ignores ranges, one whose `Content-Length` is a byte short of its `Content-Range`.
+//! ignores ranges, one whose `Content-Length` is a byte short of its `Content-Range`, one
+//! that never sends a range's body.
 
 use std::convert::Infallible;
 use std::io::{Read, Seek, SeekFrom};
@@ -30,6 +31,8 @@ pub enum Ranges {
     Ignored,
     /// 206 whose `Content-Length` (and body) is one byte short of its `Content-Range`.
     ShortLength,
+    /// 206 with the right headers, then the connection dropped before any byte of the body.
+    EmptyBody,
 }
 
 /// `bytes=A-` or `bytes=A-B` (B inclusive) of a request.
@@ -95,6 +98,10 @@ pub(super) async fn send_file(
             _ => None,
         };
         (cut, faults.corrupt.contains(&file.path))
+    };
+    let cut = match (mode, range) {
+        (Ranges::EmptyBody, Some(_)) => Some(from),
+        _ => cut,
     };
     let stop = cut.unwrap_or(body_end);
     log(state, req, cdn, if is_head { 0 } else { stop - from });

@@ -16,11 +16,11 @@ e.g. a Sentinel or a Cluster). Empty otherwise. */}}
 {{- define "tokenscale.redis.bundled" -}}
 {{- $redis := .Values.redis }}
 {{- $enabled := toString $redis.enabled }}
-{{- $otherStore := or $redis.url (dig "limits" "store" "" .Values.gateway.config) }}
+{{- $configStore := dig "limits" "store" "" .Values.gateway.config }}
 {{- if not $redis.url }}
 {{- if eq $enabled "true" -}}
 true
-{{- else if and (eq $enabled "auto") (include "tokenscale.gateway.severalPods" .) (not $otherStore) -}}
+{{- else if and (eq $enabled "auto") (include "tokenscale.gateway.severalPods" .) (not $configStore) -}}
 true
 {{- end }}
 {{- end }}

@@ -94,6 +94,27 @@ fn several_gateway_pods_without_shared_limits_are_refused_with_the_reason() {
         0
     );
     assert!(gateway_config(&one).limits.redis_url.is_none());
+    // Your own store in gateway.config.limits (a Sentinel here) shares them: no chart Redis.
+    let set = [
+        "gateway.config.limits.store=redis",
+        "gateway.config.limits.redis_sentinel.master=mymaster",
+        "gateway.config.limits.redis_sentinel.urls[0]=redis://sentinel:26379",
+    ];
+    let sentinel = render(
+        "sentinel",
+        &Render {
+            set: &set,
+            ..Render::default()
+        },
+    );
+    assert_eq!(
+        sentinel
+            .of_kind("Deployment")
+            .filter(|d| d.name == REDIS)
+            .count(),
+        0
+    );
+    assert!(gateway_config(&sentinel).limits.redis_sentinel.is_some());
 }
 
 #[test]

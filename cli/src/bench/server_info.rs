@@ -114,4 +114,10 @@ mod tests {
         assert_eq!(generation_tokens(text), Some(42.0));
         assert_eq!(generation_tokens("other 1\n"), None);
     }
+
+    #[test]
+    fn a_gateways_admin_port_gives_its_generated_tokens() {
+        let text = "tokenscale_gateway_generation_tokens_total{model_name=\"a\"} 40\ntokenscale_gateway_generation_tokens_total{model_name=\"b\"} 2\n";
+        assert_eq!(generation_tokens(text), Some(42.0));
+    }
 }

@@ -118,3 +118,36 @@ fn the_table_marks_the_operating_point() {
     assert_eq!(marked.len(), 1);
     assert!(marked[0].contains("400.0"), "{text}");
 }
+
+#[test]
+fn the_table_says_where_the_servers_token_count_came_from_or_that_it_is_unavailable() {
+    let mut report = Report {
+        url: "http://127.0.0.1:1".into(),
+        model: "m".into(),
+        server: ServerInfo {
+            metrics_url: "http://127.0.0.1:1/metrics".into(),
+            ..ServerInfo::default()
+        },
+        client_hardware: Hardware::default(),
+        input_tokens: 1,
+        output_tokens: 2,
+        gpus: 1,
+        seed: 0,
+        slo: None,
+        points: vec![point(100.0, 0.1, 0.01)],
+        operating_point: None,
+    };
+    let text = table(&report);
+    assert!(
+        text.contains(
+            "generated-token count is unavailable: no counter at http://127.0.0.1:1/metrics"
+        ),
+        "{text}"
+    );
+    report.server.generation_tokens_delta = Some(64.0);
+    let text = table(&report);
+    assert!(
+        text.contains("the server counted 64 generated tokens (http://127.0.0.1:1/metrics)"),
+        "{text}"
+    );
+}

@@ -4,7 +4,8 @@
 # (libnvrtc, libcublas: a toolkit under /usr/local/cuda, or NVIDIA's Python wheels), python3.
 # No Rust toolchain and no network: the binary and the model come prepared (pack.sh).
 #
-# HOW TO RUN (about 2-4 minutes of GPU time; 8 at most):
+# HOW TO RUN (about 2-4 minutes of GPU time; every step is bounded, 420 s at most in all, so
+# the check fits one 480 s call and a session's 15 minutes with a rerun):
 #   1. Here, on the build machine:   engine/gpu/pack.sh
 #      (release binary, stripped, and the 94 MiB model in parts, all under .gpu/). It prints
 #      the exact device calls: the model is larger than one call may carry beside the working
@@ -12,7 +13,7 @@
 #        run(command="bash engine/gpu/check.sh stage", carry=[".gpu/model.part-aa"], timeout_s=120)
 #   2. The check itself, AT ONCE after the last stage (the machine stays warm only ~30 s after a
 #      call; what a stage put under target/ is kept while it is warm):
-#        run(command="bash engine/gpu/check.sh", timeout_s=540,
+#        run(command="bash engine/gpu/check.sh", timeout_s=480,
 #            carry=[".gpu/tokenscale-engine", ".gpu/model.sha256", ".gpu/tiny", ".gpu/model.part-ab"])
 #      If it says a part is missing (the machine went cold), repeat the calls back to back.
 #   Elsewhere, with the whole model at hand:  MODEL=path/to/model.gguf engine/gpu/check.sh
@@ -20,8 +21,9 @@
 # It prints: the device, a compile check against the machine's own NVRTC, a table of every
 # kernel against its host reference (‖Δ‖/‖ref‖ ≤ 1e-2; qkv_position in five configurations:
 # both RoPE pairings, llama3 scaling, Qwen2 biases, Qwen3 q/k norms with yarn), a table of the
-# five golden cases (greedy tokens matched, ≥ 20/24 required; logits against the CPU reference
-# backend), a table of the tiny safetensors checkpoints (bf16/f16/f32; Llama 3.1, Qwen2, Qwen3,
+# five golden cases (judged by the margin rule of the CPU checkpoint tests: a greedy token may
+# differ from the golden one only where the golden top-1/top-2 margin is below the GPU's
+# measured logit error; logits against the CPU reference backend), a table of the tiny safetensors checkpoints (bf16/f16/f32; Llama 3.1, Qwen2, Qwen3,
 # Mistral) against the CPU reference backend over 64 positions (‖Δ‖/‖ref‖ ≤ 3e-2), and a
 # table of decode step time and tokens/s at batch 1, 32, 128, 256 with 512-token contexts for
 # SmolLM2-135M and a random-weight Llama of 1B shape, each against its roofline. The log also
@@ -96,22 +98,23 @@ fi
 ls -la "$MODEL"
 
 section "compile with this machine's NVRTC (compute_90 PTX, sm_90 CUBIN)"
-timeout 120 "$BIN" cuda-check --compile-only --arch compute_90 | sed -n '1p;$p' || failed=1
-timeout 120 "$BIN" cuda-check --compile-only --arch sm_90 | tail -n 1 || failed=1
+# Step bounds (seconds), 420 in all: a step that hangs costs its bound, never the call.
+timeout 45 "$BIN" cuda-check --compile-only --arch compute_90 | sed -n '1p;$p' || failed=1
+timeout 45 "$BIN" cuda-check --compile-only --arch sm_90 | tail -n 1 || failed=1
 
 section "parity: kernels vs host reference, model vs golden tokens and the CPU reference"
-timeout 300 "$BIN" cuda-check --model "$MODEL" --golden "$FIXTURE" || failed=1
+timeout 120 "$BIN" cuda-check --model "$MODEL" --golden "$FIXTURE" || failed=1
 
 section "parity: tiny safetensors checkpoints (new architectures, bf16 as stored) vs the CPU reference"
 if [ -d .gpu/tiny ]; then
-  timeout 300 "$BIN" cuda-check --skip-ops \
+  timeout 90 "$BIN" cuda-check --skip-ops \
     --parity .gpu/tiny/llama31,.gpu/tiny/qwen2,.gpu/tiny/qwen3,.gpu/tiny/mistral || failed=1
 else
   echo "NOT RUN: .gpu/tiny was not carried (engine/gpu/pack.sh makes it)"; failed=1
 fi
 
 section "speed: decode at 512-token contexts vs roofline (weights + KV bytes / copy bandwidth)"
-timeout 300 "$BIN" cuda-check --skip-ops --bench --model "$MODEL" --random-1b \
+timeout 120 "$BIN" cuda-check --skip-ops --bench --model "$MODEL" --random-1b \
   --batch 1,32,128,256 --context 512 || failed=1
 
 section "result"

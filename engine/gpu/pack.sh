@@ -55,4 +55,4 @@ for p in "${staged[@]}"; do
   echo "  $n. run(command=\"bash engine/gpu/check.sh stage\", carry=$(quote "$p"), timeout_s=120)"
   n=$((n + 1))
 done
-echo "  $n. run(command=\"bash engine/gpu/check.sh\", timeout_s=540, carry=$(quote "${final[@]}"))"
+echo "  $n. run(command=\"bash engine/gpu/check.sh\", timeout_s=480, carry=$(quote "${final[@]}"))"

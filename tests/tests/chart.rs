@@ -14,6 +14,7 @@ use tokenscale_e2e::k8s_checks::{Object, Typed, parse_documents};
 use tokenscale_e2e::tools::{kubernetes_validate_versions, python_with, run};
 
 mod chart {
+    pub mod admin_port;
     pub mod batch;
     pub mod crd;
     pub mod dashboard;

@@ -73,6 +73,17 @@ pub fn render(label: &str, render: &Render) -> Rendered {
     }
 }
 
+/// The chart rendered over its defaults with `--set` assignments `set`.
+pub fn render_set(label: &str, set: &[&str]) -> Rendered {
+    render(
+        label,
+        &Render {
+            set,
+            ..Render::default()
+        },
+    )
+}
+
 /// The chart rendered over its defaults and every ci values file, as a cluster with the
 /// Prometheus Operator at Kubernetes `version` would see it.
 pub fn renders_at(version: &str) -> Vec<Rendered> {

@@ -7,7 +7,7 @@ use tokenscale_e2e::chart::Render;
 use tokenscale_gateway::config::Config;
 
 use crate::chart::batch::{env, gateway_spec, notes};
-use crate::{Rendered, default_render, render};
+use crate::{Rendered, default_render, render_set};
 
 /// The chart's Redis and the Secret it generates for the test release.
 const REDIS: &str = "tokenscale-redis";
@@ -80,13 +80,7 @@ fn several_gateway_pods_without_shared_limits_are_refused_with_the_reason() {
         }
     }
     // One pod limits alone, rightly: no Redis, no refusal.
-    let one = render(
-        "one-pod-no-redis",
-        &Render {
-            set: &["gateway.replicas=1"],
-            ..Render::default()
-        },
-    );
+    let one = render_set("one-pod-no-redis", &["gateway.replicas=1"]);
     assert_eq!(
         one.of_kind("Deployment")
             .filter(|d| d.name == REDIS)
@@ -100,13 +94,7 @@ fn several_gateway_pods_without_shared_limits_are_refused_with_the_reason() {
         "gateway.config.limits.redis_sentinel.master=mymaster",
         "gateway.config.limits.redis_sentinel.urls[0]=redis://sentinel:26379",
     ];
-    let sentinel = render(
-        "sentinel",
-        &Render {
-            set: &set,
-            ..Render::default()
-        },
-    );
+    let sentinel = render_set("sentinel", &set);
     assert_eq!(
         sentinel
             .of_kind("Deployment")
@@ -192,13 +180,7 @@ fn your_own_password_secret_and_volume_settings_are_used() {
         "redis.persistence.size=5Gi",
         "redis.persistence.storageClass=-",
     ];
-    let r = render(
-        "redis-own-secret",
-        &Render {
-            set: &set,
-            ..Render::default()
-        },
-    );
+    let r = render_set("redis-own-secret", &set);
     assert_eq!(
         r.of_kind("Secret")
             .filter(|s| s.name.contains("redis"))
@@ -220,13 +202,7 @@ fn your_own_password_secret_and_volume_settings_are_used() {
     assert_eq!(claim["storageClassName"], "");
     // Without persistence: an emptyDir of that size, and no claim.
     let set = ["redis.persistence.enabled=false"];
-    let r = render(
-        "redis-no-claim",
-        &Render {
-            set: &set,
-            ..Render::default()
-        },
-    );
+    let r = render_set("redis-no-claim", &set);
     assert_eq!(r.of_kind("PersistentVolumeClaim").count(), 0);
     let volumes = &r.get("Deployment", REDIS).value["spec"]["template"]["spec"]["volumes"];
     assert_eq!(volumes[0]["emptyDir"]["sizeLimit"], "1Gi");

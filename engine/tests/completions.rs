@@ -13,10 +13,17 @@ mod server_support;
 
 use serde_json::{Value, json};
 use server_support::client::post_json;
+use server_support::fake::FakeBackend;
 use server_support::splice::stream_with_ids;
-use server_support::{MODEL_NAME, model_config, run_python_check, start_model_server};
+use server_support::{
+    MODEL_NAME, TestServer, model_config, model_path, run_python_check, start_model_server,
+};
 use tokenscale_common::openai::TOKEN_IDS_MEMBER;
+use tokenscale_engine::gguf::GgufFile;
+use tokenscale_engine::model::ModelConfig;
 use tokenscale_engine::sampling::{Sampler, SamplingParams};
+use tokenscale_engine::server::start_engine;
+use tokenscale_engine::tokenizer::Tokenizer;
 
 const PROMPT: &str = "The capital of France is";
 
@@ -293,5 +300,45 @@ async fn the_openai_client_sees_logit_bias_echo_and_prompt_logprobs_as_defined()
     println!("{report}");
     assert!(ok, "completions check failed:\n{report}");
     assert!(report.contains("completions ok"), "{report}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_without_prompt_logits_refuses_echo_with_logprobs_by_name() {
+    // The test backend, like CUDA today, computes only the last row of each sequence.
+    let config = model_config(4096);
+    let loader_config = config.clone();
+    let server = TestServer::start(config, move || {
+        let file = GgufFile::open(model_path()).map_err(tokenscale_engine::Error::from)?;
+        let backend = FakeBackend::new(ModelConfig::from_gguf(&file)?, 16, 256);
+        start_engine(
+            Box::new(backend),
+            Tokenizer::from_gguf(&file)?,
+            &loader_config,
+        )
+    })
+    .await;
+    let body = json!({"model": MODEL_NAME, "prompt": PROMPT, "max_tokens": 2, "echo": true,
+        "logprobs": 1});
+    let reply = post_json(server.addr, "/v1/completions", &body).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    let error = &reply.json()["error"];
+    assert_eq!(error["param"], "logprobs", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("prompt logprobs"),
+        "{error}"
+    );
+    // Echo alone needs no prompt logits.
+    let body = json!({"model": MODEL_NAME, "prompt": PROMPT, "max_tokens": 2, "echo": true});
+    let echoed = complete(server.addr, body).await;
+    assert!(
+        echoed["choices"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with(PROMPT)
+    );
     server.stop().await;
 }

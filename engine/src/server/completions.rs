@@ -59,6 +59,15 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
             ));
         }
         // The prompt's logprobs need the logits of every prompt position.
+        if logprobs.is_some() && !model.scores_prompts {
+            let backend = model.engine.metrics().backend();
+            return Err(ApiError::invalid_param(
+                "logprobs",
+                format!(
+                    "echo with logprobs needs prompt logprobs, which the {backend} backend does not compute yet"
+                ),
+            ));
+        }
         resolved.params.prompt_logprobs = logprobs;
         if score_only {
             resolved.max_tokens = Some(0);

@@ -93,6 +93,7 @@ pub fn start_engine(
         max_model_len,
         eos_token_ids: tokenizer.eos_token_ids().to_vec(),
     };
+    let scores_prompts = backend.computes_every_row();
     let engine = EngineHandle::spawn(backend, engine_config, metrics)?;
     let tokenizer = Arc::new(tokenizer);
     tracing::info!(tool_call_parser = tool_parser.name(), "tool calls");
@@ -110,6 +111,7 @@ pub fn start_engine(
         revision: None,
         grammar,
         tool_parser,
+        scores_prompts,
     })
 }
 

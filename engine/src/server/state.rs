@@ -45,6 +45,9 @@ pub struct LoadedModel {
     pub grammar: Arc<LazyCompiler>,
     /// The model family's tool-call syntax.
     pub tool_parser: ToolParser,
+    /// Whether the backend computes the logits of every prompt position (prompt logprobs,
+    /// `echo` with `logprobs`): `Backend::computes_every_row`.
+    pub scores_prompts: bool,
 }
 
 /// Shared server state (cheap to clone).

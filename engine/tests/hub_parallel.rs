@@ -248,48 +248,43 @@ fn a_server_that_ignores_ranges_is_read_as_one_stream() {
     assert_eq!(blobs(&cache).len(), 1, "{:?}", blobs(&cache));
 }
 
-#[test]
-fn a_server_whose_lengths_do_not_add_up_is_an_error_and_leaves_no_file() {
-    let (hub, _file, root) = hub_with_file("hub-short-length", SMALL_LARGE_FILE);
-    hub.set_ranges(Ranges::ShortLength);
+/// Pulls from a Hub that answers ranges as `ranges`, which must fail; checks that nothing
+/// verified or linked is left and returns the error's text.
+fn failed_pull(label: &str, ranges: Ranges) -> String {
+    let (hub, _file, root) = hub_with_file(label, SMALL_LARGE_FILE);
+    hub.set_ranges(ranges);
     let cache = root.join("cache");
     let err = pull(&hub, &cache, 4).unwrap_err();
-    let text = err.to_string();
+    assert!(matches!(err, Error::Hub { .. }), "{err}");
+    let left = blobs(&cache);
     assert!(
-        matches!(err, Error::Hub { .. })
-            && text.contains("big.gguf")
-            && text.contains("Content-Length")
-            && text.contains("does not match its Content-Range"),
-        "{text}"
-    );
-    assert!(
-        blobs(&cache).iter().all(|b| b.contains('.')),
-        "no verified blob: {:?}",
-        blobs(&cache)
+        left.iter().all(|b| b.contains('.')),
+        "no verified blob: {left:?}"
     );
     let snapshots = cache.join("models--test-org--big/snapshots");
     assert!(
         std::fs::read_dir(&snapshots).map_or(true, |mut d| d.next().is_none()),
         "nothing linked into a snapshot"
     );
+    err.to_string()
+}
+
+#[test]
+fn a_server_whose_lengths_do_not_add_up_is_an_error_and_leaves_no_file() {
+    let text = failed_pull("hub-short-length", Ranges::ShortLength);
+    assert!(
+        text.contains("big.gguf")
+            && text.contains("Content-Length")
+            && text.contains("does not match its Content-Range"),
+        "{text}"
+    );
 }
 
 #[test]
 fn a_server_that_never_sends_a_ranges_body_is_an_error_after_five_attempts() {
-    let (hub, _file, root) = hub_with_file("hub-empty-body", SMALL_LARGE_FILE);
-    hub.set_ranges(Ranges::EmptyBody);
-    let cache = root.join("cache");
-    let err = pull(&hub, &cache, 4).unwrap_err();
-    let text = err.to_string();
+    let text = failed_pull("hub-empty-body", Ranges::EmptyBody);
     assert!(
-        matches!(err, Error::Hub { .. })
-            && text.contains("downloading big.gguf: bytes ")
-            && text.contains("(5 attempts)"),
+        text.contains("downloading big.gguf: bytes ") && text.contains("(5 attempts)"),
         "{text}"
-    );
-    assert!(
-        blobs(&cache).iter().all(|b| b.contains('.')),
-        "no verified blob: {:?}",
-        blobs(&cache)
     );
 }

@@ -10,8 +10,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use cli_support::{
-    Procs, admin_listen, binary, exchange, free_port, gateway_metrics, scratch_dir, start_engine,
-    wait_for,
+    Procs, admin_listen, binary, exchange, free_port, gateway_metrics, scratch_dir,
+    start_sim_engine, wait_for,
 };
 
 /// The model both tenants may use (the engine's served name).
@@ -50,16 +50,7 @@ fn metrics_are_on_the_admin_port_and_the_api_port_names_no_other_tenant() {
     let mut procs = Procs::default();
     let profile = dir.join("profile.yaml");
     std::fs::write(&profile, cli_support::SIM_PROFILE).expect("profile");
-    let profile = profile.display().to_string();
-    let engine_args = [
-        "--backend",
-        "sim",
-        "--sim-profile",
-        &profile,
-        "--served-model-name",
-        MODEL,
-    ];
-    let engine = start_engine(&mut procs, &engine_args, Duration::from_secs(60));
+    let engine = start_sim_engine(&mut procs, &profile.display().to_string(), MODEL);
 
     let hash = tokenscale_gateway::auth::hash_key;
     let config = dir.join("gateway.yaml");

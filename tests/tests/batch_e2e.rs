@@ -131,18 +131,7 @@ impl Stack {
             }
         };
         let mut procs = Procs::default();
-        let engine = cli_support::start_engine(
-            &mut procs,
-            &[
-                "--backend",
-                "sim",
-                "--sim-profile",
-                &profile,
-                "--served-model-name",
-                MODEL,
-            ],
-            Duration::from_secs(60),
-        );
+        let engine = cli_support::start_sim_engine(&mut procs, &profile, MODEL);
         let config = dir.join("gateway.yaml");
         std::fs::write(&config, gateway_yaml(engine, &dir.join("batch"), settings))
             .expect("config written");

@@ -12,7 +12,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cli_support::{Procs, binary, free_port, metric_sum, scratch_dir, start_engine, wait_for};
+use cli_support::{Procs, binary, free_port, metric_sum, scratch_dir, start_sim_engine, wait_for};
 use serde_json::{Value, json};
 
 const MODEL: &str = "shared-sim";
@@ -214,16 +214,7 @@ fn two_gateways_share_a_batch_and_the_survivor_finishes_it_when_one_is_killed() 
     let s3 = start_s3(&mut procs, &dir);
     let profile = dir.join("profile.yaml");
     std::fs::write(&profile, cli_support::SIM_PROFILE).expect("profile");
-    let profile = profile.display().to_string();
-    let engine_args = [
-        "--backend",
-        "sim",
-        "--sim-profile",
-        &profile,
-        "--served-model-name",
-        MODEL,
-    ];
-    let engine = start_engine(&mut procs, &engine_args, Duration::from_secs(60));
+    let engine = start_sim_engine(&mut procs, &profile.display().to_string(), MODEL);
     let (a_index, a) = start_gateway(&mut procs, &dir, "gateway-a", engine, redis, s3);
     let (_, b) = start_gateway(&mut procs, &dir, "gateway-b", engine, redis, s3);
 

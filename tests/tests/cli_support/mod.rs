@@ -194,6 +194,20 @@ pub fn start_engine(procs: &mut Procs, args: &[&str], ready_timeout: Duration) -
     addr
 }
 
+/// A simulated engine (`--backend sim`) serving `model` with `profile` (a bundled profile's
+/// name or a file, e.g. [`SIM_PROFILE`] written out), on a free port; its address once ready.
+pub fn start_sim_engine(procs: &mut Procs, profile: &str, model: &str) -> SocketAddr {
+    let args = [
+        "--backend",
+        "sim",
+        "--sim-profile",
+        profile,
+        "--served-model-name",
+        model,
+    ];
+    start_engine(procs, &args, Duration::from_secs(60))
+}
+
 /// Pids whose parent is `parent` (from `/proc`).
 pub fn children_of(parent: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {

@@ -16,6 +16,16 @@
 #        run(command="bash engine/gpu/check.sh", timeout_s=480,
 #            carry=[".gpu/tokenscale-engine", ".gpu/model.sha256", ".gpu/tiny", ".gpu/model.part-ab"])
 #      If it says a part is missing (the machine went cold), repeat the calls back to back.
+#   3. Serving, AT ONCE after it (the model stays staged while the machine is warm):
+#        run(command="bash engine/gpu/check.sh serve", timeout_s=300,
+#            carry=[".gpu/tokenscale-engine", ".gpu/tokenscale", ".gpu/model.sha256"])
+#      `serve --backend cuda` driven by `tokenscale bench`: 512-in / 128-out requests at
+#      concurrency 1, 32, 128 and 256 (TTFT and TPOT p95 per level, tokens/s), one 8k-token
+#      prompt, and a mixed prefill + decode run (2k-token prompts arriving while 32 streams
+#      decode). Step bounds: 240 s in all.
+#   --dry-run runs the plumbing of both on the CPU backend, without a GPU (CI does, through
+#   tests/tests/gpu_check_dry_run.rs): the GPU-only steps print what they would run, the
+#   serving steps run at small sizes. BIN, BENCH and MODEL name the binaries and the model.
 #   Elsewhere, with the whole model at hand:  MODEL=path/to/model.gguf engine/gpu/check.sh
 #
 # It prints: the device, a compile check against the machine's own NVRTC, a table of every
@@ -33,21 +43,39 @@ cd "$(dirname "$0")/../.."
 STAGE=target/gpu-stage
 mkdir -p "$STAGE"
 
-if [ "${1:-}" = stage ]; then
-  compgen -G '.gpu/model.part-*' >/dev/null || { echo "stage: no .gpu/model.part-* was carried" >&2; exit 1; }
-  cp .gpu/model.part-* "$STAGE/" && ls -la "$STAGE" && exit 0
-  exit 1
-fi
+MODE=parity DRY=0
+case "${1:-}" in
+  stage)
+    compgen -G '.gpu/model.part-*' >/dev/null || { echo "stage: no .gpu/model.part-* was carried" >&2; exit 1; }
+    cp .gpu/model.part-* "$STAGE/" && ls -la "$STAGE" && exit 0
+    exit 1 ;;
+  serve) MODE=serve ;;
+  --dry-run) DRY=1 MODE=all ;;
+  "") ;;
+  *) echo "usage: engine/gpu/check.sh [stage|serve|--dry-run]" >&2; exit 2 ;;
+esac
 
-LOG="${OUT:-$STAGE}/check.log"
+LOG="${OUT:-$STAGE}/check${1:+-${1#--}}.log"
 exec > >(tee "$LOG") 2>&1
-BIN="${BIN:-.gpu/tokenscale-engine}"
+if [ "$DRY" = 1 ]; then
+  BIN="${BIN:-target/debug/tokenscale-engine}" BENCH="${BENCH:-target/debug/tokenscale}" BACKEND=cpu
+  [ -n "${MODEL:-}" ] || { echo "--dry-run needs MODEL (a GGUF file or a name the engine resolves)"; exit 2; }
+else
+  BIN="${BIN:-.gpu/tokenscale-engine}" BENCH="${BENCH:-.gpu/tokenscale}" BACKEND=cuda
+fi
 FIXTURE=engine/tests/fixtures/smollm2-135m-instruct-q4_1.json
 failed=0
 section() { printf '\n=== %s\n' "$*"; }
+# A step that needs the GPU, bounded: in a dry run it says what it would run.
+gpu_step() {
+  local bound=$1; shift
+  if [ "$DRY" = 1 ]; then echo "DRY RUN, needs a GPU: timeout $bound $*"; return 0; fi
+  timeout "$bound" "$@"
+}
 
 section "device"
-nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader || true
+if [ "$DRY" = 1 ]; then echo "DRY RUN: the CPU backend stands in for the GPU"; else
+  nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader || true; fi
 [ -x "$BIN" ] || { echo "no engine binary at $BIN (run engine/gpu/pack.sh and carry .gpu/tokenscale-engine)"; exit 2; }
 
 # CUDA libraries and headers: the toolkit first, then NVIDIA's Python wheels (CUDA 13 or 12).
@@ -76,7 +104,10 @@ echo "include dirs: $incs"
 
 section "model"
 MODEL="${MODEL:-}"
-if [ -z "$MODEL" ]; then
+if [ -z "$MODEL" ] && [ "$MODE" = serve ] && [ -f "$STAGE/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
+  MODEL="$STAGE/SmolLM2-135M-Instruct.Q4_1.gguf"
+  echo "model assembled by the parity call"
+elif [ -z "$MODEL" ]; then
   MODEL="$STAGE/SmolLM2-135M-Instruct.Q4_1.gguf"
   if [ ! -f "$MODEL" ]; then
     # The parts staged by earlier calls and those carried by this one, in name order; the
@@ -95,28 +126,74 @@ if [ -z "$MODEL" ]; then
     echo "have gone cold between the calls; run pack.sh's calls again, back to back)"
     rm -f "$MODEL"; exit 2; }
 fi
-ls -la "$MODEL"
+[ -e "$MODEL" ] && ls -la "$MODEL"
 
+if [ "$MODE" != serve ]; then
 section "compile with this machine's NVRTC (compute_90 PTX, sm_90 CUBIN)"
 # Step bounds (seconds), 420 in all: a step that hangs costs its bound, never the call.
-timeout 45 "$BIN" cuda-check --compile-only --arch compute_90 | sed -n '1p;$p' || failed=1
-timeout 45 "$BIN" cuda-check --compile-only --arch sm_90 | tail -n 1 || failed=1
+gpu_step 45 "$BIN" cuda-check --compile-only --arch compute_90 | awk 'NR == 1; END { if (NR > 1) print }' || failed=1
+gpu_step 45 "$BIN" cuda-check --compile-only --arch sm_90 | tail -n 1 || failed=1
 
 section "parity: kernels vs host reference, model vs golden tokens and the CPU reference"
-timeout 120 "$BIN" cuda-check --model "$MODEL" --golden "$FIXTURE" || failed=1
+gpu_step 120 "$BIN" cuda-check --model "$MODEL" --golden "$FIXTURE" || failed=1
 
 section "parity: tiny safetensors checkpoints (new architectures, bf16 as stored) vs the CPU reference"
-if [ -d .gpu/tiny ]; then
-  timeout 90 "$BIN" cuda-check --skip-ops \
+if [ -d .gpu/tiny ] || [ "$DRY" = 1 ]; then
+  gpu_step 90 "$BIN" cuda-check --skip-ops \
     --parity .gpu/tiny/llama31,.gpu/tiny/qwen2,.gpu/tiny/qwen3,.gpu/tiny/mistral || failed=1
 else
   echo "NOT RUN: .gpu/tiny was not carried (engine/gpu/pack.sh makes it)"; failed=1
 fi
 
 section "speed: decode at 512-token contexts vs roofline (weights + KV bytes / copy bandwidth)"
-timeout 120 "$BIN" cuda-check --skip-ops --bench --model "$MODEL" --random-1b \
+gpu_step 120 "$BIN" cuda-check --skip-ops --bench --model "$MODEL" --random-1b \
   --batch 1,32,128,256 --context 512 || failed=1
+fi
+
+if [ "$MODE" != parity ]; then
+section "serving: serve --backend $BACKEND driven by tokenscale bench"
+[ -x "$BENCH" ] || { echo "no bench binary at $BENCH (engine/gpu/pack.sh makes .gpu/tokenscale)"; exit 2; }
+# Sizes: the on the GPU; a few short requests on the CPU (the plumbing, not a figure).
+if [ "$DRY" = 1 ]; then
+  LEVELS=1,2 IN=64 OUT_TOKENS=8 LONG=1000 MIXED_IN=256 MIXED_C=2 SECONDS_PER_LEVEL=3s
+else
+  LEVELS=1,32,128,256 IN=512 OUT_TOKENS=128 LONG=8000 MIXED_IN=2048 MIXED_C=32 SECONDS_PER_LEVEL=15s
+fi
+PORT="${PORT:-18431}"
+URL="http://127.0.0.1:$PORT"
+RESULTS="${OUT:-$STAGE}"
+# The context fits the long prompt; the batch budget stays the engine's default.
+"$BIN" serve --backend "$BACKEND" --model "$MODEL" --served-model-name smollm2 \
+  --host 127.0.0.1 --port "$PORT" --max-model-len 8192 > "$STAGE/serve.log" 2>&1 &
+SERVER=$!
+trap 'kill "$SERVER" 2>/dev/null' EXIT
+up=0
+for _ in $(seq 1 90); do
+  if python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+       "$URL/health" 2>/dev/null; then up=1; break; fi
+  kill -0 "$SERVER" 2>/dev/null || break
+  sleep 1
+done
+if [ "$up" = 1 ]; then
+  echo "-- $IN-in / $OUT_TOKENS-out at concurrency $LEVELS, $SECONDS_PER_LEVEL each"
+  timeout 120 "$BENCH" bench --url "$URL" --model smollm2 --concurrency "$LEVELS" \
+    --input-tokens "$IN" --output-tokens "$OUT_TOKENS" --duration "$SECONDS_PER_LEVEL" \
+    --out "$RESULTS/serve.json" || failed=1
+  echo "-- one $LONG-token prompt"
+  timeout 45 "$BENCH" bench --url "$URL" --model smollm2 --concurrency 1 --requests 2 \
+    --input-tokens "$LONG" --output-tokens 16 --out "$RESULTS/serve-long.json" || failed=1
+  echo "-- mixed prefill + decode: $MIXED_IN-token prompts arriving while $MIXED_C streams decode"
+  timeout 45 "$BENCH" bench --url "$URL" --model smollm2 --concurrency "$MIXED_C" \
+    --input-tokens "$MIXED_IN" --output-tokens "$OUT_TOKENS" --duration "$SECONDS_PER_LEVEL" \
+    --out "$RESULTS/serve-mixed.json" || failed=1
+else
+  echo "the engine did not serve within 90 s; its log:"; tail -n 30 "$STAGE/serve.log"; failed=1
+fi
+kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null
+fi
 
 section "result"
-if [ "$failed" = 0 ]; then echo "all GPU checks passed"; else echo "SOME GPU CHECKS FAILED (see above)"; fi
+if [ "$DRY" = 1 ]; then
+  if [ "$failed" = 0 ]; then echo "dry run passed: the plumbing works; no GPU check ran"; else echo "DRY RUN FAILED (see above)"; fi
+elif [ "$failed" = 0 ]; then echo "all GPU checks passed"; else echo "SOME GPU CHECKS FAILED (see above)"; fi
 exit "$failed"

@@ -3,6 +3,7 @@
 # toolchain (the GPU machine has none). Writes into .gpu/ at the repository root (ignored by
 # git through .git/info/exclude):
 #   .gpu/tokenscale-engine   stripped release binary (x86-64)
+#   .gpu/tokenscale          stripped release CLI, for `tokenscale bench` in check.sh serve
 #   .gpu/model.part-aa …     the SmolLM2 model file in parts, each sized so that it travels
 #                            in one device call beside the working tree (which grows)
 #   .gpu/model.sha256        checksum of the whole model file
@@ -22,8 +23,10 @@ model="${1:-${XDG_CACHE_HOME:-$HOME/.cache}/tokenscale/models/SmolLM2-135M-Instr
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo '/.gpu/' >> .git/info/exclude; }
 
 cargo build --release -p tokenscale-engine --bin tokenscale-engine
+cargo build --release -p tokenscale --bin tokenscale
 rm -rf .gpu && mkdir -p .gpu
 strip -o .gpu/tokenscale-engine target/release/tokenscale-engine
+strip -o .gpu/tokenscale target/release/tokenscale
 # Bytes of the working tree, which travels with every call (git's tracked and untracked,
 # not ignored, files). It grows with the project: the parts are sized from it each time.
 bytes() { du -cb "$@" | tail -1 | cut -f1; }
@@ -56,3 +59,7 @@ for p in "${staged[@]}"; do
   n=$((n + 1))
 done
 echo "  $n. run(command=\"bash engine/gpu/check.sh\", timeout_s=480, carry=$(quote "${final[@]}"))"
+serve=(.gpu/tokenscale-engine .gpu/tokenscale .gpu/model.sha256)
+[ $(( $(bytes "${serve[@]}") + tree )) -lt "$limit" ] || {
+  echo "pack: the two binaries with the tree exceed 64 MiB in one call" >&2; exit 1; }
+echo "  $((n + 1)). run(command=\"bash engine/gpu/check.sh serve\", timeout_s=300, carry=$(quote "${serve[@]}"))"

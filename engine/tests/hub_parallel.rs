@@ -2,7 +2,8 @@
 //! a 1 GiB file (256 MiB on a small disk) arrives byte-exact over four connections, a pull
 //! killed half-way resumes and fetches only the parts it had not finished, a part cut within a
 //! run resumes from its byte, a server that ignores ranges is read as one stream, and one whose
-//! lengths do not add up, or that never sends a range's body, is an error that leaves no file. Prints MiB/s with 1 and 4
+//! lengths do not add up, or that never sends a range's body, is an error that leaves no file;
+//! the shards of a checkpoint download at once. Prints MiB/s with 1 and 4
 //! connections (measured, never asserted).
 
 #![allow(clippy::unwrap_used)]
@@ -246,6 +247,41 @@ fn a_server_that_ignores_ranges_is_read_as_one_stream() {
         .collect();
     assert!(!whole.is_empty(), "{:?}", hub.seen());
     assert_eq!(blobs(&cache).len(), 1, "{:?}", blobs(&cache));
+}
+
+#[test]
+fn the_shards_of_a_checkpoint_download_at_once() {
+    let root = scratch!("hub-shards");
+    let repo = root.join("test-org/sharded");
+    let shards = [
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    ];
+    for (seed, shard) in shards.iter().enumerate() {
+        write_seeded(&repo.join(shard), SMALL_LARGE_FILE, seed as u64);
+    }
+    std::fs::write(repo.join("config.json"), "{}").unwrap();
+    std::fs::write(repo.join("tokenizer.json"), "{}").unwrap();
+    std::fs::write(
+        repo.join("model.safetensors.index.json"),
+        format!(
+            r#"{{"weight_map": {{"a": "{}", "b": "{}"}}}}"#,
+            shards[0], shards[1]
+        ),
+    )
+    .unwrap();
+    let hub = TestHub::start(root.path());
+    let cache = root.join("cache");
+    let source = HubSource::parse("hf://test-org/sharded").unwrap().unwrap();
+    // One connection a file: what runs at once is files, not parts.
+    let s = fetch(&source, &config(&hub, &cache, 1)).unwrap();
+    for shard in shards {
+        assert!(
+            same_bytes(&s.path.join(shard), &repo.join(shard)),
+            "{shard}"
+        );
+    }
+    assert!(hub.max_in_flight() >= 2, "the shards went at once");
 }
 
 /// Pulls from a Hub that answers ranges as `ranges`, which must fail; checks that nothing

@@ -4,9 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{
-    Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment,
-};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
     HTTPGetAction, Lifecycle, LifecycleHandler, PersistentVolumeClaimVolumeSource,
@@ -79,14 +77,8 @@ pub fn engine_deployment(md: &ModelDeployment, replicas: i32) -> Result<Deployme
                 match_labels: Some(selector_labels(md)),
                 ..Default::default()
             },
-            // GPUs are scarce: never take a replica down before its successor is ready.
-            strategy: Some(DeploymentStrategy {
-                type_: Some("RollingUpdate".into()),
-                rolling_update: Some(RollingUpdateDeployment {
-                    max_surge: Some(IntOrString::Int(1)),
-                    max_unavailable: Some(IntOrString::Int(0)),
-                }),
-            }),
+            // By default a rollout never needs a spare GPU (see `rollout`).
+            strategy: Some(super::rollout::strategy(&md.spec.rollout)),
             revision_history_limit: Some(3),
             template: PodTemplateSpec {
                 metadata: Some(ObjectMeta {

@@ -8,6 +8,7 @@ pub mod engines;
 pub mod network_policy;
 pub mod pdb;
 pub mod resources;
+pub mod rollout;
 pub mod service;
 
 use std::collections::BTreeMap;

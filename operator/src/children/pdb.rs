@@ -2,18 +2,18 @@
 
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::{ChildError, child_metadata, selector_labels};
 use crate::crd::ModelDeployment;
 
-/// `maxUnavailable: 1` rather than `minAvailable`: a one-replica model must not block node
-/// drains forever, and a many-replica model loses at most one replica's capacity at a time.
+/// `maxUnavailable` rather than `minAvailable`: a one-replica model must not block node
+/// drains forever. The bound is the rollout's (1 by default), so a drain takes no more
+/// replicas at once than a rollout does ([`super::rollout::disruption_bound`]).
 pub fn engine_pdb(md: &ModelDeployment) -> Result<PodDisruptionBudget, ChildError> {
     Ok(PodDisruptionBudget {
         metadata: child_metadata(md)?,
         spec: Some(PodDisruptionBudgetSpec {
-            max_unavailable: Some(IntOrString::Int(1)),
+            max_unavailable: Some(super::rollout::disruption_bound(&md.spec.rollout)),
             selector: Some(LabelSelector {
                 match_labels: Some(selector_labels(md)),
                 ..Default::default()
@@ -30,6 +30,7 @@ pub fn engine_pdb(md: &ModelDeployment) -> Result<PodDisruptionBudget, ChildErro
 mod tests {
     use super::*;
     use crate::children::test_support::{CUDA_SPEC, md};
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
     #[test]
     fn one_at_a_time_over_the_engine_pods() {

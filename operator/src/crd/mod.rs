@@ -15,7 +15,7 @@ pub use source::{HubSource, ModelSource, ModelSourceError};
 pub use spec::EngineKind;
 pub use spec::{
     Backend, EngineSpec, ModelCache, ModelDeployment, ModelDeploymentSpec, ModelFormat, ModelSpec,
-    ReplicaBounds, ScalingSpec, SecretKeyRef, SloSpec,
+    ReplicaBounds, RolloutSpec, ScalingSpec, SecretKeyRef, SloSpec,
 };
 pub use status::{
     CONDITION_CONFLICT, CONDITION_READY, CONDITION_SCALING, CONDITION_SLO_MET, CapacityEstimate,

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{EnvVar, Toleration};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -82,6 +83,9 @@ pub struct ModelDeploymentSpec {
     /// How the autoscaler reacts.
     #[serde(default)]
     pub scaling: ScalingSpec,
+    /// How a new version (any edit of the pods) replaces the replicas.
+    #[serde(default)]
+    pub rollout: RolloutSpec,
     /// Who gets GPUs first when the cluster budget is short (higher wins; 0 by default).
     #[serde(default)]
     #[schemars(range(min = 0, max = 1000))]
@@ -320,6 +324,34 @@ pub struct ReplicaBounds {
     /// Idle time after which a model with `min: 0` goes to zero replicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_to_zero_after: Option<Duration>,
+}
+
+/// How a new version replaces the replicas: the engine Deployment's rolling-update bounds,
+/// under Kubernetes' names. Each is a count or a percentage of the replicas (`maxSurge`
+/// rounded up, `maxUnavailable` down); they may not both be zero.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RolloutSpec {
+    /// Pods a rollout may run above the replica count. Default 0: a rollout never needs a
+    /// GPU the replicas do not already hold, so it completes on a full cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_surge: Option<IntOrString>,
+    /// Replicas a rollout may take down at once (and the PodDisruptionBudget lets a drain
+    /// take). Default 1: one replica's capacity at a time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<IntOrString>,
+}
+
+impl RolloutSpec {
+    /// `maxSurge`, 0 when unset.
+    pub fn max_surge(&self) -> IntOrString {
+        self.max_surge.clone().unwrap_or(IntOrString::Int(0))
+    }
+
+    /// `maxUnavailable`, 1 when unset.
+    pub fn max_unavailable(&self) -> IntOrString {
+        self.max_unavailable.clone().unwrap_or(IntOrString::Int(1))
+    }
 }
 
 /// The latency objective, held at p95.

@@ -150,6 +150,9 @@ impl ModelDeploymentSpec {
                 "a cuda replica needs at least one GPU".into(),
             );
         }
+        if let Some((field, message)) = crate::children::rollout::problem(&self.rollout) {
+            push(field, message);
+        }
         if self.slo.ttft_p95.get().is_zero() {
             push("slo.ttftP95", "must be greater than zero".into());
         }

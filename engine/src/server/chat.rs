@@ -20,9 +20,12 @@ use super::generate::{self, ChunkFormat, Collected, ResponseHead};
 use super::params::{Resolved, resolve};
 use super::state::{AppState, LoadedModel};
 use super::{ApiError, check_model, fields, structured};
+use crate::tokenizer::{SERVER_CONTEXT_KEYS, TemplateKwargs};
 use crate::tools::{ToolCallStreamer, ToolSet, template_inputs};
 
 const ASSISTANT: &str = "assistant";
+/// The request member whose keys are added to the chat template's variables (vLLM's name).
+const KWARGS: &str = "chat_template_kwargs";
 
 /// The handler.
 pub async fn chat_completions(State(state): State<AppState>, request: Request<Body>) -> Response {
@@ -37,7 +40,7 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
     let (headers, body): (_, ChatCompletionRequest) =
         read_json(request, state.max_body_bytes()).await?;
     check_model(body.model.as_deref(), state.served_model_name())?;
-    fields::check_extra(&body.extra, &["logit_bias"])?;
+    fields::check_extra(&body.extra, &["logit_bias", KWARGS])?;
     if body.messages.is_empty() {
         return Err(ApiError::invalid_param(
             "messages",
@@ -112,10 +115,38 @@ fn render_prompt(
         model.tool_parser,
     )
     .map_err(|e| ApiError::invalid_param(&e.param, e.message))?;
+    let kwargs = template_kwargs(body.extra.get(KWARGS))?;
     model
         .tokenizer
-        .encode_chat_with_tools(&inputs.messages, inputs.tools.as_ref(), true)
+        .encode_chat_with_tools(&inputs.messages, inputs.tools.as_ref(), true, kwargs)
         .map_err(|e| ApiError::invalid_param("messages", e.to_string()))
+}
+
+/// The request's `chat_template_kwargs`: an object whose keys are not the server's own
+/// template variables (a `null` is the same as none).
+fn template_kwargs(value: Option<&serde_json::Value>) -> Result<Option<&TemplateKwargs>, ApiError> {
+    let kwargs = match value {
+        None | Some(serde_json::Value::Null) => return Ok(None),
+        Some(serde_json::Value::Object(kwargs)) => kwargs,
+        Some(_) => {
+            return Err(ApiError::invalid_param(
+                KWARGS,
+                "chat_template_kwargs must be an object",
+            ));
+        }
+    };
+    if let Some(key) = SERVER_CONTEXT_KEYS
+        .iter()
+        .find(|k| kwargs.contains_key(**k))
+    {
+        return Err(ApiError::invalid_param(
+            KWARGS,
+            format!(
+                "chat_template_kwargs may not set {key:?}: the server sets it from the request"
+            ),
+        ));
+    }
+    Ok(Some(kwargs))
 }
 
 /// The grammar the output follows and the tool-call parsing of its text.

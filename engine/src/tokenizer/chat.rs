@@ -49,8 +49,25 @@ pub struct ChatTemplate {
     eos_token: String,
 }
 
+/// The variables the server sets in a template's context; a request's
+/// `chat_template_kwargs` may add any other.
+pub const SERVER_CONTEXT_KEYS: [&str; 5] = [
+    "messages",
+    "tools",
+    "add_generation_prompt",
+    "bos_token",
+    "eos_token",
+];
+
+/// Extra template variables (a request's `chat_template_kwargs`, e.g. Qwen3's
+/// `enable_thinking`).
+pub type TemplateKwargs = serde_json::Map<String, serde_json::Value>;
+
 #[derive(Serialize)]
 struct Context<'a, M> {
+    /// Serialised first, so the server's own variables below win over a colliding key.
+    #[serde(flatten)]
+    kwargs: Option<&'a TemplateKwargs>,
     messages: &'a [M],
     /// OpenAI's tool list, as Hugging Face passes it (`none` without tools).
     tools: Option<&'a serde_json::Value>,
@@ -115,12 +132,14 @@ impl ChatTemplate {
     }
 
     /// Renders `messages` (and `tools`, for templates that read them); `add_generation_prompt`
-    /// appends the assistant turn's opening.
+    /// appends the assistant turn's opening; `kwargs` are further variables (one named in
+    /// [`SERVER_CONTEXT_KEYS`] is shadowed by the server's value).
     pub fn render<M: Serialize>(
         &self,
         messages: &[M],
         tools: Option<&serde_json::Value>,
         add_generation_prompt: bool,
+        kwargs: Option<&TemplateKwargs>,
     ) -> Result<String, Error> {
         let env = self
             .env
@@ -130,6 +149,7 @@ impl ChatTemplate {
             .get_template(TEMPLATE_NAME)
             .map_err(|e| Error::ChatTemplate(describe(&e)))?;
         let context = Context {
+            kwargs,
             messages,
             tools,
             add_generation_prompt,
@@ -152,4 +172,34 @@ fn describe(err: &minijinja::Error) -> String {
         text.push_str(&format!(" (template line {line})"));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kwargs_reach_the_template_and_never_replace_the_servers_variables() {
+        let source = "{{ messages | length }}{% if add_generation_prompt %}>{% endif %}\
+            {% if enable_thinking is defined and not enable_thinking %}<think></think>{% endif %}";
+        let template = ChatTemplate::new(Some(source), "", "");
+        let messages = [ChatMessage::new("user", "hi")];
+        let render = |kwargs: serde_json::Value| {
+            let kwargs = kwargs.as_object().cloned();
+            template
+                .render(&messages, None, true, kwargs.as_ref())
+                .unwrap()
+        };
+        assert_eq!(template.render(&messages, None, true, None).unwrap(), "1>");
+        assert_eq!(render(serde_json::json!({"enable_thinking": true})), "1>");
+        assert_eq!(
+            render(serde_json::json!({"enable_thinking": false})),
+            "1><think></think>"
+        );
+        assert_eq!(
+            render(serde_json::json!({"messages": [], "add_generation_prompt": false})),
+            "1>",
+            "the server's variables win"
+        );
+    }
 }

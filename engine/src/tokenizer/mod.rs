@@ -24,7 +24,7 @@ use serde::Serialize;
 use crate::gguf::GgufFile;
 
 pub use bpe::SUPPORTED_PRE;
-pub use chat::{ChatMessage, ChatTemplate, FALLBACK_CHATML};
+pub use chat::{ChatMessage, ChatTemplate, FALLBACK_CHATML, SERVER_CONTEXT_KEYS, TemplateKwargs};
 pub use error::Error;
 pub use hf::{
     CHAT_TEMPLATE_FILE, GENERATION_CONFIG_FILE, HfFiles, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE,
@@ -196,7 +196,8 @@ impl Tokenizer {
         messages: &[M],
         add_generation_prompt: bool,
     ) -> Result<String, Error> {
-        self.chat.render(messages, None, add_generation_prompt)
+        self.chat
+            .render(messages, None, add_generation_prompt, None)
     }
 
     /// Renders a chat and encodes it (control tokens parsed; BOS added when the model wants
@@ -206,17 +207,21 @@ impl Tokenizer {
         messages: &[M],
         add_generation_prompt: bool,
     ) -> Result<Vec<u32>, Error> {
-        self.encode_chat_with_tools(messages, None, add_generation_prompt)
+        self.encode_chat_with_tools(messages, None, add_generation_prompt, None)
     }
 
-    /// [`encode_chat`](Self::encode_chat) with a `tools` list for the template.
+    /// [`encode_chat`](Self::encode_chat) with a `tools` list and extra variables
+    /// (`chat_template_kwargs`) for the template.
     pub fn encode_chat_with_tools<M: Serialize>(
         &self,
         messages: &[M],
         tools: Option<&serde_json::Value>,
         add_generation_prompt: bool,
+        kwargs: Option<&TemplateKwargs>,
     ) -> Result<Vec<u32>, Error> {
-        let text = self.chat.render(messages, tools, add_generation_prompt)?;
+        let text = self
+            .chat
+            .render(messages, tools, add_generation_prompt, kwargs)?;
         let mut ids = self.encode_with(
             &text,
             EncodeOptions {

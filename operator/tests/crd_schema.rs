@@ -20,6 +20,7 @@ fn root() -> PathBuf {
 /// The CEL rules of the CRD, each mirrored by a check in `ModelDeploymentSpec::problems`.
 const MIRRORED_RULES: &[&str] = &[
     "self.min <= self.max",
+    "!has(self.desired) || (self.desired >= self.min && self.desired <= self.max)",
     "self.backend == 'cuda' || !has(self.gpusPerReplica) || self.gpusPerReplica == 0",
     "(has(self.kind) && self.kind != 'tokenscale') || !has(self.gpusPerReplica) || self.gpusPerReplica <= 1",
 ];

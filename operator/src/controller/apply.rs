@@ -133,9 +133,15 @@ pub async fn reconcile_model(md: &Arc<ModelDeployment>, ctx: &Context) -> Result
     Ok(Action::requeue(RESYNC))
 }
 
-/// The replicas a model's Deployment starts with.
+/// The replicas a model's Deployment starts with: the count a person set, else the minimum.
 fn min_replicas(md: &ModelDeployment) -> u32 {
-    md.spec.replicas.min.max(0).unsigned_abs()
+    held_replicas(md).unwrap_or_else(|| md.spec.replicas.min.max(0).unsigned_abs())
+}
+
+/// The count a person set through the `scale` subresource (`spec.replicas.desired`), which
+/// the autoscaler holds instead of deciding.
+pub fn held_replicas(md: &ModelDeployment) -> Option<u32> {
+    md.spec.replicas.desired.map(|n| n.max(0).unsigned_abs())
 }
 
 /// Takes `md` off the scaling clock: an invalid or refused object is not scaled.
@@ -242,11 +248,17 @@ fn tick_for(
         Observed::Round(round) => scaling.tick(clocks, &round, counts),
         Observed::View(view) => scaling.tick_view(clocks, view, counts),
     };
+    if let Some(held) = held_replicas(md) {
+        // A person set the count (`kubectl scale`): the policy still observes and learns,
+        // but the count is theirs until they remove it.
+        tick.limit_to(held);
+        scaling.note_applied(&tick);
+    }
     let grant = ctx.settings.gpu_budget.map(|budget| {
         let request = GpuRequest {
             model: key.clone(),
             priority: md.spec.priority,
-            desired_replicas: tick.decision.replicas,
+            desired_replicas: tick.target_replicas,
             min_replicas: spec.min_replicas,
             gpus_per_replica: md.spec.engine.gpus_per_replica(),
             slo_ratio: crate::autoscaler::slo_ratio(&spec, &tick.observations),

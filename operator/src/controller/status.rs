@@ -247,6 +247,9 @@ fn ready_condition(
     )
 }
 
+/// The `Scaling` condition's reason while a person's count holds (`spec.replicas.desired`).
+pub const AUTOSCALING_PAUSED: &str = "AutoscalingPaused";
+
 fn scaling_condition(
     input: &StatusInput<'_>,
     counts: ReplicaCounts,
@@ -273,6 +276,22 @@ fn scaling_condition(
         );
     }
     let moving = counts.desired != input.desired || counts.ready != input.desired;
+    if let Some(held) = super::apply::held_replicas(input.md) {
+        return condition(
+            previous,
+            CONDITION_SCALING,
+            moving,
+            AUTOSCALING_PAUSED,
+            format!(
+                "autoscaling paused: replicas set to {held} by kubectl scale \
+                 (spec.replicas.desired); remove it to resume: kubectl patch md {} --type merge \
+                 -p '{{\"spec\":{{\"replicas\":{{\"desired\":null}}}}}}'",
+                input.md.metadata.name.as_deref().unwrap_or_default()
+            ),
+            generation,
+            input.now,
+        );
+    }
     let reason = input.decision.reason.as_str();
     let mut message = input.decision.message.clone();
     if !input.view.missing.is_empty() {

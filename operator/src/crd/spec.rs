@@ -30,7 +30,7 @@ use super::status::ModelDeploymentStatus;
     doc = "A model served by engine replicas that tokenscale scales on output tokens/s per GPU \
            against a p95 latency SLO.",
     scale(
-        spec_replicas_path = ".spec.replicas.min",
+        spec_replicas_path = ".spec.replicas.desired",
         status_replicas_path = ".status.replicas",
         label_selector_path = ".status.selector"
     ),
@@ -313,6 +313,7 @@ impl EngineSpec {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[x_kube(validation = Rule::new("self.min <= self.max").message("replicas.min must be less than or equal to replicas.max"))]
+#[x_kube(validation = Rule::new("!has(self.desired) || (self.desired >= self.min && self.desired <= self.max)").message("replicas.desired (what kubectl scale sets) must be within replicas.min and replicas.max"))]
 pub struct ReplicaBounds {
     /// Fewest replicas; 0 allows scale to zero after `scaleToZeroAfter` without traffic.
     #[serde(default = "default_min_replicas")]
@@ -321,6 +322,12 @@ pub struct ReplicaBounds {
     /// Most replicas.
     #[schemars(range(min = 1, max = 1000))]
     pub max: i32,
+    /// A replica count a person set (`kubectl scale`, the `scale` subresource): while set, the
+    /// autoscaler holds it and says so in the `Scaling` condition; remove it to resume
+    /// autoscaling. Within `min` and `max`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1000))]
+    pub desired: Option<i32>,
     /// Idle time after which a model with `min: 0` goes to zero replicas.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_to_zero_after: Option<Duration>,

@@ -57,6 +57,18 @@ impl ModelDeploymentSpec {
                 ),
             );
         }
+        if let Some(desired) = r.desired
+            && !(r.min..=r.max).contains(&desired)
+        {
+            // Mirrors the CRD's CEL rule, which refuses such a `kubectl scale`.
+            push(
+                "replicas.desired",
+                format!(
+                    "{desired} is outside replicas.min ({}) and replicas.max ({})",
+                    r.min, r.max
+                ),
+            );
+        }
         match ModelSource::parse(&self.model.source) {
             Err(e) => push("model.source", e.to_string()),
             Ok(source) => {

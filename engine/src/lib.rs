@@ -14,6 +14,7 @@
 //! - `sampling`: logits → next token (greedy, temperature, top-k/p, min-p, penalties).
 //! - `grammar`: constrained decoding (JSON schema, regex, choices, Lark) as token masks.
 //! - `tools`: tool calling: rendering tools into the prompt, parsing each model family's calls.
+//! - `reasoning`: a reasoning model's `<think>…</think>` split out of the answer, per family.
 //! - `fetch`: model aliases and the cached download of the default model.
 //! - `cli`: the `tokenscale-engine` subcommands.
 
@@ -26,6 +27,7 @@ pub mod grammar;
 pub mod kv;
 pub mod model;
 pub mod quant;
+pub mod reasoning;
 pub mod runtime;
 pub mod sampling;
 pub mod sched;

@@ -278,5 +278,9 @@ fn compile_caches_are_on_the_cache_volume_and_engine_env_overrides_them() {
         values("TORCHINDUCTOR_CACHE_DIR"),
         [format!("{CACHE_MOUNT_PATH}/torchinductor")]
     );
-    assert_eq!(values("TRITON_CACHE_DIR"), ["/mnt/triton"], "once, the user's");
+    assert_eq!(
+        values("TRITON_CACHE_DIR"),
+        ["/mnt/triton"],
+        "once, the user's"
+    );
 }

@@ -94,13 +94,12 @@ fn a_point_without_successes_never_meets_the_slo() {
     assert_eq!(p.ttft_s, None);
 }
 
-#[test]
-fn the_table_marks_the_operating_point() {
-    let points = vec![point(100.0, 0.1, 0.01), point(400.0, 0.4, 0.04)];
-    let report = Report {
+/// A report of `points` against a server at 127.0.0.1:1 that said `server`.
+fn report(points: Vec<Point>, operating_point: Option<usize>, server: ServerInfo) -> Report {
+    Report {
         url: "http://127.0.0.1:1".into(),
         model: "m".into(),
-        server: ServerInfo::default(),
+        server,
         client_hardware: Hardware::default(),
         input_tokens: 1,
         output_tokens: 2,
@@ -108,8 +107,14 @@ fn the_table_marks_the_operating_point() {
         seed: 0,
         slo: None,
         points,
-        operating_point: Some(1),
-    };
+        operating_point,
+    }
+}
+
+#[test]
+fn the_table_marks_the_operating_point() {
+    let points = vec![point(100.0, 0.1, 0.01), point(400.0, 0.4, 0.04)];
+    let report = report(points, Some(1), ServerInfo::default());
     let text = table(&report);
     let marked: Vec<&str> = text
         .lines()
@@ -121,22 +126,11 @@ fn the_table_marks_the_operating_point() {
 
 #[test]
 fn the_table_says_where_the_servers_token_count_came_from_or_that_it_is_unavailable() {
-    let mut report = Report {
-        url: "http://127.0.0.1:1".into(),
-        model: "m".into(),
-        server: ServerInfo {
-            metrics_url: "http://127.0.0.1:1/metrics".into(),
-            ..ServerInfo::default()
-        },
-        client_hardware: Hardware::default(),
-        input_tokens: 1,
-        output_tokens: 2,
-        gpus: 1,
-        seed: 0,
-        slo: None,
-        points: vec![point(100.0, 0.1, 0.01)],
-        operating_point: None,
+    let server = ServerInfo {
+        metrics_url: "http://127.0.0.1:1/metrics".into(),
+        ..ServerInfo::default()
     };
+    let mut report = report(vec![point(100.0, 0.1, 0.01)], None, server);
     let text = table(&report);
     assert!(
         text.contains(

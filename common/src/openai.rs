@@ -242,6 +242,16 @@ pub struct Usage {
     pub total_tokens: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tokens_details: Option<PromptTokensDetails>,
+    /// Set when the model's output was split into reasoning and content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+/// Detail of the completion's tokens.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompletionTokensDetails {
+    /// Generated tokens that were reasoning (`reasoning_content`), not the answer.
+    pub reasoning_tokens: u64,
 }
 
 /// Detail of the prompt's tokens.
@@ -314,9 +324,12 @@ pub struct ChatLogprobs {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChatResponseMessage {
     pub role: String,
-    /// `null` when the message is only tool calls.
+    /// `null` when the message is only tool calls (or only reasoning).
     #[serde(default)]
     pub content: Option<String>,
+    /// A reasoning model's thinking, split out of `content` (vLLM's member).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCall>>,
 }
@@ -351,6 +364,9 @@ pub struct ChatDelta {
     pub role: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// A piece of the reasoning (see [`ChatResponseMessage::reasoning_content`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCallDelta>>,
 }

@@ -69,6 +69,11 @@ pub struct ServeArgs {
     /// or `mistral`; default: the one the chat template shows (hermes when it shows none).
     #[arg(long, value_parser = crate::tools::ToolParser::NAMES)]
     pub tool_call_parser: Option<String>,
+    /// Reasoning syntax of the model family, split out of the answer into
+    /// `reasoning_content`: `qwen3`, `deepseek_r1`, or `none` (off); default: from the chat
+    /// template (none when it never mentions `</think>`).
+    #[arg(long, value_parser = crate::reasoning::ReasoningParser::NAMES)]
+    pub reasoning_parser: Option<String>,
     /// `--backend sim`: a bundled performance profile (`llama3-8b-h100`, the default;
     /// `smollm2-cpu`) or a profile file (YAML).
     #[arg(long)]
@@ -137,6 +142,7 @@ impl ServeArgs {
             body_timeout_s: self.body_timeout,
             max_connections: self.max_connections,
             tool_call_parser: self.tool_call_parser.clone(),
+            reasoning_parser: self.reasoning_parser.clone(),
         })
     }
 }

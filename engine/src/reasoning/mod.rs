@@ -6,7 +6,7 @@
 mod parser;
 mod stream;
 
-pub use parser::ReasoningParser;
+pub use parser::{ReasoningParser, THINK_CLOSE, THINK_OPEN};
 pub use stream::{ReasoningSplit, ReasoningStreamer};
 
 /// A reasoning parser name that is not one of [`ReasoningParser::NAMES`].

@@ -49,15 +49,14 @@ impl ReasoningStreamer {
         }
     }
 
-    /// Adds the text of one generated token (counted as reasoning when it arrives inside the
-    /// reasoning, the one that closes it included).
-    pub fn push_token(&mut self, text: &str) -> ReasoningSplit {
+    /// Counts one generated token, before its text is pushed: reasoning when it arrives
+    /// inside the reasoning (the one that closes it included).
+    pub fn count_token(&mut self) {
         match self.phase {
             Phase::Start => self.start_tokens += 1,
             Phase::Reasoning => self.reasoning_tokens += 1,
             Phase::Content => {}
         }
-        self.push(text)
     }
 
     /// Adds generated text.

@@ -15,7 +15,8 @@ fn run(parser: ReasoningParser, text: &str, step: usize) -> (String, String, usi
         content.push_str(&out.content);
     };
     for piece in chars.chunks(step.max(1)) {
-        add(s.push_token(&piece.iter().collect::<String>()));
+        s.count_token();
+        add(s.push(&piece.iter().collect::<String>()));
     }
     add(s.finish());
     (reasoning, content, s.reasoning_tokens())

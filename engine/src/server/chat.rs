@@ -20,7 +20,8 @@ use super::generate::{self, ChunkFormat, Collected, ResponseHead};
 use super::params::{Resolved, resolve};
 use super::state::{AppState, LoadedModel};
 use super::{ApiError, check_model, fields, structured};
-use crate::tokenizer::{SERVER_CONTEXT_KEYS, TemplateKwargs};
+use crate::reasoning::{ReasoningParser, ReasoningStreamer, THINK_CLOSE, THINK_OPEN};
+use crate::tokenizer::{EncodeOptions, SERVER_CONTEXT_KEYS, TemplateKwargs, Tokenizer};
 use crate::tools::{ToolCallStreamer, ToolSet, template_inputs};
 
 const ASSISTANT: &str = "assistant";
@@ -84,8 +85,10 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
         logprobs: logprobs.map(|_| chat_logprobs(&c.logprobs)),
         message: ChatResponseMessage {
             role: ASSISTANT.to_string(),
-            // A message that is only calls has no content.
-            content: (!c.text.is_empty() || c.tool_calls.is_empty()).then_some(c.text),
+            // A message that is only calls (or only reasoning) has no content.
+            content: (!c.text.is_empty() || (c.tool_calls.is_empty() && c.reasoning.is_empty()))
+                .then_some(c.text),
+            reasoning_content: (!c.reasoning.is_empty()).then_some(c.reasoning),
             tool_calls: (!c.tool_calls.is_empty()).then_some(c.tool_calls),
         },
         finish_reason: Some(c.finish.reason.to_string()),
@@ -159,6 +162,26 @@ async fn shape_output(
     let parser = model.tool_parser;
     let requested = structured::requested(&body.structured)?;
     let grammar = structured::for_chat(requested, tools, parser, &model.tokenizer)?;
+    let reasoning = reasoning_parser(model, body);
+    if let (Some(grammar), Some(reasoning)) = (&grammar, reasoning) {
+        // The grammar masks every generated token from the first, so it would constrain the
+        // reasoning too (or forbid it); applying it only after `</think>` is not built.
+        return Err(ApiError::invalid_param(
+            grammar.param(),
+            format!(
+                "{} cannot be combined with reasoning (this model's {} parser): the grammar would constrain the reasoning too; send chat_template_kwargs {{\"enable_thinking\": false}} to answer without reasoning",
+                grammar.param(),
+                reasoning.name()
+            ),
+        ));
+    }
+    if let Some(parser) = reasoning {
+        resolved.reasoning = Some(ReasoningStreamer::new(parser));
+        // Markers that are special tokens must reach the parser as text.
+        if markers_are_special(&model.tokenizer) {
+            resolved.skip_special_tokens = false;
+        }
+    }
     if let Some(grammar) = grammar {
         if resolved.params.ignore_eos {
             return Err(ApiError::invalid_param(
@@ -176,6 +199,29 @@ async fn shape_output(
         }
     }
     Ok(())
+}
+
+/// The model's reasoning parser, unless the request turns thinking off
+/// (`chat_template_kwargs: {"enable_thinking": false}`): its output is then all answer.
+fn reasoning_parser(model: &LoadedModel, body: &ChatCompletionRequest) -> Option<ReasoningParser> {
+    let thinking_off = body
+        .extra
+        .get(KWARGS)
+        .and_then(|k| k.get("enable_thinking"))
+        .is_some_and(|v| v == &serde_json::Value::Bool(false));
+    model.reasoning_parser.filter(|_| !thinking_off)
+}
+
+/// Whether `<think>` or `</think>` is one special token here (its text then only shows when
+/// special tokens are decoded).
+fn markers_are_special(tokenizer: &Tokenizer) -> bool {
+    let options = EncodeOptions {
+        add_bos: false,
+        parse_special: true,
+    };
+    [THINK_OPEN, THINK_CLOSE].iter().any(|marker| {
+        matches!(tokenizer.encode_with(marker, options).as_deref(), Ok(&[id]) if tokenizer.is_special(id))
+    })
 }
 
 fn chat_logprobs(tokens: &[TokenLogprobs]) -> ChatLogprobs {
@@ -222,7 +268,7 @@ impl ChunkFormat for Format {
         let delta = ChatDelta {
             role: Some(ASSISTANT.to_string()),
             content: Some(String::new()),
-            tool_calls: None,
+            ..ChatDelta::default()
         };
         Some(self.chunk(
             vec![ChatChunkChoice {
@@ -237,6 +283,7 @@ impl ChunkFormat for Format {
 
     fn delta(&self, index: u32, delta: &ChoiceDelta) -> Option<String> {
         if delta.text.is_empty()
+            && delta.reasoning.is_empty()
             && delta.tool_calls.is_empty()
             && delta.logprobs.is_empty()
             && delta.finish.is_none()
@@ -244,6 +291,7 @@ impl ChunkFormat for Format {
             return None;
         }
         let content = (!delta.text.is_empty()).then(|| delta.text.clone());
+        let reasoning_content = (!delta.reasoning.is_empty()).then(|| delta.reasoning.clone());
         let tool_calls = (!delta.tool_calls.is_empty()).then(|| delta.tool_calls.clone());
         let logprobs = (!delta.logprobs.is_empty()).then(|| chat_logprobs(&delta.logprobs));
         let finish_reason = delta.finish.map(|f| f.reason.to_string());
@@ -252,6 +300,7 @@ impl ChunkFormat for Format {
             delta: ChatDelta {
                 role: None,
                 content,
+                reasoning_content,
                 tool_calls,
             },
             logprobs,

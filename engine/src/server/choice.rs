@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tokenscale_common::openai::ToolCallDelta;
 
 use super::ApiError;
+use crate::reasoning::ReasoningStreamer;
 use crate::runtime::{RequestStream, RequestUsage, TokenEvent};
 use crate::sampling::{SampledToken, StopMatcher};
 use crate::tokenizer::{IncrementalDecoder, Tokenizer};
@@ -29,6 +30,8 @@ pub struct Finish {
     /// `stop`, `length`, or `tool_calls` (it stopped after calling tools).
     pub reason: &'static str,
     pub usage: RequestUsage,
+    /// Generated tokens that were reasoning (with a reasoning parser only).
+    pub reasoning_tokens: Option<usize>,
 }
 
 /// What one step of a choice adds.
@@ -36,6 +39,8 @@ pub struct Finish {
 pub struct ChoiceDelta {
     /// Text now safe to send (may be empty while a character or a stop string is pending).
     pub text: String,
+    /// Reasoning now safe to send (chat with a reasoning parser).
+    pub reasoning: String,
     /// Tool-call pieces (chat with tools).
     pub tool_calls: Vec<ToolCallDelta>,
     pub logprobs: Vec<TokenLogprobs>,
@@ -62,6 +67,8 @@ pub struct ChoiceRunner {
     want_logprobs: bool,
     /// Splits the text into content and tool calls, when the request offers tools.
     tools: Option<ToolCallStreamer>,
+    /// Splits reasoning off the text first (tool calls are parsed in the content only).
+    reasoning: Option<ReasoningStreamer>,
     /// The prompt to send before the completion (`echo`), until it is sent.
     echo: Option<Echo>,
 }
@@ -101,6 +108,7 @@ impl ChoiceRunner {
             cached_tokens: 0,
             want_logprobs,
             tools: None,
+            reasoning: None,
             echo: None,
         }
     }
@@ -117,10 +125,29 @@ impl ChoiceRunner {
         self
     }
 
-    /// `text` as content and call deltas; `done` flushes what the parser held back.
-    fn split(&mut self, text: String, done: bool) -> (String, Vec<ToolCallDelta>) {
+    /// Splits reasoning off the text with `reasoning` (if any).
+    pub fn with_reasoning(mut self, reasoning: Option<ReasoningStreamer>) -> Self {
+        self.reasoning = reasoning;
+        self
+    }
+
+    /// `text` as reasoning, content and call deltas; `done` flushes what the parsers held
+    /// back.
+    fn split(&mut self, text: String, done: bool) -> (String, String, Vec<ToolCallDelta>) {
+        let (reasoning, text) = match &mut self.reasoning {
+            Some(parser) => {
+                let mut out = parser.push(&text);
+                if done {
+                    let tail = parser.finish();
+                    out.reasoning.push_str(&tail.reasoning);
+                    out.content.push_str(&tail.content);
+                }
+                (out.reasoning, out.content)
+            }
+            None => (String::new(), text),
+        };
         let Some(tools) = &mut self.tools else {
-            return (text, Vec::new());
+            return (reasoning, text, Vec::new());
         };
         let mut out = tools.push(&text);
         if done {
@@ -128,7 +155,15 @@ impl ChoiceRunner {
             out.content.push_str(&tail.content);
             out.tool_calls.extend(tail.tool_calls);
         }
-        (out.content, out.tool_calls)
+        (reasoning, out.content, out.tool_calls)
+    }
+
+    /// Counts a generated token as reasoning or not, before its text is split.
+    fn count_token(&mut self) {
+        self.num_tokens += 1;
+        if let Some(parser) = &mut self.reasoning {
+            parser.count_token();
+        }
     }
 
     /// `tool_calls` instead of `stop` when the message called tools.
@@ -152,7 +187,7 @@ impl ChoiceRunner {
     /// choice then only sends its last delta, and needs no engine request.
     pub fn replay(&mut self, ids: &[u32], max_tokens: u32) -> Result<bool, ApiError> {
         for &id in ids {
-            self.num_tokens += 1;
+            self.count_token();
             let piece = self
                 .decoder
                 .push(&self.tokenizer, id)
@@ -258,13 +293,15 @@ impl ChoiceRunner {
             reason
         };
         text.push_str(&self.stop.finish());
-        let (text, tool_calls) = self.split(text, true);
+        let (reasoning, text, tool_calls) = self.split(text, true);
         ChoiceDelta {
             text,
+            reasoning,
             tool_calls,
             finish: Some(Finish {
                 reason: self.reason(reason),
                 usage,
+                reasoning_tokens: self.reasoning_tokens(),
             }),
             ..ChoiceDelta::default()
         }
@@ -277,7 +314,17 @@ impl ChoiceRunner {
             completion_tokens: self.num_tokens,
             cached_tokens: cached_tokens.min(self.prompt_tokens),
         };
-        Finish { reason, usage }
+        Finish {
+            reason,
+            usage,
+            reasoning_tokens: self.reasoning_tokens(),
+        }
+    }
+
+    fn reasoning_tokens(&self) -> Option<usize> {
+        self.reasoning
+            .as_ref()
+            .map(ReasoningStreamer::reasoning_tokens)
     }
 
     fn on_token(
@@ -285,7 +332,7 @@ impl ChoiceRunner {
         token: SampledToken,
         num_cached_tokens: usize,
     ) -> Result<ChoiceDelta, ApiError> {
-        self.num_tokens += 1;
+        self.count_token();
         self.cached_tokens = num_cached_tokens;
         let piece = self
             .decoder
@@ -299,16 +346,21 @@ impl ChoiceRunner {
         };
         // With parallel calls off, the one call allowed ends the message like a stop string.
         let stopped = check.stopped.is_some();
-        let (text, tool_calls) = self.split(check.text, stopped);
+        let (reasoning, text, tool_calls) = self.split(check.text, stopped);
         let one_call_done = self.tools.as_ref().is_some_and(|t| t.first_call_done());
-        let (text, tool_calls) = if one_call_done && !stopped {
-            let (more_text, more_calls) = self.split(String::new(), true);
-            (text + &more_text, [tool_calls, more_calls].concat())
+        let (reasoning, text, tool_calls) = if one_call_done && !stopped {
+            let (more_reasoning, more_text, more_calls) = self.split(String::new(), true);
+            (
+                reasoning + &more_reasoning,
+                text + &more_text,
+                [tool_calls, more_calls].concat(),
+            )
         } else {
-            (text, tool_calls)
+            (reasoning, text, tool_calls)
         };
         let mut delta = ChoiceDelta {
             text,
+            reasoning,
             tool_calls,
             logprobs,
             token_ids: vec![token.token_id],

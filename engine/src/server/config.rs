@@ -44,6 +44,8 @@ pub struct ServeConfig {
     pub max_connections: usize,
     /// Tool-call syntax (`hermes`, `llama3_json`, `mistral`); default: read from the template.
     pub tool_call_parser: Option<String>,
+    /// Reasoning syntax (`qwen3`, `deepseek_r1`, `none`); default: read from the template.
+    pub reasoning_parser: Option<String>,
 }
 
 impl Default for ServeConfig {
@@ -68,6 +70,7 @@ impl Default for ServeConfig {
             body_timeout_s: 30.0,
             max_connections: 2048,
             tool_call_parser: None,
+            reasoning_parser: None,
         }
     }
 }

@@ -36,7 +36,10 @@ const REFUSED_WITH_HINT: &[(&str, &str)] = &[
         "function_call",
         "the deprecated function-calling API is not supported; send `tool_choice`",
     ),
-    ("reasoning_effort", "this engine serves no reasoning mode"),
+    (
+        "reasoning_effort",
+        "reasoning_effort is not supported; chat_template_kwargs reach the template (Qwen3: {\"enable_thinking\": false})",
+    ),
     ("audio", "audio output is not supported"),
     ("prediction", "predicted outputs are not supported"),
     ("web_search_options", "web search is not supported"),

@@ -11,7 +11,8 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::stream::{self, Stream, StreamExt};
 use tokenscale_common::openai::{
-    PromptTokensDetails, SSE_DONE, TOKEN_IDS_MEMBER, ToolCall, Usage, merge_tool_call_delta,
+    CompletionTokensDetails, PromptTokensDetails, SSE_DONE, TOKEN_IDS_MEMBER, ToolCall, Usage,
+    merge_tool_call_delta,
 };
 
 use super::ApiError;
@@ -86,7 +87,8 @@ pub fn start(
                 prompt.len(),
                 resolved.params.logprobs.is_some(),
             )
-            .with_tool_calls(resolved.tool_calls.clone());
+            .with_tool_calls(resolved.tool_calls.clone())
+            .with_reasoning(resolved.reasoning.clone());
             // Scoring a prompt needs the engine even with `max_tokens` 0.
             let scores_prompt = params.prompt_logprobs.is_some();
             if scores_prompt || !runner.replay(resumed, max_tokens)? {
@@ -125,8 +127,10 @@ pub fn start(
 #[derive(Debug, Clone)]
 pub struct Collected {
     pub index: u32,
-    /// The content (without the text of tool calls).
+    /// The content (without the text of tool calls, or the reasoning).
     pub text: String,
+    /// The reasoning split off the text (chat with a reasoning parser).
+    pub reasoning: String,
     pub tool_calls: Vec<ToolCall>,
     pub logprobs: Vec<TokenLogprobs>,
     pub finish: Finish,
@@ -138,6 +142,7 @@ pub async fn collect(runners: Vec<ChoiceRunner>) -> Result<Vec<Collected>, ApiEr
     // The engine runs all choices at once; reading them one after another loses nothing.
     for mut runner in runners {
         let mut text = String::new();
+        let mut reasoning = String::new();
         let mut tool_calls: Vec<ToolCall> = Vec::new();
         let mut logprobs = Vec::new();
         loop {
@@ -146,6 +151,7 @@ pub async fn collect(runners: Vec<ChoiceRunner>) -> Result<Vec<Collected>, ApiEr
             };
             let delta = delta?;
             text.push_str(&delta.text);
+            reasoning.push_str(&delta.reasoning);
             // The streamed deltas, put together: the same calls a stream would show.
             for d in &delta.tool_calls {
                 merge_tool_call_delta(&mut tool_calls, d);
@@ -155,6 +161,7 @@ pub async fn collect(runners: Vec<ChoiceRunner>) -> Result<Vec<Collected>, ApiEr
                 out.push(Collected {
                     index: runner.index,
                     text,
+                    reasoning,
                     tool_calls,
                     logprobs,
                     finish,
@@ -173,6 +180,8 @@ pub struct UsageSum {
     prompt_tokens: u64,
     completion_tokens: u64,
     cached_tokens: u64,
+    /// `None` until a choice with a reasoning parser finishes.
+    reasoning_tokens: Option<u64>,
 }
 
 impl UsageSum {
@@ -191,6 +200,9 @@ impl UsageSum {
             self.cached_tokens += finish.usage.cached_tokens as u64;
         }
         self.completion_tokens += finish.usage.completion_tokens as u64;
+        if let Some(n) = finish.reasoning_tokens {
+            *self.reasoning_tokens.get_or_insert(0) += n as u64;
+        }
     }
 
     /// The OpenAI `usage` object.
@@ -202,6 +214,9 @@ impl UsageSum {
             prompt_tokens_details: Some(PromptTokensDetails {
                 cached_tokens: self.cached_tokens,
             }),
+            completion_tokens_details: self
+                .reasoning_tokens
+                .map(|reasoning_tokens| CompletionTokensDetails { reasoning_tokens }),
         }
     }
 }

@@ -9,6 +9,7 @@ use super::state::LoadedModel;
 use crate::backend::Backend;
 use crate::grammar::LazyCompiler;
 use crate::model::Checkpoint;
+use crate::reasoning::ReasoningParser;
 use crate::runtime::{EngineConfig, EngineHandle, EngineMetrics};
 use crate::tokenizer::Tokenizer;
 use crate::tools::ToolParser;
@@ -78,6 +79,12 @@ pub fn start_engine(
         Some(name) => ToolParser::from_name(name).map_err(|e| LoadError::Config(e.to_string()))?,
         None => ToolParser::detect(tokenizer.chat_template().source()),
     };
+    let reasoning_parser = match &config.reasoning_parser {
+        Some(name) => {
+            ReasoningParser::from_name(name).map_err(|e| LoadError::Config(e.to_string()))?
+        }
+        None => ReasoningParser::detect(tokenizer.chat_template().source()),
+    };
     let name = config.served_model_name();
     let metrics = Arc::new(EngineMetrics::new(
         &name,
@@ -97,6 +104,10 @@ pub fn start_engine(
     let engine = EngineHandle::spawn(backend, engine_config, metrics)?;
     let tokenizer = Arc::new(tokenizer);
     tracing::info!(tool_call_parser = tool_parser.name(), "tool calls");
+    tracing::info!(
+        reasoning_parser = reasoning_parser.map_or("none", ReasoningParser::name),
+        "reasoning"
+    );
     // A model the grammar vocabulary cannot be built for still serves everything but
     // constrained requests, which get the reason.
     let grammar = Arc::new(LazyCompiler::new(
@@ -111,6 +122,7 @@ pub fn start_engine(
         revision: None,
         grammar,
         tool_parser,
+        reasoning_parser,
         scores_prompts,
     })
 }

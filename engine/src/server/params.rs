@@ -11,6 +11,7 @@ use tokenscale_common::openai::{SamplingFields, Stop};
 
 use super::ApiError;
 use crate::grammar::Constraint;
+use crate::reasoning::ReasoningStreamer;
 use crate::sampling::{MAX_TOP_LOGPROBS, SamplingParams};
 use crate::sched::Priority;
 use crate::tools::ToolCallStreamer;
@@ -40,6 +41,8 @@ pub struct Resolved {
     pub constraint: Option<Constraint>,
     /// Splits each choice's text into content and tool calls.
     pub tool_calls: Option<ToolCallStreamer>,
+    /// Splits the text into reasoning and content (chat with a reasoning model).
+    pub reasoning: Option<ReasoningStreamer>,
 }
 
 /// Reads the shared fields; `max_tokens` is the endpoint's own (chat's
@@ -131,6 +134,7 @@ pub fn resolve(
             .is_some_and(|v| v.as_bytes() != b"0" && v.as_bytes() != b"false"),
         constraint: None,
         tool_calls: None,
+        reasoning: None,
     })
 }
 

@@ -9,6 +9,7 @@ use tokio::sync::Notify;
 
 use super::ApiError;
 use crate::grammar::LazyCompiler;
+use crate::reasoning::ReasoningParser;
 use crate::runtime::EngineHandle;
 use crate::tokenizer::Tokenizer;
 use crate::tools::ToolParser;
@@ -45,6 +46,8 @@ pub struct LoadedModel {
     pub grammar: Arc<LazyCompiler>,
     /// The model family's tool-call syntax.
     pub tool_parser: ToolParser,
+    /// The model family's reasoning syntax; `None`: no reasoning is split out.
+    pub reasoning_parser: Option<ReasoningParser>,
     /// Whether the backend computes the logits of every prompt position (prompt logprobs,
     /// `echo` with `logprobs`): `Backend::computes_every_row`.
     pub scores_prompts: bool,

@@ -22,6 +22,7 @@ FROM ${RUNTIME_BASE}
 COPY --from=build /out/tokenscale-gateway /usr/local/bin/tokenscale-gateway
 # Non-root, numeric so Kubernetes' runAsNonRoot can verify it without /etc/passwd.
 USER 65532:65532
-EXPOSE 8080
+# 8080: the OpenAI API; 9090: /metrics and /health on the admin listener (--admin-listen)
+EXPOSE 8080 9090
 ENTRYPOINT ["/usr/local/bin/tokenscale-gateway"]
 CMD ["--listen", "0.0.0.0:8080", "--config", "/etc/tokenscale/gateway/gateway.yaml"]

@@ -139,6 +139,12 @@ async fn chat_template_kwargs_reach_the_template_and_grammars_wait_for_thinking_
             .contains("would constrain the reasoning"),
         "{error}"
     );
+    let tool =
+        json!({"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}});
+    let required = json!({"tools": [tool], "tool_choice": "required"});
+    let reply = post_json(addr, "/v1/chat/completions", &chat(required)).await;
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.json()["error"]["param"], "tool_choice");
     let mut thinking_off = chat(json_object);
     thinking_off["chat_template_kwargs"] = json!({"enable_thinking": false});
     // A grammar decides where the output ends.

@@ -166,11 +166,15 @@ async fn shape_output(
     if let (Some(grammar), Some(reasoning)) = (&grammar, reasoning) {
         // The grammar masks every generated token from the first, so it would constrain the
         // reasoning too (or forbid it); applying it only after `</think>` is not built.
+        let field = match grammar.param() {
+            // A required or named call is what `tool_choice` asked for.
+            "tools" => "tool_choice",
+            param => param.split('.').next().unwrap_or(param),
+        };
         return Err(ApiError::invalid_param(
-            grammar.param(),
+            field,
             format!(
-                "{} cannot be combined with reasoning (this model's {} parser): the grammar would constrain the reasoning too; send chat_template_kwargs {{\"enable_thinking\": false}} to answer without reasoning",
-                grammar.param(),
+                "{field} cannot be combined with reasoning (this model's {} parser): the grammar would constrain the reasoning too; send chat_template_kwargs {{\"enable_thinking\": false}} to answer without reasoning",
                 reasoning.name()
             ),
         ));

@@ -40,56 +40,84 @@ fn pair(reasoning: &str, content: &str) -> (String, String) {
     (reasoning.to_string(), content.to_string())
 }
 
+/// Each case: (output, reasoning, content, what it shows).
+fn check(parser: ReasoningParser, cases: &[(&str, &str, &str, &str)]) {
+    for (text, reasoning, content, shows) in cases {
+        assert_eq!(
+            split(parser, text),
+            pair(reasoning, content),
+            "{parser:?}: {shows}"
+        );
+    }
+}
+
 const QWEN3: ReasoningParser = ReasoningParser::Qwen3;
 const R1: ReasoningParser = ReasoningParser::DeepSeekR1;
 
 #[test]
 fn qwen3_splits_its_think_block_and_leaves_unmarked_output_as_content() {
-    let text = "<think>\nThe user says hi.\n</think>\n\nHello!";
-    assert_eq!(
-        split(QWEN3, text),
-        pair("\nThe user says hi.\n", "\n\nHello!")
+    check(
+        QWEN3,
+        &[
+            (
+                "<think>\nThe user says hi.\n</think>\n\nHello!",
+                "\nThe user says hi.\n",
+                "\n\nHello!",
+                "a think block",
+            ),
+            ("Hello!", "", "Hello!", "no markers"),
+            (
+                "<think>\n\n</think>\n\nHi",
+                "\n\n",
+                "\n\nHi",
+                "an empty think block",
+            ),
+            ("<think></think>Hi", "", "Hi", "empty reasoning"),
+            (
+                "a </think> b",
+                "",
+                "a </think> b",
+                "no opening: all content",
+            ),
+            ("<thin", "", "<thin", "a cut opening"),
+            ("", "", "", "no output"),
+        ],
     );
-    assert_eq!(split(QWEN3, "Hello!"), pair("", "Hello!"), "no markers");
-    assert_eq!(
-        split(QWEN3, "<think>\n\n</think>\n\nHi"),
-        pair("\n\n", "\n\nHi"),
-        "an empty think block"
-    );
-    assert_eq!(split(QWEN3, "<think></think>Hi"), pair("", "Hi"));
-    assert_eq!(
-        split(QWEN3, "a </think> b"),
-        pair("", "a </think> b"),
-        "no opening: all content"
-    );
-    assert_eq!(split(QWEN3, "<thin"), pair("", "<thin"), "a cut opening");
-    assert_eq!(split(QWEN3, ""), pair("", ""));
 }
 
 #[test]
 fn r1_starts_inside_the_reasoning() {
-    let text = "Let me think.</think>\n\nThe answer is 4.";
-    assert_eq!(
-        split(R1, text),
-        pair("Let me think.", "\n\nThe answer is 4.")
+    check(
+        R1,
+        &[
+            (
+                "Let me think.</think>\n\nThe answer is 4.",
+                "Let me think.",
+                "\n\nThe answer is 4.",
+                "inside from the start",
+            ),
+            (
+                "<think>\nWhy?</think>Yes",
+                "\nWhy?",
+                "Yes",
+                "a leading <think> is dropped",
+            ),
+            (
+                "no close at all",
+                "no close at all",
+                "",
+                "without </think> all is reasoning",
+            ),
+            ("</think>answer", "", "answer", "empty reasoning"),
+            ("x </thin", "x </thin", "", "a cut closing"),
+            (
+                "</think>a</think>b",
+                "",
+                "a</think>b",
+                "only the first </think> closes",
+            ),
+        ],
     );
-    assert_eq!(
-        split(R1, &format!("<think>\n{text}")),
-        pair("\nLet me think.", "\n\nThe answer is 4."),
-        "a leading <think> is dropped"
-    );
-    assert_eq!(
-        split(R1, "no close at all"),
-        pair("no close at all", ""),
-        "without </think> everything is reasoning"
-    );
-    assert_eq!(
-        split(R1, "</think>answer"),
-        pair("", "answer"),
-        "empty reasoning"
-    );
-    assert_eq!(split(R1, "x </thin"), pair("x </thin", ""), "a cut closing");
-    assert_eq!(split(R1, "</think>a</think>b"), pair("", "a</think>b"));
 }
 
 #[test]
@@ -132,6 +160,6 @@ fn detection_reads_the_template() {
     );
     assert_eq!(ReasoningParser::from_name("none"), Ok(None));
     assert_eq!(ReasoningParser::from_name("deepseek_r1"), Ok(Some(R1)));
-    let err = ReasoningParser::from_name("qwen").unwrap_err();
+    let err = ReasoningParser::from_name("qwen").expect_err("no parser is called qwen");
     assert!(err.to_string().contains("unknown parser \"qwen\""), "{err}");
 }

@@ -188,9 +188,14 @@ mod tests {
             let kwargs = kwargs.as_object().cloned();
             template
                 .render(&messages, None, true, kwargs.as_ref())
-                .unwrap()
+                .expect("the template renders")
         };
-        assert_eq!(template.render(&messages, None, true, None).unwrap(), "1>");
+        assert_eq!(
+            template
+                .render(&messages, None, true, None)
+                .expect("the template renders"),
+            "1>"
+        );
         assert_eq!(render(serde_json::json!({"enable_thinking": true})), "1>");
         assert_eq!(
             render(serde_json::json!({"enable_thinking": false})),

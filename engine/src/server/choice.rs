@@ -134,28 +134,7 @@ impl ChoiceRunner {
     /// `text` as reasoning, content and call deltas; `done` flushes what the parsers held
     /// back.
     fn split(&mut self, text: String, done: bool) -> (String, String, Vec<ToolCallDelta>) {
-        let (reasoning, text) = match &mut self.reasoning {
-            Some(parser) => {
-                let mut out = parser.push(&text);
-                if done {
-                    let tail = parser.finish();
-                    out.reasoning.push_str(&tail.reasoning);
-                    out.content.push_str(&tail.content);
-                }
-                (out.reasoning, out.content)
-            }
-            None => (String::new(), text),
-        };
-        let Some(tools) = &mut self.tools else {
-            return (reasoning, text, Vec::new());
-        };
-        let mut out = tools.push(&text);
-        if done {
-            let tail = tools.finish();
-            out.content.push_str(&tail.content);
-            out.tool_calls.extend(tail.tool_calls);
-        }
-        (reasoning, out.content, out.tool_calls)
+        split_text(self.reasoning.as_mut(), self.tools.as_mut(), text, done)
     }
 
     /// Counts a generated token as reasoning or not, before its text is split.
@@ -398,5 +377,74 @@ impl ChoiceRunner {
             logprob: Some(token.logprob.unwrap_or(f32::NAN)),
             top,
         }
+    }
+}
+
+/// `text` split by the choice's parsers: the reasoning first, then tool calls out of the
+/// content only (a call written while thinking is not a call); `done` flushes what they held
+/// back. Returns (reasoning, content, call deltas).
+fn split_text(
+    reasoning: Option<&mut ReasoningStreamer>,
+    tools: Option<&mut ToolCallStreamer>,
+    text: String,
+    done: bool,
+) -> (String, String, Vec<ToolCallDelta>) {
+    let (reasoning, text) = match reasoning {
+        Some(parser) => {
+            let mut out = parser.push(&text);
+            if done {
+                let tail = parser.finish();
+                out.reasoning.push_str(&tail.reasoning);
+                out.content.push_str(&tail.content);
+            }
+            (out.reasoning, out.content)
+        }
+        None => (String::new(), text),
+    };
+    let Some(tools) = tools else {
+        return (reasoning, text, Vec::new());
+    };
+    let mut out = tools.push(&text);
+    if done {
+        let tail = tools.finish();
+        out.content.push_str(&tail.content);
+        out.tool_calls.extend(tail.tool_calls);
+    }
+    (reasoning, out.content, out.tool_calls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reasoning::ReasoningParser;
+    use crate::tools::ToolParser;
+
+    #[test]
+    fn tool_calls_are_parsed_in_the_content_only() {
+        let call = r#"<tool_call>{"name": "f", "arguments": {}}</tool_call>"#;
+        let text = format!("<think>maybe {call}</think>{call}");
+        let mut reasoning = ReasoningStreamer::new(ReasoningParser::Qwen3);
+        let mut tools = ToolCallStreamer::new(ToolParser::Hermes, true);
+        let (mut thought, mut content, mut calls) = (String::new(), String::new(), Vec::new());
+        let chars: Vec<char> = text.chars().collect();
+        for (i, piece) in chars.chunks(3).enumerate() {
+            let done = (i + 1) * 3 >= chars.len();
+            let piece = piece.iter().collect();
+            let (r, c, t) = split_text(Some(&mut reasoning), Some(&mut tools), piece, done);
+            thought.push_str(&r);
+            content.push_str(&c);
+            calls.extend(t);
+        }
+        assert_eq!(
+            thought,
+            format!("maybe {call}"),
+            "the call while thinking stays reasoning"
+        );
+        assert_eq!(content, "");
+        let names: Vec<_> = calls
+            .iter()
+            .filter_map(|d| d.function.as_ref()?.name.clone())
+            .collect();
+        assert_eq!(names, ["f"], "the call after the reasoning is the one call");
     }
 }

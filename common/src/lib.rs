@@ -2,6 +2,7 @@
 //! boundary (OpenAI API shapes, metric names, header names, `hf://` model sources) and the
 //! performance model used by both the engine's `sim` backend and `tokenscale sim`.
 
+pub mod duration;
 pub mod engines;
 pub mod headers;
 pub mod hub_source;

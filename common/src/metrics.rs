@@ -38,6 +38,9 @@ pub mod engine {
     pub const STEP_DURATION_SECONDS: &str = "tokenscale_engine_step_duration_seconds";
     /// Histogram: sequences in one engine step.
     pub const BATCH_SIZE: &str = "tokenscale_engine_batch_size";
+    /// Gauge: running sequences allowed now (`--max-num-seqs`, or the lower number a TPOT
+    /// target's measured step time allows: the replica's operating point).
+    pub const MAX_NUM_SEQS: &str = "tokenscale_engine_max_num_seqs";
     /// Info gauge with labels `backend`, `simulated` (`true` for the `sim` backend).
     pub const BACKEND_INFO: &str = "tokenscale_engine_backend_info";
     /// Info gauge with labels `source` (what `--model` named), `format` (`gguf`,

@@ -155,6 +155,7 @@ fn spawn_engine(backend: LosesDevice) -> EngineHandle {
         enable_prefix_caching: false,
         max_model_len: 4096,
         eos_token_ids: Vec::new(),
+        tpot_target: None,
     };
     EngineHandle::spawn(Box::new(backend), config, metrics).expect("spawn")
 }

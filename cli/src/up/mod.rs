@@ -223,6 +223,9 @@ async fn engine_args(manifest: &Manifest, model: &str) -> Result<Vec<String>, Up
     args.extend([
         "--drain-timeout".to_string(),
         engine.drain_timeout.get().as_secs_f64().to_string(),
+        // Each replica holds the SLO's time per output token itself, as the operator's do.
+        "--tpot-target".to_string(),
+        format!("{}ms", manifest.spec.slo.tpot_p95.get().as_secs_f64() * 1e3),
     ]);
     if engine.backend == Backend::Sim {
         args.extend([

@@ -32,6 +32,12 @@ pub struct ServeArgs {
     /// Sequences per engine step.
     #[arg(long, default_value_t = ServeConfig::default().max_num_seqs)]
     pub max_num_seqs: usize,
+    /// Time per output token every running sequence should hold (e.g. `50ms`): the engine
+    /// runs only as many sequences, and as long prefill chunks, as its measured step time
+    /// allows within it; the rest wait (and count as waiting demand). Default: no target,
+    /// only --max-num-seqs and --max-batch-tokens.
+    #[arg(long, value_parser = tokenscale_common::duration::parse)]
+    pub tpot_target: Option<std::time::Duration>,
     /// Seconds running requests may take to finish after SIGTERM.
     #[arg(long, default_value_t = ServeConfig::default().drain_timeout_s)]
     pub drain_timeout: f64,
@@ -130,6 +136,7 @@ impl ServeArgs {
             block_size: self.block_size,
             max_batch_tokens: self.max_batch_tokens,
             max_num_seqs: self.max_num_seqs,
+            tpot_target: self.tpot_target,
             drain_timeout_s: self.drain_timeout,
             served_model_name: self.served_model_name.clone(),
             max_body_bytes: self.max_body_bytes,

@@ -14,7 +14,9 @@ use crate::backend::{Backend, SeqStep, StepOutput};
 use crate::grammar::{Constraint, GrammarError, MaskJob, MaskWorker, TokenMask};
 use crate::kv::{KvCacheManager, RequestId};
 use crate::sampling::{FinishReason, SampledToken, Sampler, finish_on_token};
-use crate::sched::{SchedRequest, Scheduler, SchedulerConfig, SchedulerOutput};
+use crate::sched::{
+    SchedRequest, Scheduler, SchedulerConfig, SchedulerOutput, StepLimits, StepTimeModel,
+};
 
 /// A request the loop is serving: its sampler, its grammar, its event channel and its timings.
 struct Active {
@@ -47,6 +49,8 @@ pub(super) struct EngineLoop {
     vocab_size: usize,
     /// Computes grammar masks beside the forward pass (started with the first constraint).
     masks: Option<MaskWorker>,
+    /// Measured step times, for the TPOT target's limits.
+    step_time: StepTimeModel,
 }
 
 impl EngineLoop {
@@ -66,6 +70,7 @@ impl EngineLoop {
             max_num_seqs: config.max_num_seqs,
         });
         let vocab_size = backend.model_config().vocab_size;
+        metrics.max_num_seqs.set(scheduler.seat_limit() as f64);
         Self {
             backend,
             config,
@@ -76,6 +81,7 @@ impl EngineLoop {
             active: HashMap::new(),
             vocab_size,
             masks: None,
+            step_time: StepTimeModel::default(),
         }
     }
 
@@ -87,6 +93,7 @@ impl EngineLoop {
             if !self.drain_commands() {
                 return Ok(());
             }
+            self.apply_tpot_target();
             let out = self.scheduler.schedule(&mut self.kv);
             self.record_schedule(&out);
             // Blocks are taken at scheduling time: show them before any token of this step leaves.
@@ -282,11 +289,33 @@ impl EngineLoop {
                 }
             }
         }
-        self.metrics
-            .step_duration_s
-            .observe(started.elapsed().as_secs_f64());
+        // The whole step, sampling and delivery included: what each stream waits per token.
+        let elapsed_s = started.elapsed().as_secs_f64();
+        let tokens = out.seqs.iter().map(|s| s.num_tokens).sum();
+        self.step_time.observe(out.seqs.len(), tokens, elapsed_s);
+        self.metrics.step_duration_s.observe(elapsed_s);
         self.metrics.batch_size.observe(out.seqs.len() as f64);
         Ok(())
+    }
+
+    /// With a TPOT target, caps the coming step to what the measured step time allows; the
+    /// cap is exported so the operator and the gateway see this replica's operating point.
+    fn apply_tpot_target(&mut self) {
+        let Some(target) = self.config.tpot_target else {
+            return;
+        };
+        let config = self.scheduler.config();
+        let ceiling = StepLimits {
+            max_num_seqs: config.max_num_seqs,
+            max_batch_tokens: config.max_batch_tokens,
+        };
+        let limits =
+            self.step_time
+                .limits(target.as_secs_f64(), self.scheduler.num_running(), ceiling);
+        self.scheduler.set_step_limits(Some(limits));
+        self.metrics
+            .max_num_seqs
+            .set(self.scheduler.seat_limit() as f64);
     }
 
     /// Hands the constraints of this step's sampling sequences to the mask worker; returns

@@ -113,6 +113,9 @@ pub struct EngineMetrics {
     pub num_requests_running: Gauge,
     pub num_requests_waiting: Gauge,
     pub kv_cache_usage_perc: Gauge,
+    /// The running set's size limit in force: `--max-num-seqs`, or the lower one a TPOT
+    /// target's measured step time allows.
+    pub max_num_seqs: Gauge,
     pub prompt_tokens: Counter,
     pub generation_tokens: Counter,
     pub num_preemptions: Counter,
@@ -145,6 +148,7 @@ impl EngineMetrics {
             num_requests_running: Gauge::default(),
             num_requests_waiting: Gauge::default(),
             kv_cache_usage_perc: Gauge::default(),
+            max_num_seqs: Gauge::default(),
             prompt_tokens: Counter::default(),
             generation_tokens: Counter::default(),
             num_preemptions: Counter::default(),
@@ -199,6 +203,11 @@ impl EngineMetrics {
                 names::KV_CACHE_USAGE_PERC,
                 "Fraction (0-1) of KV-cache blocks in use.",
                 self.kv_cache_usage_perc.get(),
+            ),
+            (
+                names::MAX_NUM_SEQS,
+                "Running sequences allowed now: --max-num-seqs, or the lower number the TPOT target's measured step time allows.",
+                self.max_num_seqs.get(),
             ),
         ];
         for (name, help, value) in gauges {

@@ -35,6 +35,10 @@ pub struct EngineConfig {
     pub max_model_len: usize,
     /// Tokens that end generation unless `ignore_eos`.
     pub eos_token_ids: Vec<u32>,
+    /// The time per output token each running sequence should hold (`serve --tpot-target`):
+    /// the running set and each step's tokens are capped to what the measured step time
+    /// allows (see `sched::StepTimeModel`); `None`, only the limits above.
+    pub tpot_target: Option<std::time::Duration>,
 }
 
 /// One generation request, already tokenised.

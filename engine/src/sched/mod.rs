@@ -3,6 +3,8 @@
 
 mod request;
 mod scheduler;
+mod step_time;
 
 pub use request::{Priority, SchedRequest};
 pub use scheduler::{ScheduledSeq, Scheduler, SchedulerConfig, SchedulerOutput};
+pub use step_time::{StepLimits, StepTimeModel};

@@ -5,6 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::request::{Priority, SchedRequest};
+use super::step_time::StepLimits;
 use crate::kv::{CachedPrefix, KvCacheManager, RequestId};
 
 /// Limits of one step.
@@ -56,6 +57,8 @@ pub struct Scheduler {
     /// Admission order.
     running: Vec<RequestId>,
     next_arrival_seq: u64,
+    /// Tighter limits for the next steps (the TPOT target's operating point), within `config`.
+    limits: Option<StepLimits>,
 }
 
 impl Scheduler {
@@ -71,7 +74,27 @@ impl Scheduler {
             waiting: Default::default(),
             running: Vec::new(),
             next_arrival_seq: 0,
+            limits: None,
         }
+    }
+
+    /// Sets tighter limits for the coming steps (`None`: the configured ones). The running
+    /// set is never cut to fit them: sequences already running finish, new ones wait.
+    pub fn set_step_limits(&mut self, limits: Option<StepLimits>) {
+        self.limits = limits;
+    }
+
+    /// The running set's size limit in force: the configured one or a tighter step limit.
+    pub fn seat_limit(&self) -> usize {
+        self.limits.map_or(self.config.max_num_seqs, |l| {
+            l.max_num_seqs.clamp(1, self.config.max_num_seqs)
+        })
+    }
+
+    fn token_budget(&self) -> usize {
+        self.limits.map_or(self.config.max_batch_tokens, |l| {
+            l.max_batch_tokens.clamp(1, self.config.max_batch_tokens)
+        })
     }
 
     /// The limits this scheduler runs with.
@@ -136,7 +159,7 @@ impl Scheduler {
     /// Picks the next step's batch and reserves its KV slots.
     pub fn schedule(&mut self, kv: &mut KvCacheManager) -> SchedulerOutput {
         let mut out = SchedulerOutput::default();
-        let mut budget = self.config.max_batch_tokens;
+        let mut budget = self.token_budget();
         self.schedule_running(kv, &mut out, &mut budget);
         // A request preempted this step would be readmitted at once and thrash: wait a step.
         if out.preempted.is_empty() {
@@ -218,7 +241,7 @@ impl Scheduler {
                 if *budget == 0 {
                     return;
                 }
-                let has_seat = self.running.len() < self.config.max_num_seqs;
+                let has_seat = self.running.len() < self.seat_limit();
                 if has_seat && self.admit(id, kv, out, budget) {
                     continue;
                 }

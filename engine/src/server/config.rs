@@ -19,6 +19,9 @@ pub struct ServeConfig {
     pub max_batch_tokens: usize,
     /// Sequences per forward step.
     pub max_num_seqs: usize,
+    /// Time per output token each running sequence should hold: the running set and each
+    /// step's tokens are capped to what the measured step time allows; `None`: no target.
+    pub tpot_target: Option<std::time::Duration>,
     /// How long running requests may take to finish after a shutdown signal, in seconds.
     pub drain_timeout_s: f64,
     /// The name clients put in `model`; default: the model alias or the file's stem.
@@ -58,6 +61,7 @@ impl Default for ServeConfig {
             block_size: 16,
             max_batch_tokens: 512,
             max_num_seqs: 128,
+            tpot_target: None,
             drain_timeout_s: 30.0,
             served_model_name: None,
             max_body_bytes: 4 * 1024 * 1024,

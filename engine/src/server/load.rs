@@ -96,6 +96,7 @@ pub fn start_engine(
     let engine_config = EngineConfig {
         max_batch_tokens: config.max_batch_tokens,
         max_num_seqs: config.max_num_seqs,
+        tpot_target: config.tpot_target,
         enable_prefix_caching: config.enable_prefix_caching,
         max_model_len,
         eos_token_ids: tokenizer.eos_token_ids().to_vec(),

@@ -59,7 +59,7 @@ fn command_is_engine_serve_with_model_from_the_pvc() {
     assert_eq!(
         args,
         "serve --model /models/llama-8b.gguf --host 0.0.0.0 --port 8000 --backend cuda \
-         --served-model-name llama-3-8b --drain-timeout 120"
+         --served-model-name llama-3-8b --drain-timeout 120 --tpot-target 50ms"
     );
     let mounts = c.volume_mounts.unwrap_or_default();
     let model = mounts
@@ -138,7 +138,9 @@ fn cpu_alias_source_gets_no_gpu_and_a_writable_cache() {
             "--served-model-name",
             "llama",
             "--drain-timeout",
-            "120"
+            "120",
+            "--tpot-target",
+            "200ms"
         ]
     );
     let requests = c.resources.and_then(|r| r.requests).unwrap_or_default();
@@ -162,7 +164,7 @@ fn tuning_flags_and_extra_args_follow_the_basic_ones() {
     let args = container(&engine_deployment(&md(&spec), 1).expect("builds"))
         .args
         .unwrap_or_default();
-    let tail: Vec<&str> = args.iter().skip(13).map(String::as_str).collect();
+    let tail: Vec<&str> = args.iter().skip(15).map(String::as_str).collect();
     assert_eq!(
         tail,
         [

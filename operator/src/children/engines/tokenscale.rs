@@ -8,7 +8,9 @@ use crate::crd::{Backend, ModelDeployment, ModelSource};
 
 /// `tokenscale-engine serve` arguments for `md` (before `engine.args`): the basic flags, the
 /// served name and drain time (so the engine's own names and grace agree with the pod's),
-/// then tuning.
+/// the SLO's TPOT as the engine's own target (each replica runs only the batch its measured
+/// step time allows within it; the rest wait and reach the autoscaler as demand), then
+/// tuning.
 pub fn engine_args(md: &ModelDeployment, source: &ModelSource) -> Vec<String> {
     let engine = &md.spec.engine;
     let mut args = Args::new(["serve"]);
@@ -17,6 +19,10 @@ pub fn engine_args(md: &ModelDeployment, source: &ModelSource) -> Vec<String> {
         .flag("--backend", engine.backend.as_flag())
         .flag("--served-model-name", served_name(md))
         .flag("--drain-timeout", engine.drain_timeout.get().as_secs_f64())
+        .flag(
+            "--tpot-target",
+            format!("{}ms", md.spec.slo.tpot_p95.get().as_secs_f64() * 1e3),
+        )
         .optional("--max-num-seqs", engine.max_num_seqs)
         .optional("--max-batch-tokens", engine.max_batch_tokens)
         .optional("--max-model-len", engine.max_model_len)

@@ -1,0 +1,174 @@
+//! `serve --tpot-target`: under 64 concurrent streams on the sim backend (a modelled step
+//! time, slept: 20 ms a step plus 2 ms a sequence, so 64 streams at once would take 148 ms a
+//! token), the engine holds the target's time per output token at p95 by running only the
+//! sequences its measured step time allows, the rest wait, and its throughput is at least 90%
+//! of the best any fixed `--max-num-seqs` reaches within the same target (a sweep here).
+//! The step times are sleeps, so the figures hold on a loaded machine too.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokenscale_common::perf_model::PerfProfile;
+use tokenscale_engine::backend::Backend;
+use tokenscale_engine::backend::sim::SimBackend;
+use tokenscale_engine::runtime::{
+    EngineConfig, EngineHandle, EngineMetrics, GenerateRequest, TokenEvent,
+};
+use tokenscale_engine::sampling::SamplingParams;
+use tokenscale_engine::sched::Priority;
+
+const STREAMS: usize = 64;
+const OUTPUT_TOKENS: usize = 24;
+const TARGET: Duration = Duration::from_millis(80);
+
+const PROFILE: &str = "\
+name: tpot-test
+description: slow steps, so the batch sets the time per token
+source: made for this test
+gpus_per_replica: 1
+step:
+  t0_s: 0.020
+  prefill_s_per_token: 0.0002
+  decode_s_per_seq: 0.002
+  kv_read_s_per_token: 0.0
+kv:
+  block_tokens: 16
+  blocks: 4096
+max_num_seqs: 256
+max_batch_tokens: 2048
+cold_start_s: 1
+";
+
+/// One run's figures.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    /// p95 over requests of (last token − first token) / (tokens − 1).
+    tpot_p95_s: f64,
+    /// Output tokens per second over the whole run.
+    tokens_per_s: f64,
+    /// The running-set limit the engine exported at the end.
+    seat_limit: f64,
+}
+
+fn run(max_num_seqs: usize, tpot_target: Option<Duration>) -> Run {
+    let profile = PerfProfile::from_yaml(PROFILE).expect("test profile");
+    let backend = SimBackend::new(profile, 4096);
+    let metrics = Arc::new(EngineMetrics::new(
+        "tpot",
+        "sim",
+        true,
+        backend.block_size(),
+        backend.num_kv_blocks(),
+    ));
+    let config = EngineConfig {
+        max_batch_tokens: 2048,
+        max_num_seqs,
+        enable_prefix_caching: false,
+        max_model_len: 4096,
+        eos_token_ids: Vec::new(),
+        tpot_target,
+    };
+    let engine = EngineHandle::spawn(Box::new(backend), config, metrics.clone()).expect("spawn");
+    let started = Instant::now();
+    let streams: Vec<_> = (0..STREAMS)
+        .map(|i| {
+            let request = GenerateRequest {
+                // Distinct 32-token prompts: each costs a prefill.
+                prompt_tokens: (0..32).map(|t| 1000 + (i * 32 + t) as u32).collect(),
+                params: SamplingParams {
+                    max_tokens: Some(OUTPUT_TOKENS as u32),
+                    ignore_eos: true,
+                    ..SamplingParams::default()
+                },
+                priority: Priority::default(),
+                cache_salt: None,
+                arrival: Instant::now(),
+                resumed_tokens: 0,
+                constraint: None,
+            };
+            engine.submit(request).expect("submit")
+        })
+        .collect();
+    let readers: Vec<_> = streams
+        .into_iter()
+        .map(|mut stream| {
+            std::thread::spawn(move || {
+                let mut times = Vec::new();
+                while let Some(event) = stream.blocking_next() {
+                    match event {
+                        TokenEvent::Token { .. } => times.push(Instant::now()),
+                        TokenEvent::Finished { .. } => break,
+                        TokenEvent::Failed(why) => panic!("request failed: {why}"),
+                        TokenEvent::PromptLogprobs(_) => {}
+                    }
+                }
+                times
+            })
+        })
+        .collect();
+    let mut tpots = Vec::new();
+    let mut tokens = 0;
+    for reader in readers {
+        let times = reader.join().expect("reader");
+        assert_eq!(times.len(), OUTPUT_TOKENS, "every stream gets its tokens");
+        tokens += times.len();
+        let span = times[times.len() - 1]
+            .duration_since(times[0])
+            .as_secs_f64();
+        tpots.push(span / (times.len() - 1) as f64);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    tpots.sort_by(f64::total_cmp);
+    let p95 = tpots[((tpots.len() as f64 * 0.95).ceil() as usize).saturating_sub(1)];
+    Run {
+        tpot_p95_s: p95,
+        tokens_per_s: tokens as f64 / elapsed,
+        seat_limit: metrics.max_num_seqs.get(),
+    }
+}
+
+#[test]
+fn the_engine_holds_its_tpot_target_at_the_best_throughput_a_fixed_cap_reaches() {
+    let target_s = TARGET.as_secs_f64();
+    let mut table = String::from("  max_num_seqs  tpot p95 ms  tokens/s\n");
+    let mut best_fixed = 0.0_f64;
+    for cap in [8, 16, 24, 32, 48, 64] {
+        let r = run(cap, None);
+        table += &format!(
+            "  {cap:>12}  {:>11.1}  {:>8.0}\n",
+            r.tpot_p95_s * 1e3,
+            r.tokens_per_s
+        );
+        if r.tpot_p95_s <= target_s {
+            best_fixed = best_fixed.max(r.tokens_per_s);
+        }
+    }
+    let held = run(STREAMS, Some(TARGET));
+    table += &format!(
+        "  target {:>3} ms  {:>11.1}  {:>8.0}  (running-set limit at the end: {})\n",
+        TARGET.as_millis(),
+        held.tpot_p95_s * 1e3,
+        held.tokens_per_s,
+        held.seat_limit
+    );
+    println!("{table}");
+    assert!(best_fixed > 0.0, "some fixed cap holds the target\n{table}");
+    assert!(
+        held.tpot_p95_s <= target_s,
+        "with --tpot-target the p95 time per token is over the target\n{table}"
+    );
+    assert!(
+        held.seat_limit < STREAMS as f64,
+        "the excess waits: the running set was capped below the {STREAMS} streams\n{table}"
+    );
+    assert!(
+        held.tokens_per_s >= 0.9 * best_fixed,
+        "throughput below 90% of the best fixed cap within the target\n{table}"
+    );
+}
+
+#[test]
+fn without_a_target_the_configured_limit_is_exported() {
+    let r = run(16, None);
+    assert_eq!(r.seat_limit, 16.0);
+}

@@ -125,6 +125,8 @@ fn run_round(
                 Some(TokenEvent::Token { .. }) => generated += 1,
                 Some(TokenEvent::Finished { .. }) | None => break,
                 Some(TokenEvent::Failed(e)) => anyhow::bail!("a request failed: {e}"),
+                // Only requests that ask for prompt logprobs get them; these do not.
+                Some(TokenEvent::PromptLogprobs(_)) => {}
             }
         }
     }

@@ -165,12 +165,13 @@ fn solve3(mut m: [[f64; 3]; 3], mut r: [f64; 3]) -> Option<[f64; 3]> {
         }
         m.swap(col, pivot);
         r.swap(col, pivot);
+        let (pivot_row, pivot_r) = (m[col], r[col]);
         for row in col + 1..3 {
-            let f = m[row][col] / m[col][col];
-            for k in col..3 {
-                m[row][k] -= f * m[col][k];
+            let f = m[row][col] / pivot_row[col];
+            for (cell, &above) in m[row].iter_mut().zip(&pivot_row).skip(col) {
+                *cell -= f * above;
             }
-            r[row] -= f * r[col];
+            r[row] -= f * pivot_r;
         }
     }
     let mut x = [0.0; 3];

@@ -2,7 +2,7 @@
 
 mod scrape;
 
-pub use scrape::parse_engine_load;
+pub use scrape::{Scraped, parse_engine_load, parse_scrape};
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -58,9 +58,12 @@ pub async fn watch_replica(
         if healthy
             && settings.scrape_metrics
             && let Some((status, body)) = get(&client, &replica, "/metrics", settings.timeout).await
-            && let (true, Some((waiting, kv))) = (status.is_success(), parse_engine_load(&body))
+            && let (true, Some(scraped)) = (status.is_success(), parse_scrape(&body))
         {
-            replica.record_scrape(waiting, kv);
+            replica.record_engine(scraped.kind);
+            if let Some((waiting, kv)) = scraped.load {
+                replica.record_scrape(waiting, kv);
+            }
         }
     }
 }

@@ -2,20 +2,36 @@
 //! vLLM, SGLang, llama.cpp): waiting requests and KV-cache use, through the engine's metric
 //! adapter (`tokenscale_common::engines`), the same reading the autoscaler makes.
 
-use tokenscale_common::engines;
+use tokenscale_common::engines::{self, EngineKind};
+
+/// What one scrape of a replica's `/metrics` tells.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scraped {
+    /// The engine that exported the metrics.
+    pub kind: EngineKind,
+    /// `(waiting requests, KV-cache use 0–1)`, as [`parse_engine_load`] reads them.
+    pub load: Option<(f64, f64)>,
+}
+
+/// The engine and its load, or `None` when the text is no engine's.
+pub fn parse_scrape(text: &[u8]) -> Option<Scraped> {
+    let text = std::str::from_utf8(text).ok()?;
+    let reading = engines::read_text(text)?;
+    let (waiting, kv) = (reading.waiting_requests.ok(), reading.kv_cache_usage.ok());
+    let load =
+        (waiting.is_some() || kv.is_some()).then(|| (waiting.unwrap_or(0.0), kv.unwrap_or(0.0)));
+    Some(Scraped {
+        kind: reading.kind,
+        load,
+    })
+}
 
 /// `(waiting requests, KV-cache use 0–1)`, or `None` when the text is no engine's or has
 /// neither (then the replica's load stays stale and the picker goes by in-flight counts).
 /// A signal the engine does not export counts as 0 when the other is there (llama.cpp has
 /// dropped its KV-cache gauge).
 pub fn parse_engine_load(text: &[u8]) -> Option<(f64, f64)> {
-    let text = std::str::from_utf8(text).ok()?;
-    let reading = engines::read_text(text)?;
-    let (waiting, kv) = (reading.waiting_requests.ok(), reading.kv_cache_usage.ok());
-    if waiting.is_none() && kv.is_none() {
-        return None;
-    }
-    Some((waiting.unwrap_or(0.0), kv.unwrap_or(0.0)))
+    parse_scrape(text)?.load
 }
 
 #[cfg(test)]
@@ -47,6 +63,16 @@ vllm:kv_cache_usage_perc{model_name=\"a\"} 0.25\nvllm:num_requests_running{model
         assert_eq!(
             parse_engine_load(&fixture("llamacpp/llama-server-busy.prom")),
             Some((1.0, 0.0))
+        );
+        // The kind a scrape names decides which engine-only request fields a replica gets.
+        let kinds = [
+            "sglang/docs-production-metrics.prom",
+            "llamacpp/llama-server-busy.prom",
+        ]
+        .map(|path| parse_scrape(&fixture(path)).map(|s| s.kind));
+        assert_eq!(
+            kinds,
+            [Some(EngineKind::Sglang), Some(EngineKind::Llamacpp)]
         );
     }
 }

@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
 use http::uri::{Authority, Scheme};
+use tokenscale_common::engines::EngineKind;
 
 /// A replica's base URL, split for building upstream requests.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -110,6 +111,9 @@ pub struct Replica {
     scraped_kv_bits: AtomicU64,
     /// Milliseconds after `epoch` of the last successful scrape; 0 = never.
     scraped_at_ms: AtomicU64,
+    /// The engine it runs, as its metrics tell: 0 = not known yet, else 1 + the index in
+    /// [`EngineKind::ALL`].
+    engine: AtomicU8,
     epoch: Instant,
 }
 
@@ -128,6 +132,7 @@ impl Replica {
             scraped_waiting_bits: AtomicU64::new(0),
             scraped_kv_bits: AtomicU64::new(0),
             scraped_at_ms: AtomicU64::new(0),
+            engine: AtomicU8::new(0),
             epoch: Instant::now(),
         }
     }
@@ -191,6 +196,20 @@ impl Replica {
             .store(kv_usage.to_bits(), Ordering::Relaxed);
         let at = (self.epoch.elapsed().as_millis() as u64).max(1);
         self.scraped_at_ms.store(at, Ordering::Relaxed);
+    }
+
+    /// Records the engine the replica's metrics named.
+    pub fn record_engine(&self, kind: EngineKind) {
+        let index = EngineKind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
+        self.engine.store(index as u8 + 1, Ordering::Relaxed);
+    }
+
+    /// The engine the replica runs, once a scrape of its metrics told (`None` before, or
+    /// when metrics are not scraped): request fields only one engine reads are sent by it.
+    pub fn engine(&self) -> Option<EngineKind> {
+        let stored = self.engine.load(Ordering::Relaxed);
+        let index = usize::from(stored).checked_sub(1)?;
+        EngineKind::ALL.get(index).copied()
     }
 
     /// The last scraped `(waiting, kv_usage)`, or `None` when older than `stale_after_ms`.

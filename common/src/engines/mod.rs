@@ -5,6 +5,7 @@
 mod dialect;
 mod kind;
 pub mod llamacpp;
+mod priority;
 mod reading;
 pub mod sglang;
 pub mod tokenscale;
@@ -12,6 +13,10 @@ pub mod vllm;
 
 pub use dialect::{Dialect, SampleRef};
 pub use kind::{EngineKind, EngineKindError};
+pub use priority::{
+    EnginePriority, PriorityOrder, PriorityRender, SGLANG_PRIORITY_SINCE, image_version,
+    render_flags,
+};
 pub use reading::{Absent, EngineReading, Signal};
 
 /// The reading of one replica's `/metrics` text through the adapter of the engine that text

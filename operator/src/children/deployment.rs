@@ -38,6 +38,9 @@ pub const HF_HOME_PATH: &str = "/var/cache/tokenscale/huggingface";
 pub const DEFAULT_CACHE_SIZE: &str = "50Gi";
 /// Secret key of the Hub token when the spec names none.
 pub const DEFAULT_TOKEN_KEY: &str = "token";
+/// Annotation on the engine Deployment saying how its engine learns a request's priority
+/// class (its flags, the body's values), or why it gets pacing only.
+pub const ANNOTATION_PRIORITY: &str = "tokenscale.dev/priority";
 /// Non-root user the engine runs as (distroless "nonroot").
 const RUN_AS_USER: i64 = 65532;
 
@@ -48,7 +51,12 @@ pub fn engine_deployment(md: &ModelDeployment, replicas: i32) -> Result<Deployme
     let source = ModelSource::parse(&md.spec.model.source)
         .map_err(|e| ChildError::InvalidSpec(e.to_string()))?;
     let process = engines::render(md, &source)?;
-    let metadata = child_metadata(md)?;
+    let mut metadata = child_metadata(md)?;
+    // On the Deployment, not its pods: the outcome in words, which must not roll them.
+    metadata.annotations = Some(BTreeMap::from([(
+        ANNOTATION_PRIORITY.to_string(),
+        engines::priority(md).note,
+    )]));
     let drain_s = drain_seconds(md);
     let pod = PodSpec {
         containers: vec![engine_container(md, &source, &process)],

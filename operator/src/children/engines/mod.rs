@@ -10,6 +10,7 @@ mod vllm;
 
 use super::{ChildError, ENGINE_PORT};
 use crate::crd::{EngineKind, ModelDeployment, ModelSource};
+use tokenscale_common::engines::{PriorityRender, render_flags};
 
 pub use tokenscale::engine_args;
 
@@ -124,8 +125,21 @@ pub fn render(md: &ModelDeployment, source: &ModelSource) -> Result<EngineProces
     if let Some(command) = &md.spec.engine.command {
         process.command = command.clone();
     }
+    // Before the spec's own flags, which `priority` has read and left the last word.
+    process
+        .args
+        .extend(priority(md).flags.iter().map(|f| f.to_string()));
     process.args.extend(md.spec.engine.args.iter().cloned());
     Ok(process)
+}
+
+/// How `md`'s engine learns a request's class: the flags that turn its priority scheduling
+/// on (none where its version lacks it, or the spec chose), and the outcome in words (the
+/// Deployment's `tokenscale.dev/priority` annotation). The gateway's discovery reads the
+/// same spec through the same rules, so it sends the class the way the replicas take it.
+pub fn priority(md: &ModelDeployment) -> PriorityRender {
+    let engine = &md.spec.engine;
+    render_flags(engine.kind, Some(engine.image()), &engine.args)
 }
 
 /// Builds an argument list: flags always given, then flags whose value the spec may leave

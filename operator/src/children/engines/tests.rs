@@ -1,5 +1,5 @@
-//! Tests of the per-kind renderers: each kind's program and arguments, and the sources an
-//! engine cannot load refused with the reason.
+//! Tests of the per-kind renderers: each kind's program and arguments, its priority flags, and
+//! the sources an engine cannot load refused with the reason.
 
 use super::*;
 use crate::children::test_support::md;
@@ -28,7 +28,7 @@ fn vllm_takes_the_repository_and_splits_it_over_the_gpus() {
         p.args.join(" "),
         "meta-llama/Llama-3.1-70B-Instruct --host 0.0.0.0 --port 8000 --served-model-name \
          llama-70b --tensor-parallel-size 4 --enable-prompt-tokens-details --max-num-seqs 128 --max-model-len 8192 \
-         --gpu-memory-utilization 0.9 --enable-prefix-caching"
+         --gpu-memory-utilization 0.9 --scheduling-policy priority --enable-prefix-caching"
     );
     assert_eq!(p.shared_memory, Some("8Gi"));
     assert!(!p.drains_on_sigterm);
@@ -55,7 +55,8 @@ fn sglang_turns_metrics_on_and_sets_tensor_parallelism() {
     assert_eq!(
         p.args.join(" "),
         "--model-path /models/qwen2.5-7b --host 0.0.0.0 --port 8000 --served-model-name qwen \
-         --tp-size 2 --enable-metrics --enable-cache-report --max-running-requests 64 --chunked-prefill-size 4096"
+         --tp-size 2 --enable-metrics --enable-cache-report --max-running-requests 64 --chunked-prefill-size 4096 \
+         --enable-priority-scheduling"
     );
     assert_eq!(p.shared_memory, Some("8Gi"));
 }
@@ -182,4 +183,80 @@ fn compiling_engines_keep_their_compile_caches_on_the_cache_volume() {
     }
     let llama = rendered("{source: \"hf://org/repo/m.gguf\"}", "{kind: llamacpp}");
     assert!(llama.cache_env.is_empty());
+}
+
+#[test]
+fn vllm_and_sglang_run_their_priority_scheduling_and_llamacpp_is_paced() {
+    let vllm = rendered("{source: \"hf://org/repo\"}", "{kind: vllm}");
+    assert!(
+        vllm.args
+            .windows(2)
+            .any(|w| w == ["--scheduling-policy", "priority"])
+    );
+    let sglang = rendered(
+        "{source: \"hf://org/repo\"}",
+        "{kind: sglang, image: \"lmsysorg/sglang:v0.5.3\", args: [\"--log-level\", \"info\"]}",
+    );
+    // Ours before the spec's own flags, which keep the last word.
+    assert_eq!(
+        sglang.args[sglang.args.len() - 3..],
+        ["--enable-priority-scheduling", "--log-level", "info"]
+    );
+    let llama = rendered("{source: \"hf://org/repo/m.gguf\"}", "{kind: llamacpp}");
+    assert!(!llama.args.iter().any(|a| a.contains("priority")));
+    let ours = rendered("{source: smollm2-135m}", "{backend: cpu}");
+    assert!(!ours.args.iter().any(|a| a.contains("priority")));
+}
+
+#[test]
+fn an_sglang_too_old_or_unnamed_gets_pacing_only_and_says_so() {
+    for image in ["lmsysorg/sglang:v0.5.2", "lmsysorg/sglang:latest"] {
+        let md = spec(
+            "{source: \"hf://org/repo\"}",
+            &format!("{{kind: sglang, image: \"{image}\"}}"),
+        );
+        let source = ModelSource::parse(&md.spec.model.source).expect("source parses");
+        let p = render(&md, &source).expect("renders");
+        assert!(!p.args.iter().any(|a| a.contains("priority")), "{image}");
+        assert!(priority(&md).note.starts_with("pacing only: "), "{image}");
+    }
+    let llama = spec("{source: \"hf://org/repo/m.gguf\"}", "{kind: llamacpp}");
+    let deployment =
+        crate::children::deployment::engine_deployment(&llama, 1).expect("deployment builds");
+    let annotations = deployment.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations[crate::children::deployment::ANNOTATION_PRIORITY],
+        "pacing only: llama-server has no priority scheduling"
+    );
+}
+
+#[test]
+fn a_policy_in_the_spec_is_kept_and_no_second_one_is_rendered() {
+    let p = rendered(
+        "{source: \"hf://org/repo\"}",
+        "{kind: vllm, args: [\"--scheduling-policy\", \"fcfs\"]}",
+    );
+    let policies = p
+        .args
+        .iter()
+        .filter(|a| *a == "--scheduling-policy")
+        .count();
+    assert_eq!(policies, 1);
+    assert_eq!(p.args[p.args.len() - 2..], ["--scheduling-policy", "fcfs"]);
+}
+
+#[test]
+fn the_pinned_default_images_have_priority_scheduling() {
+    // The gateway reads a spec without `image` as the pinned default: it must be one whose
+    // version has the flags, or the gateway would send a field the replicas refuse.
+    for (kind, image) in [
+        (EngineKind::Vllm, crate::crd::spec::DEFAULT_VLLM_IMAGE),
+        (EngineKind::Sglang, crate::crd::spec::DEFAULT_SGLANG_IMAGE),
+    ] {
+        assert_eq!(
+            render_flags(kind, Some(image), &[]),
+            render_flags(kind, None, &[]),
+            "{image}"
+        );
+    }
 }

@@ -13,6 +13,7 @@ use tokenscale_common::headers as names;
 use tower::Service;
 
 use super::client::UpstreamClient;
+use super::failover::ask_token_ids;
 use super::stream::{StreamSource, UpstreamStream};
 use super::usage::{estimate_completion_tokens, parse_usage};
 use crate::Body;
@@ -315,7 +316,14 @@ fn build(
     info: &Info,
     replica: &Replica,
 ) -> Result<Request<Full<Bytes>>, GatewayError> {
-    let (mut parts, body) = request.into_parts();
+    let (mut parts, mut body) = request.into_parts();
+    if info.stream
+        && let Some(asked) = ask_token_ids(&body, replica.engine(), parts.uri.path())
+    {
+        // vLLM and llama-server report token ids when asked in the body, for exact
+        // continuations (only an engine known to take the member is asked).
+        body = asked;
+    }
     // HTTP/1.1 takes the client's origin-form URI as it is; h2c needs an absolute one.
     if replica.addr.h2c || parts.uri.authority().is_some() {
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());

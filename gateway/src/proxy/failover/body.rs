@@ -14,7 +14,7 @@ use futures::future::BoxFuture;
 use http::Response;
 use http_body::{Body as HttpBody, Frame};
 
-use super::continuation::{self, Api};
+use super::continuation::{self, Api, Next};
 use super::splice::{Continuation, Plan, Splice, Step};
 use crate::Body;
 use crate::body::{Report, Reporting};
@@ -77,6 +77,7 @@ impl Resuming {
         metrics: Arc<Metrics>,
     ) -> Self {
         let api = Api::of_path(resend.template.http.uri().path());
+        let shape = super::ask::shape(resend.template.http.body(), api);
         Self {
             upstream: Some(upstream),
             tried: replica.iter().cloned().collect(),
@@ -84,7 +85,7 @@ impl Resuming {
             starting: None,
             events: Events::default(),
             cuts: Vec::new(),
-            splice: Splice::new(info.client_wants_usage),
+            splice: Splice::new(info.client_wants_usage).with_shape(shape),
             broken_event: None,
             out: BytesMut::new(),
             resend,
@@ -162,14 +163,14 @@ impl Resuming {
                 self.fail(why, reason);
             }
             Plan::Resume(how) => {
-                let body = self.api.ok_or("not a generation endpoint").and_then(|api| {
+                let next = self.api.ok_or("not a generation endpoint").and_then(|api| {
                     let original = self.resend.template.http.body();
                     continuation::body(original, api, how, &self.splice)
                 });
-                match body {
-                    Ok(body) => {
+                match next {
+                    Ok(next) => {
                         tracing::info!(replica = self.replica.as_deref().unwrap_or(UNNAMED), %why, continuation = how.as_str(), %model, "stream continues elsewhere");
-                        let start = self.start(body);
+                        let start = self.start(next);
                         self.starting = Some((start, how));
                     }
                     Err(reason) => {
@@ -183,8 +184,11 @@ impl Resuming {
 
     /// Sends the continuation `body`, excluding the replicas tried so far; waits for a ready
     /// replica as long as the request's own queue timeout allows, counted from now.
-    fn start(&mut self, body: Bytes) -> Starting {
-        let template = copy_with_body(&self.resend.template, body, &self.tried);
+    fn start(&mut self, next: Next) -> Starting {
+        let mut template = copy_with_body(&self.resend.template, next.body, &self.tried);
+        if self.api != Some(next.api) {
+            at_path(&mut template, next.api);
+        }
         let reissue = self.resend.reissue.clone();
         let attempts = self.resend.max_attempts.max(1);
         let wait = self
@@ -304,6 +308,16 @@ impl Resuming {
     fn count(&self, continuation: &'static str, result: &'static str) {
         self.metrics
             .stream_interrupted(&self.info.model, continuation, result);
+    }
+}
+
+/// Sends `request` to `api`'s endpoint instead of its own (a chat continued as a completion).
+fn at_path(request: &mut Parsed, api: Api) {
+    let uri = request.http.uri();
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(http::uri::PathAndQuery::from_static(api.path()));
+    if let Ok(uri) = http::Uri::from_parts(parts) {
+        *request.http.uri_mut() = uri;
     }
 }
 

@@ -7,6 +7,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
 use tokenscale_common::openai::TOKEN_IDS_MEMBER;
 
 use super::super::json_members::{Member, top_level_members, without_member};
@@ -24,6 +25,25 @@ pub struct ChunkView<'a> {
     pub error: bool,
     /// The engine's generated token ids for this chunk, when it reports them.
     pub token_ids: Option<Vec<u32>>,
+    /// Which engine's report `token_ids` came in.
+    pub ids_from: Option<IdSource>,
+    /// vLLM's prompt token ids (the rendered prompt of a chat), on a stream's first chunk.
+    pub prompt_token_ids: Option<Vec<u32>>,
+    /// llama-server's count of tokens generated so far in this stream: a token whose text it
+    /// held back (an unfinished character) has no chunk, so its id is missing when the ids
+    /// received fall short of this.
+    pub predicted: Option<u64>,
+}
+
+/// The engine extension a chunk's token ids came in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdSource {
+    /// tokenscale's `tokenscale_token_ids`, for `tokenscale_resume`.
+    Tokenscale,
+    /// vLLM's `choices[].token_ids` (`return_token_ids`, vLLM >= 0.10.2).
+    Vllm,
+    /// llama-server's `__verbose.tokens` (the request's `verbose`).
+    Llamacpp,
 }
 
 /// One choice of a chunk.
@@ -39,6 +59,8 @@ pub struct ChoiceView<'a> {
     /// A chat delta with reasoning text (`reasoning_content`, or vLLM's newer `reasoning`):
     /// generated tokens the user sees before the answer's content.
     pub reasoning: bool,
+    /// The member the reasoning text came in, when it did.
+    pub reasoning_member: Option<&'static str>,
     /// `finish_reason` is set: the choice is complete.
     pub finish: bool,
 }
@@ -60,6 +82,18 @@ struct Wire<'a> {
     error: Option<IgnoredAny>,
     #[serde(default)]
     tokenscale_token_ids: Option<Vec<u32>>,
+    #[serde(default)]
+    prompt_token_ids: Option<Vec<u32>>,
+    #[serde(default, rename = "__verbose")]
+    verbose: Option<WireVerbose>,
+}
+
+#[derive(Deserialize)]
+struct WireVerbose {
+    #[serde(default)]
+    tokens: Option<Vec<u32>>,
+    #[serde(default)]
+    tokens_predicted: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -72,6 +106,10 @@ struct WireChoice<'a> {
     delta: Option<WireDelta<'a>>,
     #[serde(default)]
     finish_reason: Option<IgnoredAny>,
+    #[serde(default)]
+    token_ids: Option<Vec<u32>>,
+    #[serde(default)]
+    prompt_token_ids: Option<Vec<u32>>,
 }
 
 #[derive(Deserialize)]
@@ -91,41 +129,76 @@ struct WireDelta<'a> {
 /// Reads a chunk's JSON; `None` when it is not a JSON object of the expected shape.
 pub fn parse(json: &[u8]) -> Option<ChunkView<'_>> {
     let wire: Wire = serde_json::from_slice(json).ok()?;
+    let mut vllm_ids: Option<Vec<u32>> = None;
+    let mut prompt_token_ids = wire.prompt_token_ids;
     let choices = wire
         .choices
         .unwrap_or_default()
         .into_iter()
         .map(|c| {
-            let (content, role, tool_calls, reasoning) = match c.delta {
-                Some(d) => {
-                    let reasoning = [&d.reasoning_content, &d.reasoning]
-                        .iter()
-                        .any(|r| r.as_deref().is_some_and(|r| !r.is_empty()));
-                    (
-                        d.content,
-                        d.role.is_some(),
-                        d.tool_calls.is_some(),
-                        reasoning,
-                    )
-                }
-                None => (None, false, false, false),
-            };
-            ChoiceView {
-                index: c.index,
-                text: c.text.or(content),
-                role,
-                tool_calls,
-                reasoning,
-                finish: c.finish_reason.is_some(),
+            if let Some(ids) = c.token_ids {
+                vllm_ids.get_or_insert_with(Vec::new).extend(ids);
             }
+            prompt_token_ids = prompt_token_ids.take().or(c.prompt_token_ids);
+            choice(c.index, c.text, c.delta, c.finish_reason.is_some())
         })
         .collect();
+    let verbose = wire.verbose;
+    let predicted = verbose.as_ref().and_then(|v| v.tokens_predicted);
+    let (token_ids, ids_from) = match (wire.tokenscale_token_ids, vllm_ids, verbose) {
+        (Some(ids), _, _) => (Some(ids), Some(IdSource::Tokenscale)),
+        (None, Some(ids), _) => (Some(ids), Some(IdSource::Vllm)),
+        (
+            None,
+            None,
+            Some(WireVerbose {
+                tokens: Some(ids), ..
+            }),
+        ) => (Some(ids), Some(IdSource::Llamacpp)),
+        _ => (None, None),
+    };
     Some(ChunkView {
         choices,
         usage: wire.usage.map(Usage::from),
         error: wire.error.is_some(),
-        token_ids: wire.tokenscale_token_ids,
+        token_ids,
+        ids_from,
+        prompt_token_ids,
+        predicted,
     })
+}
+
+fn choice<'a>(
+    index: u64,
+    text: Option<Cow<'a, str>>,
+    delta: Option<WireDelta<'a>>,
+    finish: bool,
+) -> ChoiceView<'a> {
+    let Some(d) = delta else {
+        return ChoiceView {
+            index,
+            text,
+            finish,
+            ..ChoiceView::default()
+        };
+    };
+    let non_empty = |r: &Option<Cow<str>>| r.as_deref().is_some_and(|r| !r.is_empty());
+    let reasoning_member = if non_empty(&d.reasoning_content) {
+        Some("reasoning_content")
+    } else if non_empty(&d.reasoning) {
+        Some("reasoning")
+    } else {
+        None
+    };
+    ChoiceView {
+        index,
+        text: text.or(d.content),
+        role: d.role.is_some(),
+        tool_calls: d.tool_calls.is_some(),
+        reasoning: reasoning_member.is_some(),
+        reasoning_member,
+        finish,
+    }
 }
 
 /// The `id` and `created` values (raw JSON) of the stream the client sees.
@@ -148,8 +221,10 @@ pub fn head(json: &[u8]) -> Option<Head> {
 /// How to rewrite a chunk for the client.
 #[derive(Debug, Default)]
 pub struct Edit<'a> {
-    /// Cut the engine's token-id member.
-    pub strip_token_ids: bool,
+    /// Take out the token ids the gateway asked this engine for, as the engine writes a
+    /// chunk when not asked: tokenscale's member and llama-server's `__verbose` cut, vLLM's
+    /// members `null`.
+    pub strip_ids: Option<IdSource>,
     /// Give the chunk this head (after a resumption).
     pub head: Option<&'a Head>,
     /// Replace the chunk's `usage` (a textual continuation's, corrected).
@@ -161,7 +236,7 @@ pub struct Edit<'a> {
 impl Edit<'_> {
     /// Whether the edit changes nothing.
     pub fn is_empty(&self) -> bool {
-        !self.strip_token_ids && self.head.is_none() && self.usage.is_none() && !self.hide_usage
+        self.strip_ids.is_none() && self.head.is_none() && self.usage.is_none() && !self.hide_usage
     }
 }
 
@@ -169,15 +244,32 @@ impl Edit<'_> {
 pub fn rewrite(json: &[u8], edit: &Edit) -> Option<Vec<u8>> {
     let members = top_level_members(
         json,
-        [TOKEN_IDS_MEMBER.as_bytes(), b"id", b"created", b"usage"],
+        [
+            TOKEN_IDS_MEMBER.as_bytes(),
+            b"id",
+            b"created",
+            b"usage",
+            b"__verbose",
+            b"prompt_token_ids",
+            b"choices",
+        ],
     )?;
-    let [ids, id, created, usage] = members;
+    let [ids, id, created, usage, verbose, prompt_ids, choices] = members;
     let usage_json = edit.usage.map(usage_json);
     // (member, replacement value; `None` cuts the member), applied from the last one back so
     // that the earlier members' offsets stay valid.
     let mut edits: Vec<(Member, Option<&[u8]>)> = Vec::new();
-    if let (true, Some(m)) = (edit.strip_token_ids, ids) {
-        edits.push((m, None));
+    match edit.strip_ids {
+        Some(IdSource::Tokenscale) => edits.extend(ids.map(|m| (m, None))),
+        Some(IdSource::Llamacpp) => edits.extend(verbose.map(|m| (m, None))),
+        Some(IdSource::Vllm) => {
+            let nested = choices
+                .map(|m| choice_id_members(json, m))
+                .unwrap_or_default();
+            let members = prompt_ids.into_iter().chain(nested);
+            edits.extend(members.map(|m| (m, Some(&b"null"[..]))));
+        }
+        None => {}
     }
     if let Some(head) = edit.head {
         edits.extend(
@@ -203,6 +295,26 @@ pub fn rewrite(json: &[u8], edit: &Edit) -> Option<Vec<u8>> {
         }
     }
     Some(out)
+}
+
+/// vLLM's `token_ids` and `prompt_token_ids` members of each choice in the `choices` member.
+fn choice_id_members(json: &[u8], choices: Member) -> Vec<Member> {
+    let Ok(list) = serde_json::from_slice::<Vec<&RawValue>>(&json[choices.value..choices.end])
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for choice in list {
+        // The choice's offset in `json`: serde borrowed it from there.
+        let at = choice.get().as_ptr() as usize - json.as_ptr() as usize;
+        let found = top_level_members(choice.get().as_bytes(), [b"token_ids", b"prompt_token_ids"]);
+        out.extend(found.into_iter().flatten().flatten().map(|m| Member {
+            key: m.key + at,
+            value: m.value + at,
+            end: m.end + at,
+        }));
+    }
+    out
 }
 
 /// The OpenAI `usage` object for `usage`.
@@ -255,7 +367,7 @@ mod tests {
             created: b"1".to_vec(),
         };
         let edit = Edit {
-            strip_token_ids: true,
+            strip_ids: Some(IdSource::Tokenscale),
             head: Some(&head),
             usage: Some(Usage {
                 prompt_tokens: 5,

@@ -7,10 +7,12 @@ use serde_json::value::RawValue;
 use tokenscale_common::openai::Resume;
 
 use super::super::json_members::{Member, top_level_members};
+use super::chunk::IdSource;
 use super::splice::{Continuation, Splice};
+use super::token_prompt::{self, PromptStart};
 
 /// `max_tokens` of a completion that does not say (OpenAI's, vLLM's and tokenscale's default).
-const COMPLETIONS_DEFAULT_MAX_TOKENS: u64 = 16;
+pub(super) const COMPLETIONS_DEFAULT_MAX_TOKENS: u64 = 16;
 
 /// The two generation endpoints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,23 +32,52 @@ impl Api {
             _ => None,
         }
     }
+
+    /// The endpoint's path.
+    pub fn path(self) -> &'static str {
+        match self {
+            Self::Completions => "/v1/completions",
+            Self::Chat => "/v1/chat/completions",
+        }
+    }
 }
 
 /// Why a request cannot be continued as text.
 pub type Unsupported = &'static str;
 
-/// The body continuing `splice`'s answer as `how`, from `original` (the body the first
-/// replica got).
+/// The request continuing an answer: its body, and the endpoint it goes to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Next {
+    pub body: Bytes,
+    pub api: Api,
+}
+
+/// The request continuing `splice`'s answer as `how`, from `original` (the body the first
+/// replica got, at `api`).
 pub fn body(
     original: &Bytes,
     api: Api,
     how: Continuation,
     splice: &Splice,
-) -> Result<Bytes, Unsupported> {
-    match how {
-        Continuation::Restart => Ok(original.clone()),
-        Continuation::Exact => exact(original, splice.token_ids()),
-        Continuation::Textual => textual(original, api, splice.text(), splice.text_chunks()),
+) -> Result<Next, Unsupported> {
+    let same = |body| Next { body, api };
+    match (how, splice.ids_from()) {
+        (Continuation::Restart, _) => Ok(same(original.clone())),
+        (Continuation::Exact, Some(IdSource::Vllm | IdSource::Llamacpp)) => {
+            let prompt = match splice.prompt_ids() {
+                Some(ids) => PromptStart::Ids(ids),
+                None => PromptStart::AsSent,
+            };
+            let body = token_prompt::body(original, api, prompt, splice.token_ids())?;
+            Ok(Next {
+                body,
+                api: Api::Completions,
+            })
+        }
+        (Continuation::Exact, _) => exact(original, splice.token_ids()).map(same),
+        (Continuation::Textual, _) => {
+            textual(original, api, splice.text(), splice.text_chunks()).map(same)
+        }
     }
 }
 
@@ -155,19 +186,19 @@ fn role_of(message: &RawValue) -> Option<&str> {
     serde_json::from_str::<Role>(message.get()).ok()?.role
 }
 
-fn json_string(text: &str) -> Vec<u8> {
+pub(super) fn json_string(text: &str) -> Vec<u8> {
     serde_json::to_vec(text).unwrap_or_else(|_| b"\"\"".to_vec())
 }
 
 /// Member replacements and additions to one JSON object, applied together.
-struct Edits<'a> {
+pub(super) struct Edits<'a> {
     original: &'a [u8],
     replaced: Vec<(Member, Vec<u8>)>,
     added: Vec<String>,
 }
 
 impl<'a> Edits<'a> {
-    fn new(original: &'a [u8]) -> Self {
+    pub(super) fn new(original: &'a [u8]) -> Self {
         Self {
             original,
             replaced: Vec::new(),
@@ -175,16 +206,16 @@ impl<'a> Edits<'a> {
         }
     }
 
-    fn replace(&mut self, member: Member, value: Vec<u8>) {
+    pub(super) fn replace(&mut self, member: Member, value: Vec<u8>) {
         self.replaced.push((member, value));
     }
 
     /// Adds members (`"key":value` text) at the start of the object.
-    fn add(&mut self, members: String) {
+    pub(super) fn add(&mut self, members: String) {
         self.added.push(members);
     }
 
-    fn finish(mut self) -> Bytes {
+    pub(super) fn finish(mut self) -> Bytes {
         self.replaced.sort_by_key(|(m, _)| m.value);
         let mut out = Vec::with_capacity(self.original.len() + 256);
         // The object's opening brace (the body is an object: `top_level_members` said so).

@@ -5,10 +5,13 @@
 //! replica is asked) and [`body`] (the async shell between them). It sits above the picker,
 //! so each attempt and each continuation is picked afresh.
 
+mod ask;
 mod body;
 mod chunk;
 mod continuation;
+mod reshape;
 mod splice;
+mod token_prompt;
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -23,9 +26,10 @@ use crate::error::GatewayError;
 use crate::metrics::Metrics;
 use crate::request::{Info, Parsed};
 use crate::routing::layer_missing as missing;
+pub use ask::ask_token_ids;
 pub use body::{Reissue, Resend, Resuming};
 pub use continuation::{Api, derived_seed};
-pub use splice::{Continuation, Plan, Splice, Step};
+pub use splice::{Continuation, Plan, Shape, Splice, Step};
 
 /// How many times a request may go to another replica.
 #[derive(Debug, Clone, Copy)]

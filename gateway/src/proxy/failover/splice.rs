@@ -7,7 +7,8 @@
 
 use bytes::Bytes;
 
-use super::chunk::{self, Edit, Head};
+use super::chunk::{self, Edit, Head, IdSource};
+use super::reshape::Reshape;
 use crate::request::Usage;
 
 /// How an answer is continued on another replica.
@@ -15,7 +16,8 @@ use crate::request::Usage;
 pub enum Continuation {
     /// Nothing of the answer reached the client yet: the request runs again as it was.
     Restart,
-    /// tokenscale's engine: the prompt plus the generated token ids, exactly.
+    /// The prompt plus the generated token ids, exactly: `tokenscale_resume` on tokenscale's
+    /// engine, a token-id prompt on vLLM and llama-server.
     Exact,
     /// Other engines: the prompt plus the text sent, where their API allows it.
     Textual,
@@ -87,6 +89,30 @@ pub struct Splice {
     done: bool,
     /// Why the answer could not be continued, once that is known.
     unresumable: Option<&'static str>,
+    /// What the request asks, as far as continuing it goes.
+    shape: Shape,
+    /// The engine extension the first stream's token ids came in.
+    ids_from: Option<IdSource>,
+    /// vLLM's prompt token ids, from the first stream.
+    prompt_ids: Option<Vec<u32>>,
+    /// Token ids received from the current upstream stream.
+    stream_ids: u64,
+    /// The delta member of the answer's reasoning, while no content followed it yet.
+    reasoning: Option<&'static str>,
+    /// The current stream is a chat continued on `/v1/completions`: its chunks are rewritten.
+    reshape: Option<Reshape>,
+}
+
+/// What a request asks, as far as continuing it goes (read from its body).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shape {
+    /// A chat (else a completion).
+    pub chat: bool,
+    /// It offers tools or asks for a response format: only the chat endpoint's parsers
+    /// write such an answer, so it is not continued as a completion.
+    pub parsed: bool,
+    /// The client asked for the engine's token ids itself: they reach it.
+    pub keeps_ids: bool,
 }
 
 impl Splice {
@@ -107,13 +133,40 @@ impl Splice {
             usage: None,
             done: false,
             unresumable: None,
+            shape: Shape::default(),
+            ids_from: None,
+            prompt_ids: None,
+            stream_ids: 0,
+            reasoning: None,
+            reshape: None,
         }
+    }
+
+    /// The same, for a request of `shape`.
+    pub fn with_shape(mut self, shape: Shape) -> Self {
+        self.shape = shape;
+        self
     }
 
     /// Reads one upstream event (`whole`, its blank line included; `text_len` bytes of text
     /// before it). Returns what to send and the usage it reported (for the limiter and the
     /// metrics: the whole answer's, corrected after a textual continuation).
     pub fn event(&mut self, whole: &Bytes, text_len: usize) -> (Step, Option<Usage>) {
+        if let Some(reshape) = &mut self.reshape
+            && let Some(payload) = data_payload(&whole[..text_len.min(whole.len())])
+            && let Some(json) = reshape.chat_chunk(payload)
+        {
+            let mut out = Vec::with_capacity(json.len() + 8 + whole.len() - text_len);
+            out.extend_from_slice(b"data: ");
+            out.extend_from_slice(&json);
+            let len = out.len();
+            out.extend_from_slice(&whole[text_len..]);
+            return self.read(&Bytes::from(out), len);
+        }
+        self.read(whole, text_len)
+    }
+
+    fn read(&mut self, whole: &Bytes, text_len: usize) -> (Step, Option<Usage>) {
         let text = &whole[..text_len.min(whole.len())];
         let Some(payload) = data_payload(text) else {
             return (Step::Forward(whole.clone()), None);
@@ -127,6 +180,9 @@ impl Splice {
         };
         if view.error {
             return (Step::Broken, None);
+        }
+        if self.current.is_none() && view.prompt_token_ids.is_some() {
+            self.prompt_ids.clone_from(&view.prompt_token_ids);
         }
         if !view.choices.is_empty() {
             if self.finished {
@@ -159,7 +215,7 @@ impl Splice {
         // would have sent it.
         let hide_usage = self.strip_usage && usage.is_some();
         let edit = Edit {
-            strip_token_ids: view.token_ids.is_some(),
+            strip_ids: self.strip_ids(&view),
             head: self.head.as_ref().filter(|_| self.current.is_some()),
             usage: usage.filter(|_| self.moved_tokens > 0 && !hide_usage),
             hide_usage,
@@ -177,11 +233,28 @@ impl Splice {
         (Step::Forward(Bytes::from(out)), usage)
     }
 
+    /// The token-id members to take out of a chunk: those the gateway asked for.
+    fn strip_ids(&self, view: &chunk::ChunkView<'_>) -> Option<IdSource> {
+        let source = view
+            .ids_from
+            .or(view.prompt_token_ids.as_ref().map(|_| IdSource::Vllm));
+        source.filter(|s| *s == IdSource::Tokenscale || !self.shape.keeps_ids)
+    }
+
     fn read_choices(&mut self, view: &chunk::ChunkView<'_>) {
         self.started = true;
         self.all_ids &= view.token_ids.is_some();
+        if self.current.is_none() {
+            self.ids_from = self.ids_from.or(view.ids_from);
+        }
         if let Some(ids) = &view.token_ids {
             self.token_ids.extend_from_slice(ids);
+            self.stream_ids += ids.len() as u64;
+        }
+        // llama-server sends no chunk for a token whose text it holds back (an unfinished
+        // character): its id is then missing, and the ids no longer make the answer.
+        if view.predicted.is_some_and(|n| n != self.stream_ids) {
+            self.all_ids = false;
         }
         for choice in &view.choices {
             if choice.index != 0 {
@@ -189,11 +262,15 @@ impl Splice {
             }
             // Reasoning is generated text the user sees too: it starts the answer.
             self.content |= choice.reasoning;
+            if let (Some(member), false) = (choice.reasoning_member, self.text_chunks > 0) {
+                self.reasoning = Some(member);
+            }
             if choice.tool_calls {
                 self.content = true;
                 self.unresumable = Some("the answer has tool calls");
             }
             if let Some(text) = choice.text.as_deref().filter(|t| !t.is_empty()) {
+                self.reasoning = None;
                 self.text.push_str(text);
                 self.text_chunks += 1;
                 self.content = true;
@@ -227,7 +304,7 @@ impl Splice {
         if !self.started {
             return Plan::Resume(Continuation::Restart);
         }
-        if self.all_ids {
+        if self.all_ids && self.exact_ok() {
             return Plan::Resume(Continuation::Exact);
         }
         if self.finished {
@@ -243,12 +320,46 @@ impl Splice {
         }
     }
 
+    /// Whether the ids received can continue the answer exactly: tokenscale's engine takes
+    /// them as they are; other engines take a token-id prompt, which needs a completion, or
+    /// a chat whose rendered prompt vLLM reported and whose answer no chat parser but the
+    /// reasoning one writes.
+    fn exact_ok(&self) -> bool {
+        match self.ids_from {
+            Some(IdSource::Tokenscale) | None => true,
+            Some(IdSource::Vllm) => {
+                self.prompt_ids.is_some() && !(self.shape.chat && self.shape.parsed)
+            }
+            Some(IdSource::Llamacpp) => !self.shape.chat,
+        }
+    }
+
     /// A continuation of kind `how` now feeds the stream.
     pub fn resumed(&mut self, how: Continuation) {
         self.current = Some(how);
-        if how == Continuation::Textual {
-            self.moved_tokens = self.text_chunks;
+        self.stream_ids = 0;
+        self.reshape = None;
+        match how {
+            Continuation::Textual => self.moved_tokens = self.text_chunks,
+            // The continuation's engine counts the answer so far as prompt.
+            Continuation::Exact if self.ids_from.is_some_and(|s| s != IdSource::Tokenscale) => {
+                self.moved_tokens = self.token_ids.len() as u64;
+                if self.shape.chat {
+                    self.reshape = Some(Reshape::new(self.reasoning));
+                }
+            }
+            _ => {}
         }
+    }
+
+    /// The engine extension the answer's token ids came in.
+    pub fn ids_from(&self) -> Option<IdSource> {
+        self.ids_from
+    }
+
+    /// vLLM's prompt token ids of the answer, when it reported them.
+    pub fn prompt_ids(&self) -> Option<&[u32]> {
+        self.prompt_ids.as_deref()
     }
 
     /// Token ids of the answer sent so far.

@@ -35,14 +35,18 @@ mod failover {
     pub mod chunk;
     #[path = "continuation.rs"]
     pub mod continuation;
+    #[path = "reshape.rs"]
+    pub mod reshape;
     #[path = "splice.rs"]
     pub mod splice;
+    #[path = "token_prompt.rs"]
+    pub mod token_prompt;
 }
 
 use bytes::Bytes;
 use events::{Cut, Events};
 use failover::continuation::{self, Api};
-use failover::splice::{Plan, Splice, Step};
+use failover::splice::{Plan, Shape, Splice, Step};
 
 const BODIES: [(&[u8], Api); 3] = [
     (
@@ -65,7 +69,12 @@ fn check(data: &[u8]) {
         return;
     };
     let size = usize::from(size.max(1));
-    let mut splice = Splice::new(flags & 1 == 1);
+    let shape = Shape {
+        chat: flags & 16 == 16,
+        parsed: flags & 32 == 32,
+        keeps_ids: flags & 64 == 64,
+    };
+    let mut splice = Splice::new(flags & 1 == 1).with_shape(shape);
     let mut events = Events::default();
     let mut cuts = Vec::new();
     'stream: for (n, chunk) in stream.chunks(size).enumerate() {
@@ -95,9 +104,9 @@ fn check(data: &[u8]) {
                         let body = Bytes::from_static(body);
                         if let Ok(next) = continuation::body(&body, api, how, &splice) {
                             assert!(
-                                serde_json::from_slice::<serde_json::Value>(&next).is_ok(),
+                                serde_json::from_slice::<serde_json::Value>(&next.body).is_ok(),
                                 "{}",
-                                next.escape_ascii()
+                                next.body.escape_ascii()
                             );
                         }
                         splice.resumed(how);

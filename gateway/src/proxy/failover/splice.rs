@@ -301,7 +301,10 @@ impl Splice {
         if let Some(why) = self.unresumable {
             return Plan::Fail(why);
         }
-        if !self.started {
+        // A vLLM chat that sent nothing the user sees (a reasoning model's `<think>` token)
+        // runs again: where its reasoning would go is not known yet.
+        let unseen_chat = self.shape.chat && !self.content && self.ids_from == Some(IdSource::Vllm);
+        if !self.started || unseen_chat {
             return Plan::Resume(Continuation::Restart);
         }
         if self.all_ids && self.exact_ok() {
@@ -401,3 +404,6 @@ fn data_payload(text: &[u8]) -> Option<&[u8]> {
 // The path is spelled out so that the fuzz target including this file finds it too.
 #[path = "splice/tests.rs"]
 mod tests;
+#[cfg(test)]
+#[path = "splice/vllm_tests.rs"]
+mod vllm_tests;

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::*;
 
 /// One `data:` event.
-fn event(json: &str) -> (Bytes, usize) {
+pub(super) fn event(json: &str) -> (Bytes, usize) {
     let whole = Bytes::from(format!("data: {json}\n\n"));
     let len = whole.len() - 2;
     (whole, len)
@@ -45,7 +45,7 @@ fn answer(id: &str, n: usize, from: usize, ids: bool, usage: bool) -> Vec<(Bytes
 }
 
 /// Runs `events` through `splice`; returns what the client got, and whether it broke.
-fn run(
+pub(super) fn run(
     splice: &mut Splice,
     events: &[(Bytes, usize)],
     stop_after: usize,

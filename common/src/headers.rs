@@ -10,6 +10,9 @@ pub const REQUEST_ID: &str = "x-request-id";
 pub const API_KEY: &str = "x-api-key";
 /// Which replica served a request (set by the gateway on responses, for debugging and tests).
 pub const UPSTREAM: &str = "x-tokenscale-upstream";
+/// Which model served a request (set by the gateway on every answer; a route's request names
+/// the model of the route that answered it, as the body's `model` does).
+pub const MODEL: &str = "x-tokenscale-model";
 /// Sent by the gateway on stream requests: the engine adds each chunk's generated token ids
 /// (member [`TOKEN_IDS_MEMBER`](crate::openai::TOKEN_IDS_MEMBER)) so that a broken stream can
 /// be continued exactly on another replica. The gateway strips them before the client sees a

@@ -211,6 +211,17 @@ pub mod gateway {
     /// Counter (streams), labels `model_name`, `continuation`, `result`: streams whose replica
     /// broke mid-answer (reset, idle timeout, in-band error), each counted once per break.
     pub const STREAM_INTERRUPTIONS_TOTAL: &str = "tokenscale_gateway_stream_interruptions_total";
+    /// Label: a route's name (what clients send as `model`).
+    pub const LABEL_ROUTE: &str = "route";
+    /// Label: why a route moved on: `rate_limited` (a tenant limit of that model),
+    /// `no_capacity` (none within the request's share of its deadline), `upstream`.
+    pub const LABEL_REASON: &str = "reason";
+    /// Counter (requests), labels `route`, `model_name`: requests for a route, by the model
+    /// that answered them.
+    pub const ROUTE_REQUESTS_TOTAL: &str = "tokenscale_gateway_route_requests_total";
+    /// Counter (events), labels `route`, `from`, `to`, `reason`: a route's request moving
+    /// from one model to the next (`to="none"`: none was left, the client got the error).
+    pub const ROUTE_FALLBACKS_TOTAL: &str = "tokenscale_gateway_route_fallbacks_total";
 
     /// Upper bounds (seconds) of the TTFT histogram buckets (`+Inf` implied). A p95 read from
     /// a histogram is interpolated inside one bucket: bounds at most ~1.33× apart (2× apart

@@ -1,9 +1,10 @@
-//! Fuzz target: the gateway's partial parse of a client's body and its one rewrite (asking the
-//! engine for usage on a stream). Neither may panic on any bytes; on every body it accepts,
-//! the prompt summary must not panic (prefix hashing cuts text at character boundaries), and
-//! the rewritten body must be JSON equal to the client's with
-//! `stream_options.include_usage = true` and nothing else changed — or, when the client's
-//! `stream_options` is neither an object nor null, the client's bytes untouched.
+//! Fuzz target: the gateway's partial parse of a client's body and its rewrites (asking the
+//! engine for usage on a stream; naming a route's model). None may panic on any bytes; on
+//! every body it accepts, the prompt summary must not panic (prefix hashing cuts text at
+//! character boundaries), and the rewritten body must be JSON equal to the client's with
+//! `stream_options.include_usage = true` (or `model` renamed) and nothing else changed — or,
+//! when the client's `stream_options` is neither an object nor null, the client's bytes
+//! untouched.
 #![cfg_attr(fuzzing, no_main)]
 
 #[macro_use]
@@ -27,6 +28,13 @@ mod error {
 mod parse;
 #[path = "../../gateway/src/request/rewrite.rs"]
 mod rewrite;
+#[allow(dead_code)]
+#[path = "../../gateway/src/proxy/json_members.rs"]
+mod json_members;
+/// The member scan the model rewrite uses, where the gateway keeps it.
+mod proxy {
+    pub(crate) use super::json_members;
+}
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
@@ -41,6 +49,7 @@ fn check(data: &[u8]) {
         let _ = parsed.summarize_prompt(prefix_chars);
     }
     let _ = parsed.max_output_tokens();
+    check_model_rename(&body);
     let out = rewrite::request_usage_in_stream(&body, parsed.stream_options);
     // The property is stated for the bodies serde_json reads as one object (the partial parse
     // also accepts, e.g., duplicate unknown members, where "equal" has no single meaning).
@@ -63,6 +72,19 @@ fn check(data: &[u8]) {
             "rewrite broke the JSON ({e}): {}",
             String::from_utf8_lossy(&out)
         )
+    });
+    assert_eq!(got, Value::Object(expected));
+}
+
+/// A route's request renamed to its model is the client's object with `model` replaced.
+fn check_model_rename(body: &Bytes) {
+    let Ok(Value::Object(mut expected)) = serde_json::from_slice::<Value>(body) else {
+        return;
+    };
+    let out = rewrite::with_model(body, "route-target \"7\"");
+    expected.insert("model".into(), Value::from("route-target \"7\""));
+    let got: Value = serde_json::from_slice(&out).unwrap_or_else(|e| {
+        panic!("the model rename broke the JSON ({e}): {}", String::from_utf8_lossy(&out))
     });
     assert_eq!(got, Value::Object(expected));
 }

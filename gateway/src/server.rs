@@ -103,6 +103,7 @@ impl Gateway {
                 }
             }
         }
+        router.set_routes(config.route_specs());
         let upstream_settings = UpstreamSettings {
             response_timeout: Duration::from_millis(config.upstream.response_timeout_ms),
             stream_idle_timeout: Duration::from_millis(config.upstream.stream_idle_timeout_ms),
@@ -297,8 +298,10 @@ impl Gateway {
             .router
             .pools()
             .iter()
-            .filter(|pool| access.allows(&pool.name))
-            .map(|pool| serde_json::json!({"id": pool.name, "object": "model", "created": 0, "owned_by": "tokenscale"}))
+            .map(|pool| pool.name.clone())
+            .chain(self.router.route_names())
+            .filter(|name| access.allows(name))
+            .map(|name| serde_json::json!({"id": name, "object": "model", "created": 0, "owned_by": "tokenscale"}))
             .collect();
         let body = serde_json::json!({"object": "list", "data": data}).to_string();
         text_response(body, "application/json")

@@ -12,7 +12,11 @@
 //! InFlight    the pod's and the tenant's requests in flight: 503 / 429 past the caps
 //! EarlyLimits the tenant's requests across models (before the body): 429
 //! Parse       415/413/400/404 (also for a model the tenant may not use); body within the
-//!             pod's budget (503); model, stream, max_tokens, priority, deadline, prefix hash
+//!             pod's budget (503); model, stream, max_tokens, priority, deadline, prefix hash;
+//!             a route's name becomes its first model, the rest of its order kept
+//! Fallback    a route's next model on a tenant limit's 429, no capacity within the
+//!             request's share of its deadline, or a failed upstream; names the model
+//!             that answered (`x-tokenscale-model`)
 //! Observe     metrics as the client sees them (status, TTFT, TPOT, e2e, tokens)
 //! Limits      tenant × model and tenant-wide RPM / input-TPM / output-TPM; 429 +
 //!             x-ratelimit-*; settled at the end, refunded if dropped before the response
@@ -47,6 +51,7 @@ use crate::limits::{EarlyLimitsLayer, Limiter, LimitsLayer};
 use crate::metrics::{Metrics, MetricsLayer};
 use crate::proxy::{FailoverLayer, FailoverSettings, Upstream};
 use crate::request::{ParseLayer, ParseSettings};
+use crate::routing::route::FallbackLayer;
 use crate::routing::{PickLayer, Router};
 
 /// The built request path.
@@ -88,7 +93,8 @@ pub fn build(parts: StackParts) -> Stack {
             parts.limiter.clone(),
             parts.metrics.clone(),
         ))
-        .layer(ParseLayer::new(parts.router, parts.parse))
+        .layer(ParseLayer::new(parts.router.clone(), parts.parse))
+        .layer(FallbackLayer::new(parts.router, parts.metrics.clone()))
         .layer(MetricsLayer::new(parts.metrics.clone()))
         .layer(LimitsLayer::new(parts.limiter, parts.metrics.clone()))
         .layer(AdmissionLayer::new(parts.metrics.clone()))
@@ -109,7 +115,8 @@ pub fn build_batch(parts: StackParts) -> BatchStack {
     let stack = ServiceBuilder::new()
         .layer(RequestIdLayer)
         .layer(ErrorsLayer)
-        .layer(ParseLayer::new(parts.router, parts.parse))
+        .layer(ParseLayer::new(parts.router.clone(), parts.parse))
+        .layer(FallbackLayer::new(parts.router, parts.metrics.clone()))
         .layer(AdmissionLayer::new(parts.metrics.clone()))
         .layer(FailoverLayer::new(parts.failover, parts.metrics))
         .layer(PickLayer)

@@ -6,6 +6,12 @@ use std::net::TcpStream;
 
 /// Reads the response to its end; returns `(status, body)`, de-chunked when chunked.
 pub fn read_response(stream: &mut TcpStream) -> std::io::Result<(u16, String)> {
+    read_response_with_head(stream).map(|(status, _, body)| (status, body))
+}
+
+/// Reads the response to its end; returns `(status, head, body)`: the head is the status
+/// line and the headers as sent, the body de-chunked when chunked.
+pub fn read_response_with_head(stream: &mut TcpStream) -> std::io::Result<(u16, String, String)> {
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw)?;
     let text = String::from_utf8_lossy(&raw).into_owned();
@@ -20,14 +26,20 @@ pub fn read_response(stream: &mut TcpStream) -> std::io::Result<(u16, String)> {
     let chunked = head
         .to_ascii_lowercase()
         .contains("transfer-encoding: chunked");
-    Ok((
-        status,
-        if chunked {
-            dechunk(rest)
-        } else {
-            rest.to_string()
-        },
-    ))
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_string()
+    };
+    Ok((status, head.to_string(), body))
+}
+
+/// The value of header `name` (any case) in a response head, if sent.
+pub fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().skip(1).find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.trim().eq_ignore_ascii_case(name).then(|| value.trim())
+    })
 }
 
 /// The payload of a chunked body (stops at the last chunk or at the first malformed one).

@@ -4,11 +4,13 @@
 //! (`validate`); tenants are reloaded on change (`reload`).
 
 mod reload;
+mod routes;
 #[cfg(test)]
 mod tests;
 mod validate;
 
 pub use reload::watch_tenants;
+pub use routes::{RouteConfig, TargetConfig};
 pub use validate::ConfigError;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +25,9 @@ pub struct Config {
     /// Models this gateway routes, with their replicas or discovery source.
     #[serde(default)]
     pub models: Vec<ModelConfig>,
+    /// Routes: names that stand for several models, with weights and fallbacks.
+    #[serde(default)]
+    pub routes: Vec<RouteConfig>,
     /// Tenants, their keys and limits (may instead come from `tenants_file`).
     #[serde(default)]
     pub tenants: Vec<TenantConfig>,

@@ -55,6 +55,10 @@ impl ConfigError {
         }
     }
 
+    pub(super) fn invalid_route(at: &Spanned<String>, reason: String) -> Self {
+        Self::invalid(at, reason)
+    }
+
     fn invalid_at(line: u64, reason: impl Into<String>) -> Self {
         Self::Invalid {
             file: String::new(),
@@ -225,6 +229,7 @@ impl Config {
             }
         }
         limits_store(&self.limits)?;
+        self.validate_routes()?;
         if let Some(any_key) = self.anonymous_any_key.as_ref().filter(|a| a.value)
             && self.anonymous.is_none()
         {

@@ -4,11 +4,13 @@ mod bounds;
 mod histogram;
 mod layer;
 pub(crate) mod render;
+mod routes;
 mod tenants;
 
 pub use bounds::render_bounds;
 pub use histogram::Histogram;
 pub use layer::{MetricsLayer, Observe};
+pub use routes::RouteCounts;
 pub use tenants::{TenantModelUsage, TenantUsage};
 
 use std::collections::BTreeMap;
@@ -164,6 +166,8 @@ pub struct Metrics {
     stream_interruptions: Mutex<BTreeMap<(String, &'static str, &'static str), u64>>,
     /// Usage per tenant and model.
     pub tenants: TenantUsage,
+    /// Routes' answers and fallbacks.
+    pub routes: RouteCounts,
 }
 
 impl Metrics {
@@ -203,6 +207,16 @@ impl Metrics {
             .unwrap_or_else(|p| p.into_inner());
         *map.entry((model.to_string(), continuation, result))
             .or_default() += 1;
+    }
+
+    /// Counts a route's request answered by `model`.
+    pub fn route_served(&self, route: &str, model: &str) {
+        self.routes.served(route, model);
+    }
+
+    /// Counts a route's request moving from `from` to `to` for `reason`.
+    pub fn route_fallback(&self, route: &str, from: &str, to: &str, reason: &'static str) {
+        self.routes.fallback(route, from, to, reason);
     }
 
     /// Counts an upstream failure by model, replica and kind.

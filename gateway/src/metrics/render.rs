@@ -220,6 +220,7 @@ impl Metrics {
             );
         }
         render_pools(&mut out, router);
+        self.routes.render(&mut out);
         self.tenants.render(&mut out);
         out
     }

@@ -5,7 +5,7 @@
 mod client;
 pub mod failover;
 mod h1_pool;
-mod json_members;
+pub(crate) mod json_members;
 mod sse;
 mod stream;
 mod upstream;

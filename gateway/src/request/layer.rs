@@ -11,14 +11,15 @@ use http_body_util::BodyExt;
 use tower::{Layer, Service};
 
 use super::deadline::{request_deadline, request_priority};
-use super::{Parsed, RequestInfo, parse_body, request_usage_in_stream};
+use super::{Parsed, RequestInfo, parse_body, request_usage_in_stream, with_model};
 use crate::Body;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::auth::Authed;
+use crate::auth::ModelAccess;
 use crate::config::{QueueConfig, TokenConfig};
 use crate::error::{BoxError, GatewayError};
-use crate::routing::{ModelPool, Router};
+use crate::routing::{Fallbacks, ModelPool, Router};
 
 /// What the parse layer needs to know.
 #[derive(Debug, Clone)]
@@ -118,11 +119,13 @@ where
                 budget: &budget,
             };
             let (bytes, _held) = read_body(body, limits).await?;
-            let (info, pool, body) = read(&parts.headers, &bytes, arrival, &router, &settings)?;
-            if !tenant.models.allows(&info.model) {
-                // Exactly the answer for a model that does not exist: nothing to probe.
-                return Err(GatewayError::ModelNotFound(info.model.clone()));
-            }
+            let facts = Facts {
+                headers: &parts.headers,
+                bytes: &bytes,
+                arrival,
+                access: &tenant.models,
+            };
+            let (info, pool, body, route) = read(facts, &router, &settings)?;
             parts
                 .headers
                 .insert(header::CONTENT_LENGTH, body.len().into());
@@ -131,6 +134,7 @@ where
                 pool,
                 tenant,
                 batch_line,
+                route,
                 exclude: Vec::new(),
                 http: Request::from_parts(parts, body),
             };
@@ -266,22 +270,35 @@ fn check_content_type<B>(request: &Request<B>) -> Result<(), GatewayError> {
     }
 }
 
-/// Reads the request's facts from its headers and body; returns the body to forward.
-fn read(
-    headers: &http::HeaderMap,
-    bytes: &Bytes,
+/// What a request's facts are read from.
+struct Facts<'a> {
+    headers: &'a http::HeaderMap,
+    bytes: &'a Bytes,
     arrival: Instant,
+    /// The models the tenant may use.
+    access: &'a ModelAccess,
+}
+
+/// Reads the request's facts from its headers and body; returns them with the pool of its
+/// model (a route's first model), the body to forward and the rest of a route's order.
+fn read(
+    facts: Facts<'_>,
     router: &Router,
     settings: &ParseSettings,
-) -> Result<(super::Info, Arc<ModelPool>, Bytes), GatewayError> {
+) -> Result<(super::Info, Arc<ModelPool>, Bytes, Option<Fallbacks>), GatewayError> {
+    let Facts {
+        headers,
+        bytes,
+        arrival,
+        access,
+    } = facts;
     let body = parse_body(bytes)?;
-    let model = body
+    let name = body
         .model
         .as_deref()
         .ok_or_else(|| GatewayError::bad_request("`model` is required", Some("model")))?;
-    let pool = router
-        .model(model)
-        .ok_or_else(|| GatewayError::ModelNotFound(model.to_string()))?;
+    let (pool, route) = resolve(router, name, access)?;
+    let model = pool.name.as_str();
     let prompt = body.summarize_prompt(pool.settings.affinity_prefix_chars)?;
     let reserved_output_tokens = body.reserved_output_tokens(settings.tokens.default_max_tokens)?;
     let priority = request_priority(headers, body.priority)?;
@@ -297,6 +314,11 @@ fn read(
     } else {
         bytes.clone()
     };
+    let forward = if route.is_some() {
+        with_model(&forward, model)
+    } else {
+        forward
+    };
     let info = Arc::new(RequestInfo {
         model: model.to_string(),
         stream,
@@ -308,5 +330,35 @@ fn read(
         deadline,
         prefix_hash: prompt.prefix_hash,
     });
-    Ok((info, pool, forward))
+    Ok((info, pool, forward, route))
+}
+
+/// The pool a request for `name` goes to: the model's, or for a route the first of its
+/// models the tenant may use that is served, with the rest of its order. A name the tenant
+/// may not use answers exactly as one that does not exist: nothing to probe.
+fn resolve(
+    router: &Router,
+    name: &str,
+    access: &ModelAccess,
+) -> Result<(Arc<ModelPool>, Option<Fallbacks>), GatewayError> {
+    let not_found = || GatewayError::ModelNotFound(name.to_string());
+    if !access.allows(name) {
+        return Err(not_found());
+    }
+    if let Some(pool) = router.model(name) {
+        return Ok((pool, None));
+    }
+    let order = router.route_order(name).ok_or_else(not_found)?;
+    let mut usable = order.into_iter().filter(|model| access.allows(model));
+    let pool = usable
+        .by_ref()
+        .find_map(|model| router.model(&model))
+        .ok_or_else(|| GatewayError::NoReplicaLeft {
+            model: name.to_string(),
+        })?;
+    let route = Fallbacks {
+        route: name.into(),
+        next: usable.collect(),
+    };
+    Ok((pool, Some(route)))
 }

@@ -9,7 +9,7 @@ mod rewrite;
 pub use layer::{Parse, ParseLayer, ParseSettings};
 pub use parse::{PartialBody, PromptSummary, parse_body};
 pub use parsed::Parsed;
-pub use rewrite::request_usage_in_stream;
+pub use rewrite::{request_usage_in_stream, with_model};
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -30,7 +30,7 @@ pub struct Usage {
 /// Facts about a request, set once by the parse layer and read by every layer after it;
 /// never changed after (what the answer used comes back with its body: see
 /// [`Report`](crate::body::Report)).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct RequestInfo {
     /// The served model name.
     pub model: String,

@@ -1,13 +1,15 @@
 //! `Parsed`: a request as every layer below the parse layer takes it, its facts typed.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::Request;
 
-use super::Info;
+use super::{Info, RequestInfo};
 use crate::auth::Tenant;
-use crate::routing::ModelPool;
+use crate::error::GatewayError;
+use crate::routing::{Fallbacks, ModelPool};
 
 /// A request read by the parse layer. The layers below it (observe, limits, admission,
 /// failover, pick, upstream) are `Service<Parsed>`: what they need is a field, so a stack
@@ -23,6 +25,8 @@ pub struct Parsed {
     pub tenant: Arc<Tenant>,
     /// A Batch API line (sent by the batch runner): not interactive demand.
     pub batch_line: bool,
+    /// The models still to try when the client named a route (taken by the fallback layer).
+    pub route: Option<Fallbacks>,
     /// Replica URLs this attempt must not go to (the failover layer's earlier tries).
     pub exclude: Vec<String>,
     /// The request as it is forwarded: headers and the buffered body.
@@ -51,8 +55,38 @@ impl Parsed {
             pool: self.pool.clone(),
             tenant: self.tenant.clone(),
             batch_line: self.batch_line,
+            route: None,
             exclude: self.exclude.clone(),
             http,
         }
+    }
+
+    /// This request sent to `pool`'s model instead (a route's next model): its `model`
+    /// member names that model (the engine serves it under that name), and its facts are
+    /// that model's (its name on metrics and limits, its affinity hash), waiting for
+    /// capacity until `deadline`.
+    pub fn retarget(
+        &self,
+        pool: Arc<ModelPool>,
+        deadline: Instant,
+    ) -> Result<Parsed, GatewayError> {
+        let mut info = RequestInfo::clone(&self.info);
+        info.deadline = deadline;
+        let mut copy = if pool.name == self.info.model {
+            self.copy()
+        } else {
+            let body = super::with_model(self.http.body(), &pool.name);
+            let chars = pool.settings.affinity_prefix_chars;
+            if chars != self.pool.settings.affinity_prefix_chars {
+                info.prefix_hash = super::parse_body(&body)?
+                    .summarize_prompt(chars)?
+                    .prefix_hash;
+            }
+            info.model = pool.name.clone();
+            self.copy_with_body(body)
+        };
+        copy.info = Arc::new(info);
+        copy.pool = pool;
+        Ok(copy)
     }
 }

@@ -1,4 +1,5 @@
-//! The one body rewrite the gateway makes: asking the engine for usage on a stream.
+//! The body rewrites the gateway makes: asking the engine for usage on a stream, and naming
+//! a route's model.
 
 use std::collections::BTreeMap;
 
@@ -57,6 +58,30 @@ pub fn request_usage_in_stream(body: &Bytes, stream_options: Option<&RawValue>) 
     Bytes::from(out)
 }
 
+/// Returns the body with its top-level `model` member naming `model`, changing nothing else
+/// (a route's request goes to a model under that model's own name: engines refuse a name
+/// they do not serve). A body whose keys use escapes goes through a full parse instead.
+pub fn with_model(body: &Bytes, model: &str) -> Bytes {
+    let name = serde_json::Value::from(model).to_string();
+    if let Some([Some(member)]) = crate::proxy::json_members::top_level_members(body, [b"model"]) {
+        let mut out = Vec::with_capacity(body.len() + name.len());
+        out.extend_from_slice(&body[..member.value]);
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(&body[member.end..]);
+        return Bytes::from(out);
+    }
+    // Keys written with escapes: re-written member by member, each value byte for byte (a
+    // round trip through `serde_json::Value` would re-print numbers; see below).
+    let Ok(mut members) = serde_json::from_slice::<BTreeMap<String, &RawValue>>(body) else {
+        return body.clone();
+    };
+    let Ok(name) = RawValue::from_string(name) else {
+        return body.clone();
+    };
+    members.insert("model".into(), &name);
+    serde_json::to_vec(&members).map_or_else(|_| body.clone(), Bytes::from)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,6 +92,22 @@ mod tests {
         let parsed = parse_body(&bytes).expect("parses");
         let out = request_usage_in_stream(&bytes, parsed.stream_options);
         serde_json::from_slice(&out).expect("still JSON")
+    }
+
+    #[test]
+    fn names_the_model_and_keeps_every_other_byte() {
+        let body =
+            Bytes::from_static(br#"{"temperature":8.888888888888889e86, "model" : "chat","n":1}"#);
+        let out = with_model(&body, "llama-3-8b");
+        assert_eq!(
+            &out[..],
+            br#"{"temperature":8.888888888888889e86, "model" : "llama-3-8b","n":1}"#
+        );
+        let escaped = Bytes::from_static(br#"{"mo\u0064el":"chat","x":1}"#);
+        let out: serde_json::Value =
+            serde_json::from_slice(&with_model(&escaped, "m")).expect("JSON");
+        assert_eq!(out["model"], "m");
+        assert_eq!(out["x"], 1);
     }
 
     #[test]

@@ -4,10 +4,12 @@ mod layer;
 pub mod picker;
 mod pool;
 mod replica;
+pub mod route;
 
 pub use layer::{Pick, PickLayer, Routed, missing as layer_missing};
 pub use pool::{ColdStart, ModelPool, ModelSettings, PoolSnapshot};
 pub use replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
+pub use route::{Fallbacks, Route, RouteSpec, RouteTarget};
 
 use std::sync::{Arc, RwLock};
 
@@ -19,6 +21,8 @@ use crate::admission::GatewayShare;
 #[derive(Debug, Default)]
 pub struct Router {
     models: RwLock<HashMap<String, Arc<ModelPool>>>,
+    /// Routes by name: names that stand for several models.
+    routes: RwLock<HashMap<String, Arc<Route>>>,
     /// This pod's share of every model's capacity (all of it with one gateway pod).
     share: Arc<GatewayShare>,
 }
@@ -28,6 +32,7 @@ impl Router {
     pub fn new(share: Arc<GatewayShare>) -> Self {
         Self {
             models: RwLock::default(),
+            routes: RwLock::default(),
             share,
         }
     }
@@ -85,6 +90,39 @@ impl Router {
             }
         }
         removed.is_some()
+    }
+
+    /// Serves `specs` as the routes (checked by the caller, see [`route::check_routes`]); a
+    /// route declared as before keeps its place in the weighted spread.
+    pub fn set_routes(&self, specs: Vec<RouteSpec>) {
+        let mut routes = self.routes.write().unwrap_or_else(|p| p.into_inner());
+        let kept: HashMap<String, Arc<Route>> = specs
+            .into_iter()
+            .map(|spec| {
+                let route = match routes.get(&spec.name) {
+                    Some(old) if *old.spec() == spec => old.clone(),
+                    _ => Arc::new(Route::new(spec)),
+                };
+                (route.name().to_string(), route)
+            })
+            .collect();
+        *routes = kept;
+    }
+
+    /// The models a request for `name` tries, in order, when `name` is a route.
+    pub fn route_order(&self, name: &str) -> Option<Vec<String>> {
+        let routes = self.routes.read().unwrap_or_else(|p| p.into_inner());
+        routes.contains_key(name).then(|| {
+            route::expand(name, &|n: &str| routes.get(n).map(|r| &**r))
+        })
+    }
+
+    /// Every route's name, sorted.
+    pub fn route_names(&self) -> Vec<String> {
+        let routes = self.routes.read().unwrap_or_else(|p| p.into_inner());
+        let mut names: Vec<String> = routes.keys().cloned().collect();
+        names.sort();
+        names
     }
 
     /// Every pool, sorted by model name.

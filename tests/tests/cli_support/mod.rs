@@ -77,6 +77,18 @@ pub fn exchange(
     body: &str,
     wait: Duration,
 ) -> std::io::Result<(u16, String)> {
+    exchange_with_head(addr, method, path, key, body, wait).map(|(status, _, body)| (status, body))
+}
+
+/// [`exchange`], also returning the response's head (status line and headers).
+pub fn exchange_with_head(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    key: Option<&str>,
+    body: &str,
+    wait: Duration,
+) -> std::io::Result<(u16, String, String)> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
     stream.set_read_timeout(Some(wait))?;
     let authorization = key.map_or(String::new(), |k| format!("authorization: Bearer {k}\r\n"));
@@ -85,7 +97,7 @@ pub fn exchange(
         body.len()
     );
     stream.write_all(request.as_bytes())?;
-    tokenscale_e2e::http::read_response(&mut stream)
+    tokenscale_e2e::http::read_response_with_head(&mut stream)
 }
 
 /// Where each gateway a test started serves `/metrics` (its admin listener), by API address.

@@ -1,0 +1,73 @@
+//! Routes' counters: which model answered a route's requests, and every fallback by reason.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+
+use tokenscale_common::metrics::{LABEL_MODEL_NAME as MODEL, gateway as names};
+
+use super::render::{esc, family};
+
+/// Requests by `(route, model)`, fallbacks by `(route, from, to, reason)`.
+#[derive(Debug, Default)]
+pub struct RouteCounts {
+    served: Mutex<BTreeMap<(String, String), u64>>,
+    fallbacks: Mutex<BTreeMap<(String, String, String, &'static str), u64>>,
+}
+
+impl RouteCounts {
+    /// Counts a route's request answered by `model`.
+    pub fn served(&self, route: &str, model: &str) {
+        let mut map = self.served.lock().unwrap_or_else(|p| p.into_inner());
+        *map.entry((route.to_string(), model.to_string()))
+            .or_default() += 1;
+    }
+
+    /// Counts a move from `from` to `to` (`none`: nothing left) for `reason`.
+    pub fn fallback(&self, route: &str, from: &str, to: &str, reason: &'static str) {
+        let mut map = self.fallbacks.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (route.to_string(), from.to_string(), to.to_string(), reason);
+        *map.entry(key).or_default() += 1;
+    }
+
+    /// Both families in the exposition format (headers even before the first request, so a
+    /// reader can tell a gateway without routes' traffic from one that does not count).
+    pub fn render(&self, out: &mut String) {
+        family(
+            out,
+            names::ROUTE_REQUESTS_TOTAL,
+            "counter",
+            "Requests for a route, by the model that answered them.",
+        );
+        for ((route, model), count) in self.served.lock().unwrap_or_else(|p| p.into_inner()).iter()
+        {
+            let _ = writeln!(
+                out,
+                "{}{{{}=\"{}\",{MODEL}=\"{}\"}} {count}",
+                names::ROUTE_REQUESTS_TOTAL,
+                names::LABEL_ROUTE,
+                esc(route),
+                esc(model)
+            );
+        }
+        family(
+            out,
+            names::ROUTE_FALLBACKS_TOTAL,
+            "counter",
+            "A route's request moving on from one model to the next, by reason (to=\"none\": no model was left).",
+        );
+        let fallbacks = self.fallbacks.lock().unwrap_or_else(|p| p.into_inner());
+        for ((route, from, to, reason), count) in fallbacks.iter() {
+            let _ = writeln!(
+                out,
+                "{}{{{}=\"{}\",from=\"{}\",to=\"{}\",{}=\"{reason}\"}} {count}",
+                names::ROUTE_FALLBACKS_TOTAL,
+                names::LABEL_ROUTE,
+                esc(route),
+                esc(from),
+                esc(to),
+                names::LABEL_REASON
+            );
+        }
+    }
+}

@@ -15,6 +15,9 @@ pub struct Slots<W> {
     queue: WaitQueue<W>,
     /// The last arrival number given to a waiter.
     seq: u64,
+    /// Whether the model's engine frees batch-held slots for interactive work (see
+    /// [`Self::has_room`]).
+    batch_preempted: bool,
 }
 
 impl<W> Default for Slots<W> {
@@ -24,6 +27,7 @@ impl<W> Default for Slots<W> {
             admitted_batch: 0,
             queue: WaitQueue::default(),
             seq: 0,
+            batch_preempted: true,
         }
     }
 }
@@ -39,14 +43,21 @@ impl<W> Slots<W> {
         &self.queue
     }
 
+    /// Says whether the model's engine preempts batch work for interactive work (ours, vLLM
+    /// and SGLang with their priority scheduling) or not (the others: arrival order).
+    pub fn set_batch_preempted(&mut self, preempted: bool) {
+        self.batch_preempted = preempted;
+    }
+
     /// Whether a request of `class` fits in `capacity` now. Batch work only takes slots
-    /// nobody holds; interactive work does not count the slots batch work holds: the engines
-    /// schedule interactive requests first and preempt batch ones for them, so a batch line
-    /// never keeps an interactive request waiting here.
+    /// nobody holds. Interactive work does not count the slots batch work holds where the
+    /// engine schedules interactive requests first and preempts batch ones for them (a batch
+    /// line never keeps an interactive request waiting here); where it does not, they count:
+    /// the engine would otherwise run more requests at once than it was sized for.
     pub fn has_room(&self, class: Priority, capacity: usize) -> bool {
         let held = match class {
-            Priority::Interactive => self.admitted - self.admitted_batch,
-            Priority::Batch => self.admitted,
+            Priority::Interactive if self.batch_preempted => self.admitted - self.admitted_batch,
+            Priority::Interactive | Priority::Batch => self.admitted,
         };
         held < capacity
     }
@@ -159,5 +170,24 @@ mod tests {
         assert_eq!(slots.queue().len(), 0);
         assert_eq!(slots.admitted(), 1);
         assert_eq!(slots.batch_room(4, 0.5), 1);
+    }
+
+    #[test]
+    fn batch_held_slots_count_for_interactive_work_only_where_the_engine_does_not_preempt() {
+        let mut slots: Slots<&str> = Slots::default();
+        let tenant: Arc<str> = Arc::from("t");
+        slots.take(&tenant, Priority::Batch);
+        slots.take(&tenant, Priority::Batch);
+        // Preempting engine: the two batch lines give way, interactive work goes in.
+        assert!(slots.admits_now(Priority::Interactive, 2));
+        assert!(!slots.admits_now(Priority::Batch, 2));
+        // Arrival-order engine: the lines hold their slots until they finish.
+        slots.set_batch_preempted(false);
+        assert!(!slots.admits_now(Priority::Interactive, 2));
+        slots.enqueue(Priority::Interactive, &tenant, "interactive", 1, 8);
+        assert_eq!(slots.next_admitted(2).map(|(_, w)| w), None);
+        slots.release(&tenant, Priority::Batch);
+        assert_eq!(slots.next_admitted(2).map(|(_, w)| w), Some("interactive"));
+        assert_eq!(slots.admitted(), 2);
     }
 }

@@ -19,9 +19,11 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, ResourceExt};
+use tokenscale_common::engines::{EngineKind, EnginePriority};
 use tokenscale_common::served_name::{self, Claim};
 
 use super::cold_start::cold_start_of;
+use super::engine::engine_of;
 use super::{DiscoveryHealth, Registry};
 use crate::config::KubernetesConfig;
 use crate::routing::ColdStart;
@@ -132,6 +134,17 @@ pub fn cold_starts(deployments: &[Arc<DynamicObject>]) -> BTreeMap<String, Optio
         .collect()
 }
 
+/// Served model name → the engine its deployment runs and how that takes a request's class
+/// (see [`engine_of`]).
+pub fn engines(
+    deployments: &[Arc<DynamicObject>],
+) -> BTreeMap<String, (EngineKind, EnginePriority)> {
+    owners(deployments)
+        .into_values()
+        .map(|(served_name, md)| (served_name, engine_of(md)))
+        .collect()
+}
+
 /// Whether the operator refused `md` (a `Conflict` condition that is `True`).
 fn refused_by_operator(md: &DynamicObject) -> bool {
     md.data["status"]["conditions"]
@@ -235,6 +248,9 @@ pub async fn run(
         }
         for (model, cold_start) in cold_starts(&deployments) {
             registry.set_cold_start(&model, cold_start);
+        }
+        for (model, (kind, priority)) in engines(&deployments) {
+            registry.set_engine(&model, kind, priority);
         }
         for gone in known.iter().filter(|m| !desired.contains_key(*m)) {
             registry.router().remove_model(gone);

@@ -2,6 +2,7 @@
 //! (used by `tokenscale up`), and Kubernetes (`ModelDeployment` + `EndpointSlice` watches).
 
 mod cold_start;
+mod engine;
 pub mod kubernetes;
 mod registry;
 

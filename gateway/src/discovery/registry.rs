@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use tokenscale_common::engines::{EngineKind, EnginePriority};
+
 use crate::config::{Config, ModelConfig};
 use crate::health::{ProbeSettings, watch_replica};
 use crate::proxy::UpstreamClient;
@@ -95,6 +97,13 @@ impl Registry {
     /// without their own deadline wait that long plus its TTFT SLO (`None`: the class default).
     pub fn set_cold_start(&self, model: &str, cold_start: Option<ColdStart>) {
         self.declare_default(model).set_cold_start(cold_start);
+    }
+
+    /// Records the engine `model`'s replicas run and how they take a request's class (the
+    /// body's `priority` for vLLM and SGLang with their priority scheduling; batch-held slots
+    /// counted for interactive work where the engine does not preempt batch work).
+    pub fn set_engine(&self, model: &str, kind: EngineKind, priority: EnginePriority) {
+        self.declare_default(model).set_engine(kind, priority);
     }
 
     /// Stops new work to a replica at once; its in-flight requests finish.

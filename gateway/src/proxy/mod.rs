@@ -6,6 +6,7 @@ mod client;
 pub mod failover;
 mod h1_pool;
 pub(crate) mod json_members;
+mod priority_field;
 mod sse;
 mod stream;
 mod upstream;

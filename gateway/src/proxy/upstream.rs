@@ -14,6 +14,7 @@ use tower::Service;
 
 use super::client::UpstreamClient;
 use super::failover::ask_token_ids;
+use super::priority_field::engine_priority_body;
 use super::stream::{StreamSource, UpstreamStream};
 use super::usage::{estimate_completion_tokens, parse_usage};
 use crate::Body;
@@ -109,8 +110,19 @@ impl Service<Routed> for Upstream {
         async move {
             let Routed { request, replica } = routed;
             let Parsed {
-                http, info, pool, ..
+                mut http,
+                info,
+                pool,
+                ..
             } = request;
+            // vLLM and SGLang with their priority scheduling read the class in the body.
+            let path = http.uri().path();
+            let class = info.priority;
+            if let Some(body) =
+                engine_priority_body(http.body(), path, class, pool.engine(), replica.engine())
+            {
+                *http.body_mut() = body;
+            }
             this.exchange(http, info, pool, replica).await
         }
         .boxed()

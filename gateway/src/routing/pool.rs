@@ -4,6 +4,8 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use tokenscale_common::engines::{EngineKind, EnginePriority};
+
 use super::picker::{self, Candidate};
 use super::replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
 use crate::admission::{GatewayShare, Slots, Waiter, dispatch};
@@ -40,6 +42,9 @@ struct PoolState {
     replicas: Vec<Arc<Replica>>,
     slots: Slots<Waiter>,
     cold_start: Option<ColdStart>,
+    /// What its replicas run and how they take a request's class (tokenscale's engine and
+    /// its header until discovery or the config say otherwise).
+    engine: (EngineKind, EnginePriority),
 }
 
 /// What discovery knows of how long a model at zero replicas keeps its first requests
@@ -158,6 +163,25 @@ impl ModelPool {
     /// Records what discovery knows of the model's cold start (`None`: nothing).
     pub fn set_cold_start(&self, cold_start: Option<ColdStart>) {
         self.lock().cold_start = cold_start;
+    }
+
+    /// Records the engine the model's replicas run and how they take a request's class; the
+    /// admission count follows (batch-held slots count for interactive work where the engine
+    /// does not preempt batch work).
+    pub fn set_engine(self: &Arc<Self>, kind: EngineKind, priority: EnginePriority) {
+        let mut state = self.lock();
+        if state.engine == (kind, priority) {
+            return;
+        }
+        state.engine = (kind, priority);
+        state.slots.set_batch_preempted(priority.preempts_batch());
+        let capacity = self.capacity(&state);
+        dispatch(self, &mut state.slots, capacity);
+    }
+
+    /// The engine the model's replicas run and how they take a request's class.
+    pub fn engine(&self) -> (EngineKind, EnginePriority) {
+        self.lock().engine
     }
 
     /// The cold start to hold requests for, while the model has no ready replica; `None`

@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use tokenscale_common::engines::EnginePriority;
 use tokenscale_common::hub_source::HubSource;
 use tokenscale_operator::controller::scaling::policy_spec;
 use tokenscale_operator::crd::{Backend, EngineKind};
@@ -120,6 +121,10 @@ async fn run(args: &UpArgs) -> Result<(), UpError> {
                 source,
             })?;
     gateway.registry.declare_default(&model);
+    // The replicas run the flags rendered above: the gateway sends the class their way.
+    let kind = manifest.spec.engine.kind;
+    let priority = EnginePriority::of_args(kind, &engine_args);
+    gateway.registry.set_engine(&model, kind, priority);
     match gateway.gateway.batches() {
         Some(batches) => eprintln!(
             "tokenscale up: Batch API (/v1/files, /v1/batches) keeps its jobs in {}",

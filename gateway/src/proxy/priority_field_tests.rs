@@ -7,10 +7,9 @@ use tokenscale_common::engines::PriorityOrder;
 use super::*;
 
 fn set(body: &str, value: i64) -> String {
-    let out = with_priority(body.as_bytes(), value).map_or(body.to_string(), |b| {
+    with_priority(body.as_bytes(), value).map_or(body.to_string(), |b| {
         String::from_utf8(b.to_vec()).expect("utf-8")
-    });
-    out
+    })
 }
 
 #[test]

@@ -5,13 +5,14 @@
 use bytes::Bytes;
 use tokenscale_common::engines::{EngineKind, EnginePriority};
 
-use super::json_members::top_level_members;
+use super::json_members::{top_level_members, without_member};
 use crate::request::Priority;
 
 /// The body for a replica of a model whose replicas run `engine` (and, when its scrape told,
-/// `scraped`), carrying `class` as the engine's `priority`; `None` when the body stays as it
-/// is: the engine takes no such field (one that does not know it could refuse the request),
-/// the replica's metrics name another engine, or the path is no generation endpoint.
+/// `scraped`), carrying `class` as the engine's `priority`, or, for another engine than ours
+/// that takes none, without a class name the client wrote there (vLLM and SGLang refuse a
+/// string `priority`); `None` when the body stays as it is: the replica's metrics name another
+/// engine, the path is no generation endpoint, or there is nothing to change.
 pub fn engine_priority_body(
     body: &Bytes,
     path: &str,
@@ -23,7 +24,19 @@ pub fn engine_priority_body(
     if scraped.is_some_and(|scraped| scraped != kind) || !path.ends_with("/completions") {
         return None;
     }
-    with_priority(body, priority.body_priority(class)?)
+    match priority.body_priority(class) {
+        Some(value) => with_priority(body, value),
+        None if kind != EngineKind::Tokenscale => without_class_name(body),
+        None => None,
+    }
+}
+
+/// `body` without a top-level `priority` whose value is a string (the gateway's class name,
+/// already read); `None` when it has none.
+fn without_class_name(body: &[u8]) -> Option<Bytes> {
+    let [member] = top_level_members(body, [b"priority"])?;
+    let member = member.filter(|m| body[m.value] == b'"')?;
+    Some(Bytes::from(without_member(body, member)))
 }
 
 /// `body` with its top-level `priority` set to `value`: the client's value replaced in place

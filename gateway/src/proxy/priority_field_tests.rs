@@ -81,6 +81,23 @@ fn only_an_engine_that_takes_the_field_gets_it() {
         engine_priority_body(&body, path, Priority::Batch, ours, None),
         None
     );
+    // A class name in the body is the gateway's word: an engine in arrival order does not
+    // get it (it would refuse a string), ours reads it, and an integer stays the client's.
+    let named = Bytes::from_static(br#"{"model":"m","priority":"batch","prompt":"x"}"#);
+    let stripped = engine_priority_body(&named, path, Priority::Batch, fcfs, None);
+    assert_eq!(
+        stripped.as_deref(),
+        Some(&br#"{"model":"m","prompt":"x"}"#[..])
+    );
+    assert_eq!(
+        engine_priority_body(&named, path, Priority::Batch, ours, None),
+        None
+    );
+    let integer = Bytes::from_static(br#"{"model":"m","priority":0}"#);
+    assert_eq!(
+        engine_priority_body(&integer, path, Priority::Batch, fcfs, None),
+        None
+    );
 }
 
 /// A small deterministic generator (xorshift), so the property runs in every `cargo test`.

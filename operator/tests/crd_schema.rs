@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use kube::CustomResourceExt;
 use serde_json::Value;
 use tokenscale_operator::crd::ModelDeployment;
-use tokenscale_operator::crd::generate::{CRD_PATHS, crd_yaml};
+use tokenscale_operator::crd::generate::all_files;
 use tokenscale_operator::crd::spec::{Backend, DEFAULT_CUDA_IMAGE, DEFAULT_IMAGE, EngineKind};
 
 fn root() -> PathBuf {
@@ -95,8 +95,7 @@ fn problems(manifest: &str) -> Vec<String> {
 
 #[test]
 fn generated_crd_files_are_current() {
-    let fresh = crd_yaml().expect("CRD renders");
-    for path in CRD_PATHS {
+    for (path, fresh) in all_files().expect("CRDs render") {
         let on_disk = std::fs::read_to_string(root().join(path)).unwrap_or_default();
         assert!(
             on_disk == fresh,

@@ -62,8 +62,9 @@ namespaced mode). Each rule lists exactly the verbs the program calls; no wildca
 {{/* The gateway only reads, through reflectors (list + watch): which models exist and
 their ready endpoints (gateway/src/discovery/kubernetes.rs). */}}
 {{- define "tokenscale.gateway.rules" -}}
+# Served names and routes (gateway/src/discovery/kubernetes.rs): list+watch only.
 - apiGroups: ["tokenscale.dev"]
-  resources: ["modeldeployments"]
+  resources: ["modeldeployments", "modelroutes"]
   verbs: ["list", "watch"]
 - apiGroups: ["discovery.k8s.io"]
   resources: ["endpointslices"]

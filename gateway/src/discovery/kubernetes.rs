@@ -8,7 +8,8 @@
 //! operator applies too, `tokenscale_common::served_name`); the endpoints of the others, and
 //! of any deployment the operator marked `Conflict`, get no traffic. Endpoints not `ready` or
 //! `terminating` get no new work at once.
-//! The CRD is read as a `DynamicObject`, so this crate does not depend on the operator.
+//! `ModelRoute` objects give routes (see [`super::routes`]).
+//! The CRDs are read as `DynamicObject`s, so this crate does not depend on the operator.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use tokenscale_common::served_name::{self, Claim};
 
 use super::cold_start::cold_start_of;
 use super::engine::engine_of;
+use super::routes::{MODEL_ROUTE, routes_of};
 use super::{DiscoveryHealth, Registry};
 use crate::config::KubernetesConfig;
 use crate::routing::ColdStart;
@@ -189,6 +191,8 @@ pub async fn run(
     let client = Client::try_default().await?;
     let (group, version, kind) = MODEL_DEPLOYMENT;
     let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+    let (group, version, kind) = MODEL_ROUTE;
+    let route_resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
     let namespaces = config.watched_namespaces();
     // One reflector pair per namespace (a store's initial listing replaces its whole
     // content, so namespaces cannot share one); `None` watches every namespace.
@@ -198,18 +202,34 @@ pub async fn run(
         namespaces.iter().map(|ns| Some(ns.as_str())).collect()
     };
     let mut stores = Vec::new();
+    let mut route_stores = Vec::new();
     let mut streams = Vec::new();
     for scope in scopes {
-        let (mds, slices): (Api<DynamicObject>, Api<EndpointSlice>) = match scope {
-            Some(ns) => (
-                Api::namespaced_with(client.clone(), ns, &resource),
-                Api::namespaced(client.clone(), ns),
-            ),
-            None => (
-                Api::all_with(client.clone(), &resource),
-                Api::all(client.clone()),
-            ),
-        };
+        let (mds, slices, routes): (Api<DynamicObject>, Api<EndpointSlice>, Api<DynamicObject>) =
+            match scope {
+                Some(ns) => (
+                    Api::namespaced_with(client.clone(), ns, &resource),
+                    Api::namespaced(client.clone(), ns),
+                    Api::namespaced_with(client.clone(), ns, &route_resource),
+                ),
+                None => (
+                    Api::all_with(client.clone(), &resource),
+                    Api::all(client.clone()),
+                    Api::all_with(client.clone(), &route_resource),
+                ),
+            };
+        if routes_served(&routes, scope).await {
+            let route_writer =
+                reflector::store::Writer::<DynamicObject>::new(route_resource.clone());
+            route_stores.push(route_writer.as_reader());
+            let route_events = reflector(
+                route_writer,
+                watcher(routes, watcher::Config::default()).default_backoff(),
+            )
+            .map(|_| ())
+            .boxed();
+            streams.push(route_events);
+        }
         let md_writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
         let md_store = md_writer.as_reader();
         let (slice_store, slice_writer) = reflector::store::<EndpointSlice>();
@@ -256,10 +276,17 @@ pub async fn run(
             registry.router().remove_model(gone);
         }
         known = desired.into_keys().collect();
+        let routes: Vec<_> = route_stores
+            .iter()
+            .flat_map(|store| store.state())
+            .collect();
+        registry.router().set_discovered_routes(routes_of(&routes));
         let listed = stores.iter().all(|(mds, slices)| {
             mds.wait_until_ready().now_or_never().is_some()
                 && slices.wait_until_ready().now_or_never().is_some()
-        });
+        }) && route_stores
+            .iter()
+            .all(|routes| routes.wait_until_ready().now_or_never().is_some());
         if listed {
             health.set_synced();
         }
@@ -268,6 +295,28 @@ pub async fn run(
 }
 
 use futures::FutureExt;
+
+/// Whether `ModelRoute`s can be watched in `scope`: not when the API server does not know the
+/// kind (its CRD is not installed: an older chart) or the gateway may not list it (an older
+/// role). Then routes come from the static configuration only, and discovery of models is
+/// not held up waiting for a list that cannot succeed.
+async fn routes_served(routes: &Api<DynamicObject>, scope: Option<&str>) -> bool {
+    match routes
+        .list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+    {
+        Err(kube::Error::Api(status)) if [403, 404].contains(&status.code) => {
+            tracing::warn!(
+                namespace = scope.unwrap_or("*"),
+                code = status.code,
+                "ModelRoute objects cannot be listed (CRD not installed, or no permission): routes come from the static configuration only"
+            );
+            false
+        }
+        // Anything else (the API server briefly away) is the watcher's to retry.
+        _ => true,
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -5,6 +5,7 @@ mod cold_start;
 mod engine;
 pub mod kubernetes;
 mod registry;
+pub mod routes;
 
 pub use registry::{Registry, RegistryError};
 

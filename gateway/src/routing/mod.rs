@@ -11,7 +11,7 @@ pub use pool::{ColdStart, ModelPool, ModelSettings, PoolSnapshot};
 pub use replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
 pub use route::{Fallbacks, Route, RouteSpec, RouteTarget};
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use hashbrown::HashMap;
 
@@ -23,6 +23,8 @@ pub struct Router {
     models: RwLock<HashMap<String, Arc<ModelPool>>>,
     /// Routes by name: names that stand for several models.
     routes: RwLock<HashMap<String, Arc<Route>>>,
+    /// The routes as declared: the static configuration's, and those discovered.
+    declared_routes: Mutex<(Vec<RouteSpec>, Vec<RouteSpec>)>,
     /// This pod's share of every model's capacity (all of it with one gateway pod).
     share: Arc<GatewayShare>,
 }
@@ -33,6 +35,7 @@ impl Router {
         Self {
             models: RwLock::default(),
             routes: RwLock::default(),
+            declared_routes: Mutex::default(),
             share,
         }
     }
@@ -92,9 +95,46 @@ impl Router {
         removed.is_some()
     }
 
-    /// Serves `specs` as the routes (checked by the caller, see [`route::check_routes`]); a
-    /// route declared as before keeps its place in the weighted spread.
+    /// Serves `specs` as the routes of the static configuration (checked at load, see
+    /// [`route::check_routes`]), beside those discovered.
     pub fn set_routes(&self, specs: Vec<RouteSpec>) {
+        let mut declared = self
+            .declared_routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        declared.0 = specs;
+        self.install_routes(&declared.0, &declared.1);
+    }
+
+    /// Serves `specs` as the routes discovered in the cluster, beside the static ones. One
+    /// that cannot work with the rest (a name already served, a loop) is left out and
+    /// logged; a target not served yet is skipped at request time.
+    pub fn set_discovered_routes(&self, specs: Vec<RouteSpec>) {
+        let mut declared = self
+            .declared_routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        declared.1 = specs;
+        self.install_routes(&declared.0, &declared.1);
+    }
+
+    /// Makes `fixed` and what of `discovered` fits with them the routes served; a route
+    /// declared as before keeps its place in the weighted spread.
+    fn install_routes(&self, fixed: &[RouteSpec], discovered: &[RouteSpec]) {
+        let mut specs: Vec<RouteSpec> = fixed.to_vec();
+        for spec in discovered {
+            let taken =
+                specs.iter().any(|s| s.name == spec.name) || self.model(&spec.name).is_some();
+            if taken {
+                tracing::warn!(route = %spec.name, "a route of this name, or a model, is already served; the ModelRoute is ignored");
+                continue;
+            }
+            specs.push(spec.clone());
+            if let Err(error) = route::check_routes(&specs, None) {
+                tracing::warn!(%error, "the ModelRoute is ignored");
+                specs.pop();
+            }
+        }
         let mut routes = self.routes.write().unwrap_or_else(|p| p.into_inner());
         let kept: HashMap<String, Arc<Route>> = specs
             .into_iter()
@@ -112,9 +152,9 @@ impl Router {
     /// The models a request for `name` tries, in order, when `name` is a route.
     pub fn route_order(&self, name: &str) -> Option<Vec<String>> {
         let routes = self.routes.read().unwrap_or_else(|p| p.into_inner());
-        routes.contains_key(name).then(|| {
-            route::expand(name, &|n: &str| routes.get(n).map(|r| &**r))
-        })
+        routes
+            .contains_key(name)
+            .then(|| route::expand(name, &|n: &str| routes.get(n).map(|r| &**r)))
     }
 
     /// Every route's name, sorted.

@@ -1,9 +1,11 @@
-//! The `ModelDeployment` custom resource (`tokenscale.dev/v1alpha1`): spec, status, typed
-//! durations, quantities and model sources, semantic validation, and CRD generation.
+//! The custom resources (`tokenscale.dev/v1alpha1`): `ModelDeployment` (spec, status, typed
+//! durations, quantities and model sources, semantic validation) and `ModelRoute`, and CRD
+//! generation.
 
 pub mod duration;
 pub mod generate;
 pub mod resources;
+pub mod route;
 pub mod source;
 pub mod spec;
 pub mod status;
@@ -11,6 +13,7 @@ pub mod validate;
 
 pub use duration::{Duration, DurationError};
 pub use resources::{EngineResources, Quantity, ResourceAmounts};
+pub use route::{ModelRoute, ModelRouteSpec, TargetModel};
 pub use source::{HubSource, ModelSource, ModelSourceError};
 pub use spec::EngineKind;
 pub use spec::{

@@ -51,6 +51,7 @@ const OPERATOR_LEASE: &[(&str, &str, &[&str])] = &[(
 /// The gateway only reads, through reflectors (gateway/src/discovery/kubernetes.rs).
 const GATEWAY: &[(&str, &str, &[&str])] = &[
     ("tokenscale.dev", "modeldeployments", &["list", "watch"]),
+    ("tokenscale.dev", "modelroutes", &["list", "watch"]),
     ("discovery.k8s.io", "endpointslices", &["list", "watch"]),
 ];
 

@@ -110,3 +110,40 @@ fn what_cannot_work_is_refused_with_its_reason() {
     );
     assert!(dup.contains("declared twice"), "{dup}");
 }
+
+#[test]
+fn discovered_routes_that_clash_are_left_out_and_static_ones_stay() {
+    use crate::routing::{ModelSettings, Router};
+    let router = Router::new(std::sync::Arc::default());
+    let settings = || ModelSettings {
+        replica_concurrency: 1,
+        affinity_prefix_chars: 0,
+        scrape_metrics: false,
+        stale_after_ms: 1000,
+        max_queue: 1,
+    };
+    for model in ["a", "b"] {
+        router.model_or_insert(model, settings);
+    }
+    router.set_routes(vec![spec("chat", &[("a", 1)], &["b"])]);
+    router.set_discovered_routes(vec![
+        // Named like a static route, like a model, or looping back: left out.
+        spec("chat", &[("b", 1)], &[]),
+        spec("a", &[("b", 1)], &[]),
+        spec("x", &[("y", 1)], &[]),
+        spec("y", &[("x", 1)], &[]),
+        spec("cheap", &[("b", 1)], &["chat"]),
+    ]);
+    assert_eq!(router.route_names(), ["chat", "cheap", "x"]);
+    assert_eq!(
+        router.route_order("chat"),
+        Some(vec!["a".into(), "b".into()])
+    );
+    assert_eq!(
+        router.route_order("cheap"),
+        Some(vec!["b".into(), "a".into()])
+    );
+    // Gone from the cluster: gone from the router; the static route stays.
+    router.set_discovered_routes(Vec::new());
+    assert_eq!(router.route_names(), ["chat"]);
+}

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_saphyr::Spanned;
+use tokenscale_common::engines::EngineKind;
 
 /// The whole `gateway.yaml`.
 #[derive(Debug, Clone, Deserialize)]
@@ -190,6 +191,17 @@ pub struct ModelConfig {
     /// do not, or they would always count as stale, that is full).
     #[serde(default = "defaults::yes")]
     pub scrape_metrics: bool,
+    /// The engine the static upstreams run (`tokenscale`, `vllm`, `sglang`, `llamacpp`):
+    /// how a request's class reaches them. Kubernetes discovery reads it from the
+    /// `ModelDeployment` instead.
+    #[serde(default)]
+    pub engine: EngineKind,
+    /// The flags those upstreams were started with, as far as priority goes: vLLM gets the
+    /// body's `priority` under `--scheduling-policy priority`, SGLang under
+    /// `--enable-priority-scheduling` (`--schedule-low-priority-values-first` and
+    /// `--disable-priority-preemption` read too); without them, pacing only.
+    #[serde(default)]
+    pub engine_args: Vec<String>,
 }
 
 /// Where a model's replicas come from.

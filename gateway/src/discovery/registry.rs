@@ -59,7 +59,10 @@ impl Registry {
             scrape_metrics: model.scrape_metrics,
             ..self.defaults.clone()
         };
-        self.router.model_or_insert(&model.name.value, || settings)
+        let pool = self.router.model_or_insert(&model.name.value, || settings);
+        let priority = EnginePriority::of_args(model.engine, &model.engine_args);
+        pool.set_engine(model.engine, priority);
+        pool
     }
 
     /// Declares a model with default settings (Kubernetes discovery, `tokenscale up`).

@@ -11,6 +11,7 @@ mod engines;
 mod failover;
 mod limits;
 mod observability;
+mod priority;
 mod processes;
 mod queue;
 mod routing;

@@ -17,4 +17,5 @@ mod queue;
 mod routing;
 mod shared_limits;
 mod streaming;
+mod vllm_failover;
 mod support;

@@ -26,7 +26,7 @@ fn config(up: u16, store: &str, extra: bool) -> String {
     let (models, bounds) = if extra {
         (
             "    models: [bench]\n",
-            "bounds: {max_connections: 100000, max_in_flight: 100000}\n",
+            "bounds: {max_connections: 100000, max_in_flight: 100000, max_connections_per_client: 100000, max_in_flight_per_client: 100000}\n",
         )
     } else {
         ("", "")

@@ -162,7 +162,7 @@ fn run(dir: &Path, seconds: u64, connections: usize, streams: usize) -> Result<(
          \x20 - name: bench-h2\n    upstreams: [\"h2c://127.0.0.1:{up}\"]\n    replica_concurrency: 100000\n\
          tenants:\n  - name: bench\n    keys: [\"{key_hash}\"]\n    limits: {{requests_per_minute: 1000000000, \
          input_tokens_per_minute: 1000000000000, output_tokens_per_minute: 1000000000000}}\n\
-         queue: {{max_len: 100000}}\nbounds: {{max_connections: 100000, max_in_flight: 100000}}\n"
+         queue: {{max_len: 100000}}\nbounds: {{max_connections: 100000, max_in_flight: 100000, max_connections_per_client: 100000, max_in_flight_per_client: 100000}}\n"
     );
     std::fs::write(dir.join("gateway.yaml"), gateway_yaml)?;
     let (gateway, nginx) = (free_port()?, free_port()?);

@@ -3,12 +3,14 @@
 //! Unknown fields and invalid values are rejected at start with the line and the reason
 //! (`validate`); tenants are reloaded on change (`reload`).
 
+mod cidr;
 mod reload;
 mod routes;
 #[cfg(test)]
 mod tests;
 mod validate;
 
+pub use cidr::Cidr;
 pub use reload::watch_tenants;
 pub use routes::{RouteConfig, TargetConfig};
 pub use validate::ConfigError;
@@ -58,6 +60,16 @@ pub struct Config {
     /// (GOAWAY on HTTP/2, which the header timeout does not cover), in milliseconds.
     #[serde(default = "defaults::client_idle_timeout_ms")]
     pub client_idle_timeout_ms: u64,
+    /// A response write that makes no progress for this long (the client stopped reading:
+    /// its socket is full) cuts the connection, which cancels the engine request and frees
+    /// its slots, in milliseconds.
+    #[serde(default = "defaults::stream_write_timeout_ms")]
+    pub stream_write_timeout_ms: u64,
+    /// Proxies (CIDR blocks or addresses) whose `X-Forwarded-For` names the client: the
+    /// right-most address in it that is not itself a trusted proxy. Empty: the client is
+    /// always the TCP peer, and `X-Forwarded-For` is ignored.
+    #[serde(default)]
+    pub trusted_proxies: Vec<Cidr>,
     /// Admission queue settings.
     #[serde(default)]
     pub queue: QueueConfig,
@@ -317,8 +329,14 @@ pub struct LimitsStoreConfig {
 pub struct BoundsConfig {
     /// Open client connections; more are answered 503 and closed at once.
     pub max_connections: usize,
+    /// Open connections from one client address (an IPv6 client: its /64); more are
+    /// answered 429 and closed at once. Trusted proxies' connections are not counted.
+    pub max_connections_per_client: usize,
     /// Requests in flight (from headers read to response end); more get 503.
     pub max_in_flight: usize,
+    /// Requests in flight from one client address (the peer, or the one a trusted proxy
+    /// forwards for), HTTP/2 streams included; more get 429.
+    pub max_in_flight_per_client: usize,
     /// Request body bytes buffered at once over all requests; a request that would go over
     /// gets 503 before more of its body is read.
     pub max_buffered_body_bytes: usize,
@@ -456,6 +474,9 @@ mod defaults {
     pub fn client_idle_timeout_ms() -> u64 {
         60_000
     }
+    pub fn stream_write_timeout_ms() -> u64 {
+        30_000
+    }
     pub fn replica_concurrency() -> u32 {
         64
     }
@@ -486,7 +507,11 @@ impl Default for BoundsConfig {
     fn default() -> Self {
         Self {
             max_connections: 8192,
+            // An eighth of the pod each: one address (a NAT, a flood) cannot hold the pod,
+            // and a busy client still gets a thousand connections and requests at once.
+            max_connections_per_client: 1024,
             max_in_flight: 8192,
+            max_in_flight_per_client: 1024,
             max_buffered_body_bytes: 256 << 20,
         }
     }

@@ -179,6 +179,13 @@ impl Config {
                  max_buffered_body_bytes at least max_body_bytes",
             ),
             (
+                self.bounds.max_connections_per_client == 0
+                    || self.bounds.max_in_flight_per_client == 0
+                    || self.stream_write_timeout_ms == 0,
+                "bounds.max_connections_per_client, bounds.max_in_flight_per_client and \
+                 stream_write_timeout_ms must be at least 1",
+            ),
+            (
                 self.http2.max_concurrent_streams == 0
                     || self.client_idle_timeout_ms == 0
                     || self.http2.keep_alive_interval_ms == 0

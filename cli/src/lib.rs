@@ -4,3 +4,4 @@
 pub mod bench;
 pub mod sim;
 pub mod up;
+pub mod usage;

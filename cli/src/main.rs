@@ -1,4 +1,4 @@
-//! `tokenscale`: up, bench, sim. Parses the command line and hands it to the subcommand.
+//! `tokenscale`: up, bench, sim, usage. Parses the command line and hands it to the subcommand.
 
 use clap::{Parser, Subcommand};
 
@@ -18,6 +18,8 @@ enum Command {
     Bench(tokenscale::bench::BenchArgs),
     /// Run gateway, engine replicas and the autoscaler on this machine from a ModelDeployment.
     Up(tokenscale::up::UpArgs),
+    /// A gateway's usage per tenant and model: each limit's use and 429s, and which binds.
+    Usage(tokenscale::usage::UsageArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -26,6 +28,7 @@ fn main() -> anyhow::Result<()> {
         Command::Sim(args) => println!("{}", tokenscale::sim::run_command(&args)?),
         Command::Bench(args) => println!("{}", tokenscale::bench::run_command(&args)?),
         Command::Up(args) => tokenscale::up::run_command(&args)?,
+        Command::Usage(args) => println!("{}", tokenscale::usage::run_command(&args)?),
     }
     Ok(())
 }

@@ -22,6 +22,7 @@ pub mod routing;
 pub mod server;
 pub mod stack;
 pub mod store;
+pub mod usage;
 
 pub use body::Body;
 

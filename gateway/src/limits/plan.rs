@@ -6,8 +6,11 @@ use std::time::Duration;
 use super::headers::{BucketHeader, RateLimitHeaders};
 use crate::config::LimitsConfig;
 
-/// Which limit refused a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Which limit refused a request (in JSON, as [`LimitKind::as_str`] writes it).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum LimitKind {
     /// Requests per minute.
     Requests,

@@ -1,4 +1,5 @@
-//! `Observe<S>`: latency and outcome of each request as the client sees it.
+//! `Observe<S>`: latency and outcome of each request as the client sees it, and one
+//! `tokenscale::usage` log line per finished request (its tokens, times, status and replica).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -7,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt};
-use http::Response;
+use http::{HeaderValue, Response};
 use http_body::{Body as HttpBody, Frame, SizeHint};
+use tokenscale_common::headers;
 use tower::{Layer, Service};
 
 use super::{Metrics, ModelMetrics};
@@ -64,6 +66,7 @@ where
 
     fn call(&mut self, request: Parsed) -> Self::Future {
         let info = request.info.clone();
+        let tenant = request.tenant.name.clone();
         let model = self.metrics.model(&info.model);
         let call = self.inner.call(request);
         async move {
@@ -74,10 +77,13 @@ where
                         .extensions()
                         .get::<QueueWait>()
                         .map_or(Duration::ZERO, |wait| wait.0);
+                    let replica = response.headers().get(UPSTREAM).cloned();
                     Ok(response.map(|inner| {
                         Body::reporting(Observed {
                             inner,
                             info,
+                            tenant,
+                            replica,
                             queue_wait,
                             model,
                             status,
@@ -86,7 +92,9 @@ where
                     }))
                 }
                 Err(error) => {
-                    model.finished(error.status().as_u16());
+                    let status = error.status().as_u16();
+                    model.finished(status);
+                    log_finished(&tenant, &info, status, Report::default(), None);
                     Err(error)
                 }
             }
@@ -95,10 +103,47 @@ where
     }
 }
 
+/// Names the replica that answered (set by the upstream service on its responses).
+const UPSTREAM: http::HeaderName = http::HeaderName::from_static(headers::UPSTREAM);
+
+/// The `tokenscale::usage` line of a finished request: "log tokens per call and you can see
+/// which limit you hit". Tokens are the engine's usage (none for a request that failed before
+/// its answer), input as the input limit charges it (uncached) and cached apart, as in the
+/// usage report; `ttft_ms` only for a stream that sent content.
+fn log_finished(
+    tenant: &str,
+    info: &Info,
+    status: u16,
+    report: Report,
+    replica: Option<&HeaderValue>,
+) {
+    let usage = report.usage.unwrap_or_default();
+    let ttft_ms = report
+        .first_content
+        .filter(|_| info.stream)
+        .map(|first| first.duration_since(info.arrival).as_millis() as u64);
+    tracing::info!(
+        target: "tokenscale::usage",
+        tenant,
+        model = %info.model,
+        input_tokens = usage.prompt_tokens.saturating_sub(usage.cached_tokens),
+        cached_tokens = usage.cached_tokens,
+        output_tokens = usage.completion_tokens,
+        ttft_ms,
+        total_ms = info.arrival.elapsed().as_millis() as u64,
+        status,
+        replica = replica.and_then(|r| r.to_str().ok()),
+        "request finished"
+    );
+}
+
 /// The response body, timed.
 struct Observed {
     inner: Body,
     info: Info,
+    /// Whose request, and the replica that answered it, for the usage log line.
+    tenant: Arc<str>,
+    replica: Option<HeaderValue>,
     /// Time in the admission queue (the admission layer puts it on the response).
     queue_wait: Duration,
     model: Arc<ModelMetrics>,
@@ -114,14 +159,21 @@ impl Observed {
         let now = Instant::now();
         let m = &self.model;
         m.finished(status);
+        // What the proxy learned of the answer comes back with its body.
+        let report = self.inner.report();
+        log_finished(
+            &self.tenant,
+            &self.info,
+            status,
+            report,
+            self.replica.as_ref(),
+        );
         if !(200..300).contains(&status) {
             return;
         }
         m.e2e
             .observe(now.duration_since(self.info.arrival).as_secs_f64());
         m.queue_time.observe(self.queue_wait.as_secs_f64());
-        // What the proxy learned of the answer comes back with its body.
-        let report = self.inner.report();
         let usage = report.usage;
         if let Some(usage) = usage {
             m.tokens(usage);

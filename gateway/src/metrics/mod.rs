@@ -185,11 +185,22 @@ impl Metrics {
         models.entry(model.to_string()).or_default().clone()
     }
 
-    /// Counts a 429 by tenant, model and limit.
-    pub fn rate_limited(&self, tenant: &str, model: &str, limit: &'static str) {
-        let mut map = self.rate_limited.lock().unwrap_or_else(|p| p.into_inner());
-        *map.entry((tenant.to_string(), model.to_string(), limit))
-            .or_default() += 1;
+    /// Counts a 429 by tenant, model and limit (a refusal's label: a kind, `total_` before a
+    /// tenant-wide one, or `in_flight`). Refusals on a model also go into the tenant's usage
+    /// windows by kind; those before the model is known (tenant-wide requests, in-flight caps)
+    /// are counted here only.
+    pub fn rate_limited(&self, tenant: &Arc<str>, model: &str, limit: &'static str) {
+        {
+            let mut map = self.rate_limited.lock().unwrap_or_else(|p| p.into_inner());
+            *map.entry((tenant.to_string(), model.to_string(), limit))
+                .or_default() += 1;
+        }
+        let kind = crate::usage::KINDS
+            .into_iter()
+            .find(|k| limit.strip_prefix("total_").unwrap_or(limit) == k.as_str());
+        if let Some(kind) = kind.filter(|_| !model.is_empty()) {
+            self.tenants.of(tenant, model).refused(kind);
+        }
     }
 
     /// Counts a stream whose replica broke mid-answer, by how it was continued (`exact`,

@@ -1,28 +1,48 @@
 //! Usage per tenant and model (requests, prompt, cached and completion tokens), so a tenant
-//! can be shown what it used beside which of its limits refused it (`rate_limited_total`).
+//! can be shown what it used beside which of its limits refused it (`rate_limited_total`):
+//! lifetime counters for `/metrics`, and the same counts in rolling windows for `/v1/usage`.
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
 
 use hashbrown::HashMap;
 use tokenscale_common::metrics::{LABEL_MODEL_NAME as MODEL, gateway as names};
 
 use super::render::{esc, family};
+use crate::limits::LimitKind;
 use crate::request::Usage;
+use crate::usage::{Counts, UsageWindows, WindowedRow};
 
 /// One tenant's counters on one model.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct TenantModelUsage {
     requests: AtomicU64,
     prompt_tokens: AtomicU64,
     cached_tokens: AtomicU64,
     generation_tokens: AtomicU64,
+    /// The same counts and the 429s, over the last minute and hour.
+    windows: Mutex<UsageWindows>,
+    /// Zero of the windows' clock (shared by every tenant, so one `now` reads them all).
+    epoch: Instant,
 }
 
 impl TenantModelUsage {
+    fn new(epoch: Instant) -> Self {
+        Self {
+            requests: AtomicU64::new(0),
+            prompt_tokens: AtomicU64::new(0),
+            cached_tokens: AtomicU64::new(0),
+            generation_tokens: AtomicU64::new(0),
+            windows: Mutex::default(),
+            epoch,
+        }
+    }
+
     /// Counts a finished request and the engine's usage, when it reported one.
     pub fn finished(&self, usage: Option<Usage>) {
+        self.window(&Counts::finished(usage));
         self.requests.fetch_add(1, Ordering::Relaxed);
         if let Some(usage) = usage {
             self.prompt_tokens
@@ -33,15 +53,42 @@ impl TenantModelUsage {
                 .fetch_add(usage.completion_tokens, Ordering::Relaxed);
         }
     }
+
+    /// Counts a 429 by `kind` (the lifetime count is `Metrics::rate_limited`'s).
+    pub fn refused(&self, kind: LimitKind) {
+        self.window(&Counts::refused(kind));
+    }
+
+    fn window(&self, counts: &Counts) {
+        let now_s = self.epoch.elapsed().as_secs();
+        let mut windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+        windows.add(now_s, counts);
+    }
+
+    /// (last minute, last hour) as of `now_s` on the windows' clock.
+    fn windowed(&self, now_s: u64) -> (Counts, Counts) {
+        let windows = self.windows.lock().unwrap_or_else(|p| p.into_inner());
+        (windows.last_minute(now_s), windows.last_hour(now_s))
+    }
 }
 
 /// One tenant's counters, by model.
 type ByModel = HashMap<String, Arc<TenantModelUsage>>;
 
 /// Every tenant's usage by model.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct TenantUsage {
     by_tenant: RwLock<HashMap<Arc<str>, ByModel>>,
+    epoch: Instant,
+}
+
+impl Default for TenantUsage {
+    fn default() -> Self {
+        Self {
+            by_tenant: RwLock::default(),
+            epoch: Instant::now(),
+        }
+    }
 }
 
 impl TenantUsage {
@@ -60,8 +107,23 @@ impl TenantUsage {
         all.entry(tenant.clone())
             .or_default()
             .entry(model.to_string())
-            .or_default()
+            .or_insert_with(|| Arc::new(TenantModelUsage::new(self.epoch)))
             .clone()
+    }
+
+    /// Each tenant's windows on each model it used now, `only` that tenant's when given.
+    pub fn windowed(&self, only: Option<&str>) -> Vec<WindowedRow> {
+        let now_s = self.epoch.elapsed().as_secs();
+        let all = self.by_tenant.read().unwrap_or_else(|p| p.into_inner());
+        let tenants = all.iter().filter(|(t, _)| only.is_none_or(|o| o == &***t));
+        let mut rows = Vec::new();
+        for (tenant, models) in tenants {
+            for (model, usage) in models {
+                let (minute, hour) = usage.windowed(now_s);
+                rows.push((tenant.to_string(), model.clone(), minute, hour));
+            }
+        }
+        rows
     }
 
     /// Appends the four families.

@@ -17,5 +17,6 @@ mod queue;
 mod routing;
 mod shared_limits;
 mod streaming;
+mod usage;
 mod vllm_failover;
 mod support;

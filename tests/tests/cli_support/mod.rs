@@ -123,12 +123,16 @@ pub fn admin_listen(api: SocketAddr) -> Vec<String> {
 /// `GET /metrics` of the gateway serving its API on `api`, from its admin listener (see
 /// [`admin_listen`]; the API address itself for a gateway started without one).
 pub fn gateway_metrics(api: SocketAddr) -> std::io::Result<(u16, String)> {
-    let admin = ADMIN
+    get(admin_address(api).unwrap_or(api), "/metrics")
+}
+
+/// The admin listener of the gateway serving its API on `api` (see [`admin_listen`]).
+pub fn admin_address(api: SocketAddr) -> Option<SocketAddr> {
+    ADMIN
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .get(&api)
-        .copied();
-    get(admin.unwrap_or(api), "/metrics")
+        .copied()
 }
 
 /// One HTTP/1.1 POST of a JSON `body` (`Connection: close`), answered within `wait`,
@@ -204,6 +208,47 @@ pub fn start_engine(procs: &mut Procs, args: &[&str], ready_timeout: Duration) -
         get(addr, "/health").is_ok_and(|(s, _)| s == 200)
     });
     addr
+}
+
+/// A `tokenscale-gateway` process serving `config` (YAML, written to `dir/gateway.yaml`) on a
+/// free loopback port with an admin listener ([`admin_listen`]), logging at `rust_log` to
+/// `dir/gateway.log` (JSON lines); its API address once each of `models` has a ready replica.
+pub fn start_gateway(
+    procs: &mut Procs,
+    dir: &std::path::Path,
+    config: &str,
+    rust_log: &str,
+    models: &[&str],
+) -> SocketAddr {
+    let path = dir.join("gateway.yaml");
+    std::fs::write(&path, config).expect("gateway config");
+    let api: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    procs.0.push(
+        Command::new(binary("tokenscale-gateway"))
+            .arg("--config")
+            .arg(&path)
+            .args(["--listen", &api.to_string(), "--log-json"])
+            .args(admin_listen(api))
+            .env("RUST_LOG", rust_log)
+            .stdout(std::fs::File::create(dir.join("gateway.log")).expect("log"))
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("gateway starts"),
+    );
+    wait_for(
+        "the gateway's replicas ready",
+        Duration::from_secs(30),
+        || {
+            gateway_metrics(api).is_ok_and(|(_, text)| {
+                models.iter().all(|m| {
+                    text.contains(&format!(
+                        "tokenscale_gateway_replicas{{model_name=\"{m}\",state=\"ready\"}} 1"
+                    ))
+                })
+            })
+        },
+    );
+    api
 }
 
 /// A simulated engine (`--backend sim`) serving `model` with `profile` (a bundled profile's

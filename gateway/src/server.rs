@@ -3,7 +3,9 @@
 //! in-flight streams finish. `/metrics` is on a listener of its own (`admin`).
 
 mod admin;
+mod clients;
 mod connection;
+mod write_timeout;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -36,7 +38,9 @@ use crate::request::ParseSettings;
 use crate::routing::Router;
 use crate::stack::{self, BatchStack, Stack, StackParts};
 pub use admin::serve_admin;
+use clients::ClientBounds;
 use connection::{Activity, ConnectionLimit};
+use write_timeout::WriteTimeout;
 
 /// Why a gateway could not be built from its (validated) config.
 #[derive(Debug, thiserror::Error)]
@@ -73,10 +77,13 @@ pub struct Gateway {
     shutting_down: Arc<AtomicBool>,
     discovery_health: Arc<DiscoveryHealth>,
     connections: Arc<ConnectionLimit>,
+    /// Each client address's connections and requests in flight.
+    clients: Arc<ClientBounds>,
     /// The Batch API and the path its lines take, or why it is off.
     batches: Result<(Arc<Batches>, BatchStack), Arc<str>>,
     header_timeout: Duration,
     idle_timeout: Duration,
+    write_timeout: Duration,
     http2: Http2Config,
 }
 
@@ -155,9 +162,11 @@ impl Gateway {
             shutting_down: Arc::default(),
             discovery_health: Arc::default(),
             connections: Arc::new(ConnectionLimit::new(config.bounds.max_connections)),
+            clients: Arc::new(ClientBounds::new(&config.bounds, &config.trusted_proxies)),
             batches,
             header_timeout: Duration::from_millis(config.client_header_timeout_ms),
             idle_timeout: Duration::from_millis(config.client_idle_timeout_ms),
+            write_timeout: Duration::from_millis(config.stream_write_timeout_ms),
             http2: config.http2.clone(),
         })
     }
@@ -254,11 +263,6 @@ impl Gateway {
                 Ok(tenant) => self.models(&tenant.models),
                 Err(error) => error.into_response(),
             },
-            // A tenant's own rows only; the admin listener lists every tenant's.
-            (&Method::GET, "/v1/usage") => match authenticate(&request, &self.tenants) {
-                Ok(tenant) => self.usage(Some(&tenant.name)),
-                Err(error) => error.into_response(),
-            },
             // `/metrics` names every model and tenant: it is served on the admin listener
             // only (`admin`), and here answers as any unknown path does.
             (&Method::GET, "/health") => self.health(),
@@ -295,17 +299,6 @@ impl Gateway {
             batches.metrics.render(&mut text);
         }
         text_response(text, "text/plain; version=0.0.4; charset=utf-8")
-    }
-
-    /// `GET /v1/usage`: the usage report of `only` that tenant, or of every tenant.
-    fn usage(&self, only: Option<&str>) -> Response<Body> {
-        let rows = self.metrics.tenants.windowed(only);
-        let list = crate::usage::list(rows, |name| {
-            self.tenants.by_name(name).and_then(|tenant| tenant.limits)
-        });
-        // Strings, integers and finite floats: serializing cannot fail.
-        let body = serde_json::to_string(&list).unwrap_or_default();
-        text_response(body, "application/json")
     }
 
     /// The models `access` allows, as `GET /v1/models` lists them.
@@ -412,9 +405,17 @@ async fn serve_connections(
             },
             () = &mut shutdown => break,
         };
+        // Its client's cap first: a flood from one address is refused without touching the
+        // pod's count, which every other client needs.
+        let client_slot = match gateway.clients.connect(peer.ip()) {
+            Ok(slot) => slot,
+            Err(refusal) => {
+                tokio::spawn(connection::refuse_client(stream, refusal.message()));
+                continue;
+            }
+        };
         let Some(slot) = gateway.connections.open() else {
-            connection::refuse(&stream);
-            tokio::spawn(connection::close(stream));
+            tokio::spawn(connection::refuse(stream));
             continue;
         };
         let _ = stream.set_nodelay(true);
@@ -422,23 +423,16 @@ async fn serve_connections(
         let service = {
             let (gateway, activity) = (gateway.clone(), activity.clone());
             hyper::service::service_fn(move |request: Request<Incoming>| {
-                let (gateway, open) = (gateway.clone(), activity.request());
-                async move {
-                    let response = gateway.handle(request).await;
-                    // The audit line of a refused credential, with the client's address.
-                    if let Some(refused) = response.extensions().get::<KeyRefused>() {
-                        refused.log(peer);
-                    }
-                    Ok::<_, Infallible>(response.map(|body| Guarded::wrap(body, open)))
-                }
+                serve_request(gateway.clone(), peer, activity.request(), request)
             })
         };
+        let stream = WriteTimeout::new(stream, gateway.write_timeout);
         let connection = builder
             .serve_connection(TokioIo::new(stream), service)
             .into_owned();
         let (idle, mut stopped) = (gateway.idle_timeout, stopped.clone());
         tokio::spawn(async move {
-            let _slot = slot;
+            let _slots = (slot, client_slot);
             tokio::pin!(connection);
             let mut closing = false;
             loop {
@@ -475,6 +469,27 @@ async fn serve_connections(
         );
     }
     Ok(())
+}
+
+/// Answers one request of a connection from `peer`, counted in flight for its client until
+/// its response body ends (or is dropped: the client went away or was cut).
+async fn serve_request(
+    gateway: Arc<Gateway>,
+    peer: SocketAddr,
+    open: connection::RequestOpen,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    let client = gateway.clients.client_of(peer.ip(), request.headers());
+    let client_slot = match gateway.clients.request(client) {
+        Ok(slot) => slot,
+        Err(refusal) => return Ok(clients::refused(refusal).map(|b| Guarded::wrap(b, open))),
+    };
+    let response = gateway.handle(request).await;
+    // The audit line of a refused credential, with the client's address.
+    if let Some(refused) = response.extensions().get::<KeyRefused>() {
+        refused.log(peer);
+    }
+    Ok(response.map(|body| Guarded::wrap(body, (open, client_slot))))
 }
 
 /// The client connection settings: HTTP/1.1 and HTTP/2 (h2c, or behind a TLS terminator).

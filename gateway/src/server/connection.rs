@@ -1,7 +1,7 @@
 //! What bounds a client connection: the pod's cap on open connections (refused with a 503
-//! and closed at once past it), the idle timeout (no request open for that long: closed
-//! gracefully, GOAWAY on HTTP/2, whose connections hyper's header timeout does not cover),
-//! and the drain at shutdown.
+//! and closed at once past it; past its client's cap, `clients`, with a 429), the idle
+//! timeout (no request open for that long: closed gracefully, GOAWAY on HTTP/2, whose
+//! connections hyper's header timeout does not cover), and the drain at shutdown.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -11,6 +11,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 use tokio::time::Instant;
+
+use crate::error::error_json;
 
 /// The pod's open client connections and its cap.
 #[derive(Debug)]
@@ -76,20 +78,36 @@ impl Drop for ConnectionSlot {
     }
 }
 
-/// Answers a connection over the cap with a 503 and closes it, without waiting on the
-/// client: one non-blocking write, then the socket is dropped.
-pub fn refuse(stream: &TcpStream) {
+/// Answers a connection over the pod's cap with a 503 and closes it, reading nothing.
+pub async fn refuse(stream: TcpStream) {
     const BODY: &str = r#"{"error":{"message":"The gateway has too many open connections; retry shortly.","type":"server_error","param":null,"code":"overloaded"}}"#;
-    let response = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{BODY}",
-        BODY.len()
-    );
-    let _ = stream.try_write(response.as_bytes());
+    answer_and_close(stream, "503 Service Unavailable", BODY).await;
 }
 
-/// Closes a stream on a best-effort basis (used for refused connections).
-pub async fn close(mut stream: TcpStream) {
-    let _ = tokio::time::timeout(Duration::from_millis(100), stream.shutdown()).await;
+/// Answers a connection over its client's cap with a 429 saying `message`, the same way.
+pub async fn refuse_client(stream: TcpStream, message: String) {
+    let body = error_json(
+        &message,
+        "rate_limit_error",
+        None,
+        Some("rate_limit_exceeded"),
+    );
+    answer_and_close(stream, "429 Too Many Requests", &body).await;
+}
+
+/// Writes the answer and closes, all within 100 ms whatever the client does: a refused
+/// connection must cost the pod next to nothing. Awaited, not `try_write`: a socket just
+/// handed to this thread's reactor has no readiness yet, and `try_write` would not even try.
+async fn answer_and_close(mut stream: TcpStream, status: &str, body: &str) {
+    let response = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_millis(100), async {
+        stream.write_all(response.as_bytes()).await?;
+        stream.shutdown().await
+    })
+    .await;
 }
 
 /// A connection's open requests and when the last one ended.

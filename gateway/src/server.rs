@@ -263,6 +263,11 @@ impl Gateway {
                 Ok(tenant) => self.models(&tenant.models),
                 Err(error) => error.into_response(),
             },
+            // A tenant's own rows only; the admin listener lists every tenant's.
+            (&Method::GET, "/v1/usage") => match authenticate(&request, &self.tenants) {
+                Ok(tenant) => self.usage(Some(&tenant.name)),
+                Err(error) => error.into_response(),
+            },
             // `/metrics` names every model and tenant: it is served on the admin listener
             // only (`admin`), and here answers as any unknown path does.
             (&Method::GET, "/health") => self.health(),
@@ -299,6 +304,17 @@ impl Gateway {
             batches.metrics.render(&mut text);
         }
         text_response(text, "text/plain; version=0.0.4; charset=utf-8")
+    }
+
+    /// `GET /v1/usage`: the usage report of `only` that tenant, or of every tenant.
+    fn usage(&self, only: Option<&str>) -> Response<Body> {
+        let rows = self.metrics.tenants.windowed(only);
+        let list = crate::usage::list(rows, |name| {
+            self.tenants.by_name(name).and_then(|tenant| tenant.limits)
+        });
+        // Strings, integers and finite floats: serializing cannot fail.
+        let body = serde_json::to_string(&list).unwrap_or_default();
+        text_response(body, "application/json")
     }
 
     /// The models `access` allows, as `GET /v1/models` lists them.

@@ -1,6 +1,7 @@
-//! The admin listener (`--admin-listen`): `/metrics` and `/health` for scrapers and
-//! operators, on a port of its own. `/metrics` names every served model and every tenant with
-//! its usage and refusals, so it is never on the API port a tenant's key (or anyone) reaches.
+//! The admin listener (`--admin-listen`): `/metrics`, `/health` and every tenant's
+//! `/v1/usage` for scrapers and operators, on a port of its own. `/metrics` names every served
+//! model and every tenant with its usage and refusals, so it is never on the API port a
+//! tenant's key (or anyone) reaches; there `/v1/usage` shows the key's own tenant only.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -28,6 +29,7 @@ impl Gateway {
         match (request.method(), request.uri().path()) {
             (&Method::GET, "/metrics") => self.metrics_text(),
             (&Method::GET, "/health") => self.health(),
+            (&Method::GET, "/v1/usage") => self.usage(None),
             (method, path) => {
                 GatewayError::PathNotFound(format!("{method} {path}")).into_response()
             }

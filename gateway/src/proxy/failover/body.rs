@@ -279,17 +279,23 @@ impl Resuming {
         }
     }
 
+    /// What reached the client so far, as the gateway counts it: the prompt as estimated, a
+    /// token per id (or chunk with text) sent.
+    fn sent_usage(&self) -> Usage {
+        let sent = (self.splice.token_ids().len() as u64).max(self.splice.text_chunks());
+        Usage {
+            prompt_tokens: self.info.estimated_prompt_tokens,
+            completion_tokens: sent,
+            cached_tokens: 0,
+        }
+    }
+
     /// Ends the client's stream with an error event (the upstream's own, when it sent one).
     /// The answer is charged for what reached the client (no engine reported usage for it):
     /// neither the whole reservation nor nothing.
     fn fail(&mut self, why: &str, reason: &str) {
         if self.report.usage.is_none() {
-            let sent = (self.splice.token_ids().len() as u64).max(self.splice.text_chunks());
-            self.report.usage = Some(Usage {
-                prompt_tokens: self.info.estimated_prompt_tokens,
-                completion_tokens: sent,
-                cached_tokens: 0,
-            });
+            self.report.usage = Some(self.sent_usage());
         }
         match self.broken_event.take() {
             Some(event) => self.out.extend_from_slice(&event),
@@ -391,6 +397,15 @@ impl HttpBody for Resuming {
 
 impl Reporting for Resuming {
     fn report(&self) -> Report {
-        self.report
+        if self.ended || self.report.usage.is_some() {
+            return self.report;
+        }
+        // Read before the end: the body is being dropped (its client left, or was cut for not
+        // reading it), so the limits settle what was sent, not the whole reservation.
+        Report {
+            usage: Some(self.sent_usage()),
+            estimated: true,
+            ..self.report
+        }
     }
 }

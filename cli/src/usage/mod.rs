@@ -143,7 +143,7 @@ async fn get(url: &str, key: Option<&str>) -> Result<(u16, String), UsageError> 
         let response = client
             .request(request)
             .await
-            .map_err(|e| unreachable(e.to_string()))?;
+            .map_err(|e| unreachable(with_sources(&e)))?;
         let status = response.status().as_u16();
         let bytes = response
             .into_body()
@@ -156,6 +156,18 @@ async fn get(url: &str, key: Option<&str>) -> Result<(u16, String), UsageError> 
     tokio::time::timeout(TIMEOUT, exchange)
         .await
         .map_err(|_| unreachable(format!("no answer within {}s", TIMEOUT.as_secs())))?
+}
+
+/// `error` and each error below it, `: `-joined (hyper's own says only "client error
+/// (Connect)"; the cause, e.g. "Connection refused", is below it).
+fn with_sources(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text = format!("{text}: {cause}");
+        source = cause.source();
+    }
+    text
 }
 
 #[cfg(test)]

@@ -123,6 +123,14 @@ impl Service<Routed> for Upstream {
             {
                 *http.body_mut() = body;
             }
+            // vLLM and llama-server report a stream's token ids when asked in the body, for
+            // exact continuations: only a replica its metrics or its model's spec say runs one.
+            let engine = replica.engine().or(Some(pool.engine().0));
+            if info.stream
+                && let Some(asked) = ask_token_ids(http.body(), engine, http.uri().path())
+            {
+                *http.body_mut() = asked;
+            }
             this.exchange(http, info, pool, replica).await
         }
         .boxed()
@@ -328,14 +336,7 @@ fn build(
     info: &Info,
     replica: &Replica,
 ) -> Result<Request<Full<Bytes>>, GatewayError> {
-    let (mut parts, mut body) = request.into_parts();
-    if info.stream
-        && let Some(asked) = ask_token_ids(&body, replica.engine(), parts.uri.path())
-    {
-        // vLLM and llama-server report token ids when asked in the body, for exact
-        // continuations (only an engine known to take the member is asked).
-        body = asked;
-    }
+    let (mut parts, body) = request.into_parts();
     // HTTP/1.1 takes the client's origin-form URI as it is; h2c needs an absolute one.
     if replica.addr.h2c || parts.uri.authority().is_some() {
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());

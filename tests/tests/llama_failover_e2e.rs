@@ -77,11 +77,12 @@ fn a_greedy_llama_server_stream_killed_midway_ends_elsewhere_exactly() {
     let reference = soak::run_one(replicas[1], &shape, MODEL);
     assert!(reference.ok(), "{reference:?}");
     let config = format!(
-        "models:\n  - name: {MODEL}\n    upstreams: [\"http://{}\", \"http://{}\"]\n    scrape_metrics: true\ntenants:\n  - name: local\nanonymous: local\nhealth: {{interval_ms: 200, stale_after_ms: 1000, timeout_ms: 500}}\n",
+        "models:\n  - name: {MODEL}\n    upstreams: [\"http://{}\", \"http://{}\"]\n    engine: llamacpp\n    scrape_metrics: true\ntenants:\n  - name: local\nanonymous: local\nhealth: {{interval_ms: 200, stale_after_ms: 1000, timeout_ms: 500}}\n",
         replicas[0], replicas[1]
     );
     let gateway = start_gateway(&mut procs, &dir, &config, "info", &[]);
-    // Both ready and scraped: the gateway knows they run llama.cpp, and asks for token ids.
+    // Both ready and scraped (their metrics agree with the declared engine): the gateway asks
+    // them for token ids.
     wait_for(
         "both replicas ready and scraped",
         Duration::from_secs(30),

@@ -1,38 +1,79 @@
 //! Every example runs: each `examples/*.yaml` this machine can run (tokenscale's `sim` and
-//! `cpu` ones) comes up under `tokenscale up` and serves a request; the others (GPU ones, and
+//! `cpu` ones) comes up under `tokenscale up` and serves a request for each of its models and
+//! routes; the others (GPU ones, and
 //! other engines' ones) render through the operator's child builders into Deployments that
 //! ask for their GPUs and run their engine.
 
 mod cli_support;
 
 use cli_support::soak::{self, Shape};
-use cli_support::{Procs, scratch_dir, start_up};
+use std::time::Duration;
+
+use cli_support::{Procs, ready_replicas, scratch_dir, start_up, wait_for};
 use tokenscale_operator::children::engine_deployment;
 use tokenscale_operator::crd::{Backend, EngineKind, ModelDeployment};
 
-/// Serves one streamed request through `up` running `file`'s manifest.
-fn runs_under_up(file: &str, doc: &serde_json::Value) {
-    let name = doc["metadata"]["name"].as_str().expect("a name");
-    let model = doc["spec"]["model"]["servedName"].as_str().unwrap_or(name);
-    let min = doc["spec"]["replicas"]["min"].as_u64().unwrap_or(1) as u32;
-    let dir = scratch_dir(&format!("example-{name}"));
+/// The names clients send to what `file` declares: each `ModelDeployment`'s served name (and
+/// its `replicas.min`), and each `ModelRoute`'s `modelName`.
+fn served_names(file: &str) -> (Vec<(String, u32)>, Vec<String>) {
+    let text = std::fs::read_to_string(file).expect("example readable");
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).expect("YAML");
+    let mut models = Vec::new();
+    let mut routes = Vec::new();
+    for doc in &docs {
+        let name = doc["metadata"]["name"].as_str().unwrap_or_default();
+        match doc["kind"].as_str() {
+            Some("ModelDeployment") => {
+                let model = doc["spec"]["model"]["servedName"].as_str().unwrap_or(name);
+                let min = doc["spec"]["replicas"]["min"].as_u64().unwrap_or(1) as u32;
+                models.push((model.to_string(), min));
+            }
+            Some("ModelRoute") => {
+                routes.push(
+                    doc["spec"]["modelName"]
+                        .as_str()
+                        .unwrap_or(name)
+                        .to_string(),
+                );
+            }
+            _ => {}
+        }
+    }
+    (models, routes)
+}
+
+/// Serves one streamed request for each model and route of `file` through `up` running it.
+fn runs_under_up(file: &str) {
+    let (models, routes) = served_names(file);
+    let (first, min) = models.first().cloned().expect("a ModelDeployment");
+    let dir = scratch_dir(&format!("example-{first}"));
     let text = std::fs::read_to_string(file).expect("example readable");
     let mut procs = Procs::default();
     // Scale-to-zero examples start with no replica: the request itself brings one up.
-    let up = start_up(&mut procs, &dir, &text, model, min);
+    let up = start_up(&mut procs, &dir, &text, &first, min);
+    for (model, min) in &models[1..] {
+        wait_for(
+            &format!("{model}'s replicas"),
+            Duration::from_secs(120),
+            || ready_replicas(up.addr, model) >= Some(*min),
+        );
+    }
     let shape = Shape {
         chat: true,
         prompt: "Say hello.".into(),
         max_tokens: 8,
     };
-    let outcome = soak::run_one(up.addr, &shape, model);
-    let log = std::fs::read_to_string(&up.log).unwrap_or_default();
-    assert!(
-        outcome.ok(),
-        "{file} under tokenscale up: {outcome:?}\nup's log:\n{log}"
-    );
-    assert!(!outcome.text.is_empty(), "{file}: an empty answer");
-    eprintln!("{file}: served {:?}", outcome.text);
+    let names = models.iter().map(|(m, _)| m).chain(&routes);
+    for name in names {
+        let outcome = soak::run_one(up.addr, &shape, name);
+        let log = std::fs::read_to_string(&up.log).unwrap_or_default();
+        assert!(
+            outcome.ok(),
+            "{file} under tokenscale up, {name}: {outcome:?}\nup's log:\n{log}"
+        );
+        assert!(!outcome.text.is_empty(), "{file}, {name}: an empty answer");
+        eprintln!("{file}, {name}: served {:?}", outcome.text);
+    }
 }
 
 /// Renders `doc` as the operator would and checks the engine pods ask for their GPUs and run
@@ -92,6 +133,7 @@ fn every_example_runs_here_or_renders_for_its_cluster() {
     let examples = tokenscale_e2e::examples::model_deployments();
     assert!(examples.len() >= 3, "{examples:?}");
     let mut ran = 0;
+    let mut files_run: Vec<&str> = Vec::new();
     for (file, doc) in &examples {
         // Other engines' binaries are not installed here: their examples render (the
         // llama.cpp one also runs under `up` where llama-server is, see the README).
@@ -99,8 +141,11 @@ fn every_example_runs_here_or_renders_for_its_cluster() {
             .as_str()
             .is_none_or(|k| k == "tokenscale");
         match doc["spec"]["engine"]["backend"].as_str() {
+            // One `up` per file serves every model and route in it.
+            Some("sim" | "cpu") if ours && files_run.contains(&file.as_str()) => {}
             Some("sim" | "cpu") if ours => {
-                runs_under_up(file, doc);
+                runs_under_up(file);
+                files_run.push(file);
                 ran += 1;
             }
             Some("cuda" | "cpu") => renders_for_a_cluster(file, doc),

@@ -46,6 +46,12 @@ impl Manifest {
     /// Parses and checks a manifest text.
     pub fn parse(text: &str) -> Result<Self, String> {
         let manifest: Self = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
+        manifest.checked()
+    }
+
+    /// The manifest if `up` can run it: a valid `ModelDeployment` whose engine runs here.
+    pub fn checked(self) -> Result<Self, String> {
+        let manifest = self;
         if manifest.kind != "ModelDeployment" {
             return Err(format!(
                 "kind is {:?}, expected ModelDeployment",

@@ -1,4 +1,5 @@
-//! `tokenscale up`: the whole system on one machine from a `ModelDeployment` manifest: the
+//! `tokenscale up`: the whole system on one machine from `ModelDeployment` manifests (and
+//! `ModelRoute`s over them): the
 //! gateway in-process, engine replicas as child processes, and the operator's autoscaling
 //! policy acting on a local process pool. Ctrl-C drains and stops everything.
 
@@ -6,6 +7,7 @@ mod child;
 mod control;
 mod crash_loop;
 mod manifest;
+mod manifests;
 mod pool;
 mod probe;
 mod program;
@@ -16,17 +18,21 @@ use std::time::{Duration, Instant};
 
 use tokenscale_common::engines::EnginePriority;
 use tokenscale_common::hub_source::HubSource;
+use tokenscale_gateway::routing::RouteSpec;
+use tokenscale_operator::autoscaler::PolicySpec;
 use tokenscale_operator::controller::scaling::policy_spec;
 use tokenscale_operator::crd::{Backend, EngineKind};
 use tokenscale_operator::scale::ScaleTarget;
 
 pub use control::status_line;
 pub use manifest::{DEFAULT_MANIFEST, Manifest};
+pub use manifests::Manifests;
 
 /// Arguments of `tokenscale up`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct UpArgs {
-    /// `ModelDeployment` manifest (default: the bundled SmolLM2 example).
+    /// `ModelDeployment` manifest (default: the bundled SmolLM2 example); several models and
+    /// the `ModelRoute`s over them as documents of one file (`---` between them).
     #[arg(short = 'f', long = "file")]
     pub file: Option<PathBuf>,
     /// Where the gateway listens.
@@ -90,28 +96,18 @@ pub fn run_command(args: &UpArgs) -> Result<(), UpError> {
 }
 
 async fn run(args: &UpArgs) -> Result<(), UpError> {
-    let manifest = Manifest::load(args.file.as_deref())?;
-    let model = manifest.served_name();
-    let spec = policy_spec(&manifest.spec);
-    spec.validate()
-        .map_err(|e| UpError::Manifest(e.to_string()))?;
-    let (engine_bin, engine_args) = if manifest.spec.engine.kind == EngineKind::Tokenscale {
-        let mut serve = vec!["serve".to_string()];
-        serve.extend(engine_args(&manifest, &model).await?);
-        (engine_binary(args.engine_bin.as_ref())?, serve)
-    } else {
-        let program = program::other_engine(&manifest)?;
-        (program.bin, program.args)
-    };
+    let manifests = Manifests::load(args.file.as_deref())?;
+    let mut plans = Vec::new();
+    for manifest in &manifests.deployments {
+        plans.push(ModelPlan::prepare(manifest, args).await?);
+    }
     let log_dir = args.log_dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("tokenscale-up-{}", std::process::id()))
     });
-    std::fs::create_dir_all(&log_dir).map_err(|source| UpError::LogDir {
-        path: log_dir.display().to_string(),
-        source,
-    })?;
+    create_dir(&log_dir)?;
 
-    let gateway_config = gateway_config(&model)?;
+    let models: Vec<&str> = plans.iter().map(|p| p.model.as_str()).collect();
+    let gateway_config = gateway_config(&models, &manifests.routes)?;
     let gateway =
         tokenscale_gateway::RunningGateway::start(&gateway_config, args.listen, args.admin_listen)
             .await
@@ -120,11 +116,14 @@ async fn run(args: &UpArgs) -> Result<(), UpError> {
                 admin: args.admin_listen,
                 source,
             })?;
-    gateway.registry.declare_default(&model);
-    // The replicas run the flags rendered above: the gateway sends the class their way.
-    let kind = manifest.spec.engine.kind;
-    let priority = EnginePriority::of_args(kind, &engine_args);
-    gateway.registry.set_engine(&model, kind, priority);
+    for plan in &plans {
+        gateway.registry.declare_default(&plan.model);
+        // The replicas run the flags rendered above: the gateway sends the class their way.
+        let priority = EnginePriority::of_args(plan.kind, &plan.engine_args);
+        gateway
+            .registry
+            .set_engine(&plan.model, plan.kind, priority);
+    }
     match gateway.gateway.batches() {
         Some(batches) => eprintln!(
             "tokenscale up: Batch API (/v1/files, /v1/batches) keeps its jobs in {}",
@@ -138,50 +137,116 @@ async fn run(args: &UpArgs) -> Result<(), UpError> {
                 .unwrap_or("the Batch API is off")
         ),
     }
+    let routes: Vec<&str> = manifests.routes.iter().map(|r| r.name.as_str()).collect();
+    let serving = match (models.as_slice(), routes.is_empty()) {
+        ([model], true) => format!("{model:?}"),
+        _ => format!("models {models:?}, routes {routes:?}"),
+    };
     eprintln!(
-        "tokenscale up: gateway on http://{} serving {model:?} (its /metrics on http://{}/metrics); replica logs in {}; Ctrl-C stops",
+        "tokenscale up: gateway on http://{} serving {serving} (its /metrics on http://{}/metrics); replica logs in {}; Ctrl-C stops",
         gateway.addr,
         gateway.admin_addr,
         log_dir.display()
     );
 
-    let drain_timeout = manifest.spec.engine.drain_timeout.get();
-    let pool = pool::ProcessPool::new(
-        model.clone(),
-        engine_bin,
-        engine_args,
-        log_dir,
-        gateway.registry.clone(),
-        drain_timeout,
-    );
-    let result = control_loop(
-        &pool,
-        model,
-        spec,
-        format!("http://{}/metrics", gateway.admin_addr),
-    )
-    .await;
+    let several = plans.len() > 1;
+    let mut runs = Vec::new();
+    for plan in plans {
+        // One model: its replicas' logs in the folder itself, as before; several: a folder each.
+        let dir = if several {
+            log_dir.join(plan.model.replace(
+                |c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '.',
+                "_",
+            ))
+        } else {
+            log_dir.clone()
+        };
+        create_dir(&dir)?;
+        let pool = pool::ProcessPool::new(
+            plan.model.clone(),
+            plan.engine_bin,
+            plan.engine_args,
+            dir,
+            gateway.registry.clone(),
+            plan.drain_timeout,
+        );
+        runs.push((pool, plan.model, plan.spec));
+    }
+    let result = control_loop(&runs, format!("http://{}/metrics", gateway.admin_addr)).await;
     eprintln!("tokenscale up: draining and stopping every replica");
-    pool.shutdown().await;
+    for (pool, _, _) in &runs {
+        pool.shutdown().await;
+    }
     let _ = gateway.shutdown().await;
     result
 }
 
-/// Starts the minimum, then decides every period, scrapes every second and, every 250 ms,
-/// registers ready replicas and replaces failed ones, until a stop signal.
-async fn control_loop(
-    pool: &pool::ProcessPool,
+fn create_dir(dir: &std::path::Path) -> Result<(), UpError> {
+    std::fs::create_dir_all(dir).map_err(|source| UpError::LogDir {
+        path: dir.display().to_string(),
+        source,
+    })
+}
+
+/// What one model's replicas run and how it scales, worked out before anything starts (a
+/// manifest `up` cannot run is refused before the gateway binds its port).
+struct ModelPlan {
     model: String,
-    spec: tokenscale_operator::autoscaler::PolicySpec,
+    spec: PolicySpec,
+    kind: EngineKind,
+    engine_bin: PathBuf,
+    engine_args: Vec<String>,
+    drain_timeout: Duration,
+}
+
+impl ModelPlan {
+    async fn prepare(manifest: &Manifest, args: &UpArgs) -> Result<Self, UpError> {
+        let model = manifest.served_name();
+        let spec = policy_spec(&manifest.spec);
+        spec.validate()
+            .map_err(|e| UpError::Manifest(format!("{model}: {e}")))?;
+        let kind = manifest.spec.engine.kind;
+        let (engine_bin, engine_args) = if kind == EngineKind::Tokenscale {
+            let mut serve = vec!["serve".to_string()];
+            serve.extend(engine_args(manifest, &model).await?);
+            (engine_binary(args.engine_bin.as_ref())?, serve)
+        } else {
+            let program = program::other_engine(manifest)?;
+            (program.bin, program.args)
+        };
+        Ok(Self {
+            model,
+            spec,
+            kind,
+            engine_bin,
+            engine_args,
+            drain_timeout: manifest.spec.engine.drain_timeout.get(),
+        })
+    }
+}
+
+/// Starts each model's minimum, then for each decides every period (its own), scrapes every
+/// second and, every 250 ms, registers ready replicas and replaces failed ones, until a stop
+/// signal.
+async fn control_loop(
+    runs: &[(pool::ProcessPool, String, PolicySpec)],
     metrics_url: String,
 ) -> Result<(), UpError> {
-    pool.set_replicas(spec.min_replicas)
-        .await
-        .map_err(|e| UpError::Scale(e.to_string()))?;
-    let period = spec.period;
-    let mut controller = control::Controller::new(model, spec, metrics_url, pool.clone());
     let start = Instant::now();
-    let mut decide_tick = tokio::time::interval(period);
+    let mut models = Vec::new();
+    for (pool, model, spec) in runs {
+        pool.set_replicas(spec.min_replicas)
+            .await
+            .map_err(|e| UpError::Scale(e.to_string()))?;
+        let controller = control::Controller::new(
+            model.clone(),
+            spec.clone(),
+            metrics_url.clone(),
+            pool.clone(),
+        );
+        // Each model decides on its own period, the first at once (as an interval's first tick).
+        models.push((pool, controller, spec.period, start));
+    }
     let mut refresh_tick = tokio::time::interval(Duration::from_millis(250));
     // Scrapes between decisions, so the windows shorter than a period are read at their width.
     let mut sample_tick = tokio::time::interval(Duration::from_secs(1));
@@ -191,15 +256,22 @@ async fn control_loop(
     loop {
         tokio::select! {
             _ = &mut stop => return Ok(()),
-            _ = refresh_tick.tick() => pool.refresh().await,
-            _ = sample_tick.tick() => {
-                if let Some(line) = controller.sample(start.elapsed().as_secs_f64()).await {
-                    eprintln!("{line}{}", pool.status_note().await);
+            _ = refresh_tick.tick() => {
+                for (pool, controller, period, due) in &mut models {
+                    pool.refresh().await;
+                    if Instant::now() >= *due {
+                        *due += *period;
+                        let line = controller.period(start.elapsed().as_secs_f64()).await;
+                        eprintln!("{line}{}", pool.status_note().await);
+                    }
                 }
             }
-            _ = decide_tick.tick() => {
-                let line = controller.period(start.elapsed().as_secs_f64()).await;
-                eprintln!("{line}{}", pool.status_note().await);
+            _ = sample_tick.tick() => {
+                for (pool, controller, _, _) in &mut models {
+                    if let Some(line) = controller.sample(start.elapsed().as_secs_f64()).await {
+                        eprintln!("{line}{}", pool.status_note().await);
+                    }
+                }
             }
         }
     }
@@ -267,12 +339,38 @@ async fn engine_args(manifest: &Manifest, model: &str) -> Result<Vec<String>, Up
     Ok(args)
 }
 
-/// A gateway for one model, open to local clients with any key or none, as a local server
-/// without keys is (tenant `local`, no limits; the official clients always send a key).
-fn gateway_config(model: &str) -> Result<tokenscale_gateway::config::Config, UpError> {
-    let name = serde_json::to_string(model).unwrap_or_default();
-    let text = format!(
-        "models:\n  - name: {name}\ntenants:\n  - name: local\n    models: [\"*\"]\nanonymous: local\nanonymous_any_key: true\n"
+/// A gateway for the models and routes, open to local clients with any key or none, as a
+/// local server without keys is (tenant `local`, no limits; the official clients always send
+/// a key).
+fn gateway_config(
+    models: &[&str],
+    routes: &[RouteSpec],
+) -> Result<tokenscale_gateway::config::Config, UpError> {
+    // JSON strings are YAML strings: any served name is written safely.
+    let quoted = |name: &str| serde_json::to_string(name).unwrap_or_default();
+    let mut text = String::from("models:\n");
+    for model in models {
+        text.push_str(&format!("  - name: {}\n", quoted(model)));
+    }
+    if !routes.is_empty() {
+        text.push_str("routes:\n");
+    }
+    for route in routes {
+        let targets: Vec<String> = route
+            .targets
+            .iter()
+            .map(|t| format!("{{model: {}, weight: {}}}", quoted(&t.model), t.weight))
+            .collect();
+        let fallback: Vec<String> = route.fallback.iter().map(|f| quoted(f)).collect();
+        text.push_str(&format!(
+            "  - name: {}\n    targets: [{}]\n    fallback: [{}]\n",
+            quoted(&route.name),
+            targets.join(", "),
+            fallback.join(", ")
+        ));
+    }
+    text.push_str(
+        "tenants:\n  - name: local\n    models: [\"*\"]\nanonymous: local\nanonymous_any_key: true\n",
     );
     tokenscale_gateway::config::Config::from_yaml(&text)
         .map_err(|e| UpError::Manifest(format!("gateway configuration: {e}")))

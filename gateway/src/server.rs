@@ -5,6 +5,7 @@
 mod admin;
 mod clients;
 mod connection;
+mod stall;
 mod write_timeout;
 
 use std::convert::Infallible;
@@ -40,6 +41,7 @@ use crate::stack::{self, BatchStack, Stack, StackParts};
 pub use admin::serve_admin;
 use clients::ClientBounds;
 use connection::{Activity, ConnectionLimit};
+use stall::Stall;
 use write_timeout::WriteTimeout;
 
 /// Why a gateway could not be built from its (validated) config.
@@ -436,10 +438,12 @@ async fn serve_connections(
         };
         let _ = stream.set_nodelay(true);
         let activity = Arc::new(Activity::default());
+        let stall = Arc::new(Stall::default());
         let service = {
-            let (gateway, activity) = (gateway.clone(), activity.clone());
+            let (gateway, activity, stall) = (gateway.clone(), activity.clone(), stall.clone());
             hyper::service::service_fn(move |request: Request<Incoming>| {
-                serve_request(gateway.clone(), peer, activity.request(), request)
+                let watched = (stall.clone(), activity.request());
+                serve_request(gateway.clone(), peer, watched, request)
             })
         };
         let stream = WriteTimeout::new(stream, gateway.write_timeout);
@@ -447,6 +451,7 @@ async fn serve_connections(
             .serve_connection(TokioIo::new(stream), service)
             .into_owned();
         let (idle, mut stopped) = (gateway.idle_timeout, stopped.clone());
+        let write_timeout = gateway.write_timeout;
         tokio::spawn(async move {
             let _slots = (slot, client_slot);
             tokio::pin!(connection);
@@ -457,6 +462,12 @@ async fn serve_connections(
                         if let Err(error) = result {
                             tracing::debug!(%peer, %error, "connection ended with an error");
                         }
+                        break;
+                    }
+                    // A client that stopped taking a stream (HTTP/2 flow control; see `stall`):
+                    // dropping the connection drops its responses, cancelling their calls.
+                    () = stall.stalled_for(write_timeout) => {
+                        tracing::debug!(%peer, "a client read nothing for stream_write_timeout_ms: cut");
                         break;
                     }
                     () = activity.idle_for(idle), if !closing => {
@@ -492,7 +503,7 @@ async fn serve_connections(
 async fn serve_request(
     gateway: Arc<Gateway>,
     peer: SocketAddr,
-    open: connection::RequestOpen,
+    (stall, open): (Arc<Stall>, connection::RequestOpen),
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
     let client = gateway.clients.client_of(peer.ip(), request.headers());
@@ -505,7 +516,7 @@ async fn serve_request(
     if let Some(refused) = response.extensions().get::<KeyRefused>() {
         refused.log(peer);
     }
-    Ok(response.map(|body| Guarded::wrap(body, (open, client_slot))))
+    Ok(response.map(|body| Guarded::wrap(stall.watch(body), (open, client_slot))))
 }
 
 /// The client connection settings: HTTP/1.1 and HTTP/2 (h2c, or behind a TLS terminator).

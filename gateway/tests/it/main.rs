@@ -5,6 +5,7 @@ mod attacks;
 mod auth;
 mod bad_input;
 mod bounded;
+mod client_bounds;
 mod config_file;
 mod engine_answers;
 mod engines;

@@ -10,7 +10,8 @@
 //! write fails, hyper ends the connection with an error and drops its response bodies, which
 //! cancels their upstream calls (the engine frees the sequences) and releases every guard the
 //! body carries (admission, in-flight, per-client slots; the limits settle what was sent).
-//! HTTP/1 and HTTP/2 alike: both write through this socket.
+//! HTTP/1 and HTTP/2 alike write through this socket; an HTTP/2 client can also stall one
+//! stream by withholding its window while the socket stays writable, which `stall` watches.
 
 use std::io;
 use std::pin::Pin;

@@ -68,7 +68,7 @@ pub fn body(
                 Some(ids) => PromptStart::Ids(ids),
                 None => PromptStart::AsSent,
             };
-            let body = token_prompt::body(original, api, prompt, splice.token_ids())?;
+            let body = token_prompt::body(original, api, prompt, splice.resume_ids())?;
             Ok(Next {
                 body,
                 api: Api::Completions,

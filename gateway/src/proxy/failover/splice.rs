@@ -70,6 +70,11 @@ pub struct Splice {
     token_ids: Vec<u32>,
     /// Every choice chunk so far carried token ids.
     all_ids: bool,
+    /// `token_ids` up to the last chunk whose text (or reasoning, or tool call) the client
+    /// got: vLLM and llama-server send a token's id before the text they hold back (an
+    /// unfinished character, a possible stop string, a reasoning marker their parser keeps),
+    /// so the ids after it are generated again rather than continued from.
+    visible_ids: usize,
     /// Text of the answer sent so far.
     text: String,
     /// Chunks with text sent so far (the token count of a textual continuation: engines
@@ -124,6 +129,7 @@ impl Splice {
             current: None,
             token_ids: Vec::new(),
             all_ids: true,
+            visible_ids: 0,
             text: String::new(),
             text_chunks: 0,
             moved_tokens: 0,
@@ -256,6 +262,13 @@ impl Splice {
         if view.predicted.is_some_and(|n| n != self.stream_ids) {
             self.all_ids = false;
         }
+        let visible = view
+            .choices
+            .iter()
+            .any(|c| c.reasoning || c.tool_calls || c.has_text());
+        if visible {
+            self.visible_ids = self.token_ids.len();
+        }
         for choice in &view.choices {
             if choice.index != 0 {
                 self.unresumable = Some("the stream has several choices");
@@ -346,7 +359,8 @@ impl Splice {
             Continuation::Textual => self.moved_tokens = self.text_chunks,
             // The continuation's engine counts the answer so far as prompt.
             Continuation::Exact if self.ids_from.is_some_and(|s| s != IdSource::Tokenscale) => {
-                self.moved_tokens = self.token_ids.len() as u64;
+                self.token_ids.truncate(self.visible_ids);
+                self.moved_tokens = self.visible_ids as u64;
                 if self.shape.chat {
                     self.reshape = Some(Reshape::new(self.reasoning));
                 }
@@ -368,6 +382,15 @@ impl Splice {
     /// Token ids of the answer sent so far.
     pub fn token_ids(&self) -> &[u32] {
         &self.token_ids
+    }
+
+    /// The token ids a continuation starts from: all of them for tokenscale's engine (its ids
+    /// come with their text), those of the text the client got for other engines.
+    pub fn resume_ids(&self) -> &[u32] {
+        match self.ids_from {
+            Some(IdSource::Vllm | IdSource::Llamacpp) => &self.token_ids[..self.visible_ids],
+            _ => &self.token_ids,
+        }
     }
 
     /// Text of the answer sent so far.

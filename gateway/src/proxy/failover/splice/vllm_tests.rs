@@ -208,3 +208,97 @@ fn a_vllm_chat_with_tools_or_nothing_seen_yet_is_not_continued_as_a_completion()
     run(&mut splice, &[super::tests::event(call)], 1);
     assert_eq!(splice.plan(true), Plan::Fail("the answer has tool calls"));
 }
+
+/// The completion stream vLLM writes for the rest of the recorded chat answer after its first
+/// `moved` token ids: each chat chunk's raw text (reasoning, the `</think>` token, content) as
+/// a completion chunk with its ids, then the usage of a prompt that now holds those ids.
+fn continued_after(whole: &[(Bytes, usize)], moved: u64) -> Vec<(Bytes, usize)> {
+    let stream: String = whole
+        .iter()
+        .map(|(b, _)| std::str::from_utf8(b).expect("utf-8"))
+        .collect();
+    let mut out = Vec::new();
+    let (mut generated, mut skipped) = (0, 0);
+    for chunk in chunks(&stream) {
+        let choice = &chunk["choices"][0];
+        let Some(ids) = choice["token_ids"].as_array() else {
+            continue;
+        };
+        if skipped < moved {
+            skipped += ids.len() as u64;
+            continue;
+        }
+        let delta = &choice["delta"];
+        let text = delta["reasoning_content"]
+            .as_str()
+            .or(delta["content"].as_str());
+        let text = match (text, choice["token_ids"] == serde_json::json!([151668])) {
+            (_, true) => "</think>",
+            (Some(text), false) => text,
+            (None, false) => "",
+        };
+        generated += ids.len() as u64;
+        let json = serde_json::json!({"id": "cmpl-x", "object": "text_completion", "created": 5, "model": "Qwen/Qwen3-0.6B", "choices": [{"index": 0, "text": text, "logprobs": null, "finish_reason": choice["finish_reason"], "stop_reason": null, "prompt_token_ids": null, "token_ids": ids}], "usage": null});
+        out.push(super::tests::event(&json.to_string()));
+    }
+    let usage = serde_json::json!({"id": "cmpl-x", "object": "text_completion", "created": 5, "model": "Qwen/Qwen3-0.6B", "choices": [], "usage": {"prompt_tokens": 15 + moved, "total_tokens": 15 + moved + generated, "completion_tokens": generated}});
+    out.push(super::tests::event(&usage.to_string()));
+    out.push(super::tests::event("[DONE]"));
+    out
+}
+
+#[test]
+fn a_vllm_chat_broken_at_any_event_reads_as_the_unbroken_one() {
+    let whole = fixture("chat-reasoning.sse");
+    let (unbroken, want_usage) = run(
+        &mut Splice::new(true).with_shape(chat_shape()),
+        &whole,
+        usize::MAX,
+    );
+    // After the role chunk and up to the finish chunk (later cuts end the stream or wait for
+    // usage only).
+    let mut exact = 0;
+    for cut in 1..whole.len() - 2 {
+        let mut splice = Splice::new(true).with_shape(chat_shape());
+        let (mut client, _) = run(&mut splice, &whole, cut);
+        let Plan::Resume(how) = splice.plan(true) else {
+            panic!("cut {cut}: {:?}", splice.plan(true));
+        };
+        let rest = if how == Continuation::Exact {
+            exact += 1;
+            continued_after(&whole, splice.resume_ids().len() as u64)
+        } else {
+            // Nothing the user sees went out: the chat runs again from the start.
+            assert_eq!(how, Continuation::Restart, "cut {cut}");
+            whole.clone()
+        };
+        splice.resumed(how);
+        let (more, usage) = run(&mut splice, &rest, usize::MAX);
+        client.push_str(&more);
+        for member in ["reasoning_content", "content"] {
+            assert_eq!(
+                joined(&client, member),
+                joined(&unbroken, member),
+                "cut {cut}: {member}"
+            );
+        }
+        assert_eq!(usage, want_usage, "cut {cut}");
+        assert_eq!(
+            client.matches(r#""role":"assistant""#).count(),
+            1,
+            "cut {cut}"
+        );
+        assert_eq!(
+            client.matches(r#""finish_reason":"stop""#).count(),
+            1,
+            "cut {cut}"
+        );
+        assert!(
+            ids_left(&client).is_empty(),
+            "cut {cut}: {:?}",
+            ids_left(&client)
+        );
+    }
+    // Every cut after the first reasoning token (the role and `<think>` alone run again).
+    assert_eq!(exact, whole.len() - 5);
+}

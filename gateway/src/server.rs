@@ -98,6 +98,8 @@ impl Gateway {
         let metrics = Arc::new(Metrics::default());
         let limiter = Arc::new(Limiter::new(&config.limits, share.clone())?);
         let in_flight = Arc::new(InFlightCounts::new(config.bounds.max_in_flight, share));
+        // One budget for every body the pod holds: requests' and uploads' parts.
+        let body_budget = crate::request::body_budget(config.bounds.max_buffered_body_bytes);
         let anonymous = config.anonymous.as_ref().map(|a| a.value.as_str());
         let any_key = config.anonymous_any_key.as_ref().is_some_and(|a| a.value);
         let tenants =
@@ -129,6 +131,7 @@ impl Gateway {
             parse: ParseSettings {
                 max_body_bytes: config.max_body_bytes,
                 max_buffered_body_bytes: config.bounds.max_buffered_body_bytes,
+                body_budget: body_budget.clone(),
                 tokens: config.tokens.clone(),
                 queue: config.queue.clone(),
             },
@@ -139,7 +142,11 @@ impl Gateway {
             upstream: Upstream::new(client, metrics.clone(), upstream_settings),
         };
         let batches = if config.batch.enabled {
-            match Batches::open(config, limiter.redis()) {
+            let bounds = crate::batch::upload::UploadBounds {
+                body_budget,
+                in_flight: in_flight.clone(),
+            };
+            match Batches::open(config, limiter.redis(), bounds) {
                 Ok(batches) => Ok((batches, stack::build_batch(parts.clone()))),
                 // Nothing configured and the default folder cannot be made (a read-only
                 // container): serve everything else; the Batch API answers why it is off.

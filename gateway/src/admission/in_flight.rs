@@ -169,7 +169,8 @@ where
     }
 }
 
-fn refused(refusal: InFlightRefusal) -> GatewayError {
+/// The answer to a refusal: 503 at the pod's cap, 429 at the tenant's.
+pub fn refused(refusal: InFlightRefusal) -> GatewayError {
     match refusal {
         InFlightRefusal::Pod(max) => GatewayError::Overloaded {
             message: format!("The gateway has {max} requests in flight, its limit; retry shortly."),

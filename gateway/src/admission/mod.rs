@@ -9,7 +9,10 @@ mod queue;
 mod share;
 mod slots;
 
-pub use in_flight::{InFlight, InFlightCounts, InFlightGuard, InFlightLayer, InFlightRefusal};
+pub use in_flight::{
+    InFlight, InFlightCounts, InFlightGuard, InFlightLayer, InFlightRefusal,
+    refused as in_flight_refused,
+};
 pub use layer::{Admission, AdmissionLayer, QueueWait};
 pub use permit::{AdmissionPermit, Entry, Queued, Waiter, arrive, dispatch};
 pub use queue::{QueueKey, WaitQueue};

@@ -6,13 +6,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::TryStreamExt;
 use http::{HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::Batches;
-use super::multipart;
 use super::types::{
     BatchRecord, BatchStatus, FileMeta, NewBatch, Purpose, new_id, now_s, parse_window,
 };
@@ -24,32 +24,40 @@ use crate::error::{error_json, full_body};
 /// Largest `POST /v1/batches` body.
 const MAX_CREATE_BYTES: usize = 64 << 10;
 
-/// Multipart framing allowed on top of the largest file.
-const MULTIPART_OVERHEAD: usize = 64 << 10;
-
 /// OpenAI's cap on a batch's metadata pairs.
 const MAX_METADATA: usize = 16;
 
 /// An error answer: status, message, and OpenAI's `param` and `code`.
 #[derive(Debug)]
-struct ApiError {
+pub(super) struct ApiError {
     status: StatusCode,
     message: String,
     param: Option<&'static str>,
     code: Option<&'static str>,
+    /// Seconds, for `retry-after`.
+    retry_after: Option<u64>,
 }
 
 impl ApiError {
-    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+    pub(super) fn new(status: StatusCode, message: impl Into<String>) -> Self {
         Self {
             status,
             message: message.into(),
             param: None,
             code: None,
+            retry_after: None,
         }
     }
 
-    fn bad(message: impl Into<String>, param: &'static str) -> Self {
+    /// 503 with `retry-after: 1`: the pod is busy.
+    pub(super) fn overloaded(message: impl Into<String>) -> Self {
+        Self {
+            retry_after: Some(1),
+            ..Self::new(StatusCode::SERVICE_UNAVAILABLE, message)
+        }
+    }
+
+    pub(super) fn bad(message: impl Into<String>, param: &'static str) -> Self {
         Self {
             param: Some(param),
             ..Self::new(StatusCode::BAD_REQUEST, message)
@@ -63,7 +71,7 @@ impl ApiError {
         )
     }
 
-    fn store(error: impl std::fmt::Display) -> Self {
+    pub(super) fn store(error: impl std::fmt::Display) -> Self {
         tracing::warn!(%error, "batch api: the batch store failed");
         Self {
             code: Some("store_unavailable"),
@@ -83,11 +91,16 @@ impl ApiError {
         let body = error_json(&self.message, kind, self.param, self.code);
         let mut response = json_response(StatusCode::OK, body.into());
         *response.status_mut() = self.status;
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         response
     }
 }
 
-type Answer = Result<Response<Body>, ApiError>;
+pub(super) type Answer = Result<Response<Body>, ApiError>;
 
 /// Whether `path` is the Batch API's.
 pub fn is_batch_path(path: &str) -> bool {
@@ -145,72 +158,6 @@ impl Batches {
         }
     }
 
-    /// `POST /v1/files`: a multipart upload with `purpose=batch` and a `file`.
-    async fn upload<B>(&self, request: Request<B>, tenant: &Tenant) -> Answer
-    where
-        B: http_body::Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<crate::error::BoxError>,
-    {
-        let content_type = request
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        let limit = self.config.max_file_bytes;
-        let body = read_body(request, limit + MULTIPART_OVERHEAD).await?;
-        let form = multipart::parse(&content_type, &body)
-            .map_err(|e| ApiError::bad(e.to_string(), "file"))?;
-        let purpose = form
-            .fields
-            .iter()
-            .find(|(name, _)| name == "purpose")
-            .map(|(_, value)| value.as_str());
-        match purpose {
-            Some("batch") => {}
-            Some(other) => {
-                return Err(ApiError::bad(
-                    format!(
-                        "purpose `{other}` is not served here: this gateway takes `batch` files"
-                    ),
-                    "purpose",
-                ));
-            }
-            None => {
-                return Err(ApiError::bad(
-                    "missing the `purpose` field (`batch`)",
-                    "purpose",
-                ));
-            }
-        }
-        let Some(file) = form.file else {
-            return Err(ApiError::bad("missing the `file` part", "file"));
-        };
-        if file.bytes.len() > limit {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!(
-                    "The file is {} bytes; the largest accepted is {limit}.",
-                    file.bytes.len()
-                ),
-            ));
-        }
-        let meta = FileMeta {
-            id: new_id("file"),
-            tenant: tenant.name.to_string(),
-            bytes: file.bytes.len() as u64,
-            created_at: now_s(),
-            filename: file.filename.unwrap_or_else(|| "upload.jsonl".into()),
-            purpose: Purpose::Batch,
-        };
-        self.objects
-            .put(&meta.object_key(), body.slice_ref(file.bytes))
-            .await
-            .map_err(ApiError::store)?;
-        self.state.put_file(&meta).await.map_err(ApiError::store)?;
-        Ok(json_value(&meta.to_openai()))
-    }
-
     /// `GET /v1/files`: the tenant's files (`purpose`, `limit`, `after`, `order` as OpenAI).
     async fn list_files(&self, tenant: &Tenant, query: &str) -> Answer {
         let query = Query::parse(query)?;
@@ -243,18 +190,24 @@ impl Batches {
         }
     }
 
-    /// `GET /v1/files/{id}/content`: the bytes.
+    /// `GET /v1/files/{id}/content`: the bytes, streamed from the store.
     async fn content(&self, tenant: &Tenant, id: &str) -> Answer {
         let meta = self.own_file(tenant, id).await?;
-        let bytes = self
+        let stream = self
             .objects
-            .get(&meta.object_key())
+            .get_stream(&meta.object_key())
             .await
             .map_err(|e| match e {
                 super::objects::ObjectError::NotFound => ApiError::not_found("File", id),
                 other => ApiError::store(other),
             })?;
-        let mut response = Response::new(full_body(bytes));
+        let frames = stream.map_ok(http_body::Frame::data);
+        let mut response = Response::new(Body::new(http_body_util::StreamBody::new(frames)));
+        if let Ok(length) = HeaderValue::try_from(meta.bytes.to_string()) {
+            response
+                .headers_mut()
+                .insert(header::CONTENT_LENGTH, length);
+        }
         response.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/octet-stream"),
@@ -541,7 +494,7 @@ fn page(ids: &[&str], data: Vec<Value>, query: &Query) -> Value {
     })
 }
 
-fn json_value(value: &Value) -> Response<Body> {
+pub(super) fn json_value(value: &Value) -> Response<Body> {
     json_response(StatusCode::OK, value.to_string().into())
 }
 

@@ -12,14 +12,17 @@
 pub mod api;
 pub mod backlog;
 pub mod files;
+pub mod form_stream;
 pub mod metrics;
 pub mod multipart;
+pub mod object_upload;
 pub mod objects;
 pub mod pace;
 pub mod pacing;
 pub mod runner;
 pub mod state;
 pub mod types;
+pub mod upload;
 pub mod validate;
 
 use std::path::PathBuf;
@@ -63,13 +66,17 @@ pub struct Batches {
     pub wake: tokio::sync::Notify,
     /// Where the jobs are, for logs (`the folder …`, or Redis and the bucket).
     pub describe: String,
+    /// The pod's bounds uploads share with requests.
+    pub bounds: upload::UploadBounds,
 }
 
 impl Batches {
-    /// Opens the stores `config.batch` names (`redis`: the limits' client).
+    /// Opens the stores `config.batch` names (`redis`: the limits' client); uploads take
+    /// the pod's `bounds`.
     pub fn open(
         config: &Config,
         redis: Option<&RedisClient>,
+        bounds: upload::UploadBounds,
     ) -> Result<Arc<Self>, BatchSetupError> {
         let settings = &config.batch;
         let dir = settings.dir.clone().unwrap_or_else(default_dir);
@@ -103,6 +110,7 @@ impl Batches {
             metrics: metrics::BatchMetrics::default(),
             pod: crate::store::membership::pod_id(),
             wake: tokio::sync::Notify::new(),
+            bounds,
         }))
     }
 

@@ -1,30 +1,30 @@
-//! A bounded, zero-copy parser of a fully buffered `multipart/form-data` body (RFC 7578), as
-//! `POST /v1/files` receives it: a few text fields and at most one file.
+//! The `multipart/form-data` grammar (RFC 7578) of `POST /v1/files`: a few text fields and at
+//! most one file. `FormStream` parses it incrementally; `parse` is that parser over a whole
+//! body.
 //!
 //! Only what OpenAI clients send is accepted: CRLF line endings, one `Content-Disposition:
-//! form-data` per part, no nested multipart. The file's bytes are borrowed from the body, since
-//! an upload may be 100 MB.
+//! form-data` per part, no nested multipart.
+
+pub use super::form_stream::{Event, FormStream};
 
 /// A parsed form.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Form<'a> {
+pub struct Form {
     /// Text fields, `(name, value)`, in body order (a name may repeat).
     pub fields: Vec<(String, String)>,
     /// The one file part, if any.
-    pub file: Option<FilePart<'a>>,
+    pub file: Option<FilePart>,
 }
 
 /// The file part of a form.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FilePart<'a> {
+pub struct FilePart {
     /// The form field name (`file` for OpenAI's API).
     pub field: String,
     /// The client's file name, informational only.
     pub filename: Option<String>,
-    /// The part's `Content-Type`, as sent.
-    pub content_type: Option<String>,
-    /// The file's bytes, borrowed from the body.
-    pub bytes: &'a [u8],
+    /// The file's bytes.
+    pub bytes: Vec<u8>,
 }
 
 /// Why a body is not a form this parser accepts.
@@ -72,6 +72,9 @@ pub enum MultipartError {
     /// A text field's value is not UTF-8.
     #[error("Form field `{0}` is not valid UTF-8.")]
     TextFieldNotUtf8(String),
+    /// A text field is longer than `MAX_FIELD_BYTES`.
+    #[error("Form field `{0}` is longer than 64 KiB.")]
+    FieldTooLarge(String),
     /// The form has more parts than [`MAX_PARTS`].
     #[error("The form has more than {MAX_PARTS} parts.")]
     TooManyParts,
@@ -81,7 +84,7 @@ pub enum MultipartError {
 pub const MAX_PARTS: usize = 16;
 
 /// The most bytes of headers one part may have.
-const MAX_PART_HEADER_BYTES: usize = 16 << 10;
+pub(crate) const MAX_PART_HEADER_BYTES: usize = 16 << 10;
 
 /// The boundary named by a `multipart/form-data` `Content-Type` (quoted or not).
 pub fn boundary(content_type: &str) -> Result<String, MultipartError> {
@@ -105,133 +108,49 @@ pub fn boundary(content_type: &str) -> Result<String, MultipartError> {
     Ok(boundary)
 }
 
-/// Parses `body` as the form its `content_type` announces.
-pub fn parse<'a>(content_type: &str, body: &'a [u8]) -> Result<Form<'a>, MultipartError> {
-    let boundary = boundary(content_type)?;
-    // CRLF "--" boundary: the delimiter before each part and the close; the body's first
-    // may stand at its very start, without the CRLF, else it ends a preamble.
-    let delimiter = [b"\r\n--", boundary.as_bytes()].concat();
-    let opening = if body.starts_with(&delimiter[2..]) {
-        0
-    } else if let Some(at) = find(body, &delimiter) {
-        at + 2
-    } else if find(body, &[b"\n--", boundary.as_bytes()].concat()).is_some() {
-        return Err(MultipartError::BareLineFeed);
-    } else {
-        return Err(MultipartError::MissingOpeningBoundary(boundary));
-    };
-    let mut rest = &body[opening + delimiter.len() - 2..];
+/// Parses a whole `body` as the form its `content_type` announces (the file copied out);
+/// uploads go through [`FormStream`] frame by frame, and this is that parser fed once.
+pub fn parse(content_type: &str, body: &[u8]) -> Result<Form, MultipartError> {
+    let mut stream = FormStream::new(content_type)?;
+    let mut events = Vec::new();
+    stream.feed(body, &mut events)?;
+    stream.finish()?;
     let mut form = Form {
         fields: Vec::new(),
         file: None,
     };
-    let mut number = 0;
-    loop {
-        number += 1;
-        match after_delimiter(rest, number) {
-            After::Close => return Ok(form),
-            After::Part(part_start) => rest = part_start,
-            After::Truncated => return Err(MultipartError::MissingClosingBoundary(boundary)),
-            After::Error(error) => return Err(error),
+    for event in events {
+        match event {
+            Event::Field(name, value) => form.fields.push((name, value)),
+            Event::FileStart { field, filename } => {
+                form.file = Some(FilePart {
+                    field,
+                    filename,
+                    bytes: Vec::new(),
+                });
+            }
+            Event::FileData(data) => {
+                if let Some(file) = &mut form.file {
+                    file.bytes.extend_from_slice(&data);
+                }
+            }
+            Event::FileEnd => {}
         }
-        if number > MAX_PARTS {
-            return Err(MultipartError::TooManyParts);
-        }
-        let Some(end) = find(rest, &delimiter) else {
-            return Err(MultipartError::MissingClosingBoundary(boundary));
-        };
-        add_part(&mut form, number, &rest[..end])?;
-        rest = &rest[end + delimiter.len()..];
     }
-}
-
-/// What follows a delimiter.
-enum After<'a> {
-    /// The closing delimiter (`--`); the epilogue after it is ignored.
-    Close,
-    /// The next part, from its first header line.
-    Part(&'a [u8]),
-    /// The body ends at the delimiter.
-    Truncated,
-    /// Something else.
-    Error(MultipartError),
-}
-
-/// Reads what follows a delimiter: the close, or a line break (after optional transport
-/// padding) and then part `number`.
-fn after_delimiter(rest: &[u8], number: usize) -> After<'_> {
-    if rest.starts_with(b"--") {
-        return After::Close;
-    }
-    let padded = rest
-        .iter()
-        .take_while(|&&b| b == b' ' || b == b'\t')
-        .count();
-    let rest = &rest[padded..];
-    if let Some(part) = rest.strip_prefix(b"\r\n") {
-        After::Part(part)
-    } else if rest.starts_with(b"\n") {
-        After::Error(MultipartError::BareLineFeed)
-    } else if rest.is_empty() || rest == b"\r" || rest == b"-" {
-        After::Truncated
-    } else {
-        After::Error(MultipartError::MalformedPartHeaders {
-            part: number,
-            reason: "the boundary line before it has text after the boundary".into(),
-        })
-    }
-}
-
-/// Reads one part (headers, blank line, content) into `form`.
-fn add_part<'a>(form: &mut Form<'a>, number: usize, part: &'a [u8]) -> Result<(), MultipartError> {
-    let malformed = |reason: &str| MultipartError::MalformedPartHeaders {
-        part: number,
-        reason: reason.to_string(),
-    };
-    let (head, content) = if let Some(content) = part.strip_prefix(b"\r\n") {
-        (&part[..0], content)
-    } else {
-        let searched = &part[..part.len().min(MAX_PART_HEADER_BYTES + 4)];
-        let end = find(searched, b"\r\n\r\n").ok_or_else(|| {
-            malformed("they do not end with a blank line within 16 KiB (or the part is cut short)")
-        })?;
-        (&part[..end], &part[end + 4..])
-    };
-    let headers = PartHeaders::read(head).map_err(|reason| malformed(&reason))?;
-    let is_file = headers.filename.is_some() || headers.name == "file";
-    if !is_file {
-        let value = std::str::from_utf8(content)
-            .map_err(|_| MultipartError::TextFieldNotUtf8(headers.name.clone()))?;
-        form.fields.push((headers.name, value.to_string()));
-        return Ok(());
-    }
-    if let Some(first) = &form.file {
-        return Err(MultipartError::MoreThanOneFile {
-            first: first.field.clone(),
-            second: headers.name,
-        });
-    }
-    form.file = Some(FilePart {
-        field: headers.name,
-        filename: headers.filename,
-        content_type: headers.content_type,
-        bytes: content,
-    });
-    Ok(())
+    Ok(form)
 }
 
 /// The headers of one part that the form needs.
-struct PartHeaders {
-    name: String,
-    filename: Option<String>,
-    content_type: Option<String>,
+pub(crate) struct PartHeaders {
+    pub(crate) name: String,
+    pub(crate) filename: Option<String>,
 }
 
 impl PartHeaders {
     /// Reads CRLF-separated `Name: value` lines; names are case-insensitive, unknown ones
     /// ignored. A part without a file name counts as the file when its field is `file`: that
     /// is OpenAI's field, and the name is only informational.
-    fn read(head: &[u8]) -> Result<Self, String> {
+    pub(crate) fn read(head: &[u8]) -> Result<Self, String> {
         // Lossy: a non-UTF-8 byte can only sit in a file name, which is informational.
         let head = String::from_utf8_lossy(head);
         let (mut disposition, mut content_type) = (None, None);
@@ -275,7 +194,6 @@ impl PartHeaders {
         Ok(Self {
             name: name.clone(),
             filename,
-            content_type,
         })
     }
 }
@@ -373,7 +291,7 @@ fn shorten(s: &str) -> String {
 /// The first position of `needle` (non-empty) in `haystack`. Linear for the needles used
 /// here: each starts with a byte (`\r` or `-`) found nowhere else in it, so two candidate
 /// matches never overlap and no byte is compared twice.
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+pub(crate) fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     let (&first, tail) = needle.split_first()?;
     let mut from = 0;
     while let Some(offset) = haystack.get(from..)?.iter().position(|&b| b == first) {
@@ -411,7 +329,7 @@ mod tests {
     }
 
     #[test]
-    fn reads_the_body_httpx_sends_and_borrows_the_file() {
+    fn reads_the_body_httpx_sends() {
         let file = b"{\"custom_id\":\"a\"}\r\n{\"custom_id\":\"b\"}\n";
         let body = httpx_body(file);
         let form = parse(CT, &body).expect("parses");
@@ -419,15 +337,7 @@ mod tests {
         let part = form.file.expect("a file");
         assert_eq!(part.field, "file");
         assert_eq!(part.filename.as_deref(), Some("batch.jsonl"));
-        assert_eq!(
-            part.content_type.as_deref(),
-            Some("application/octet-stream")
-        );
         assert_eq!(part.bytes, file);
-        // Zero copy: the file is a slice of the body.
-        let start = body.as_ptr() as usize;
-        let at = part.bytes.as_ptr() as usize;
-        assert!(at > start && at + part.bytes.len() < start + body.len());
     }
 
     #[test]
@@ -503,7 +413,7 @@ mod tests {
         body.extend(httpx_body(b"data"));
         body.extend(b"an epilogue, even with --a3f1c2d4e5b6978812345678abcdef01 in it");
         let form = parse(CT, &body).expect("parses");
-        assert_eq!(form.file.map(|f| f.bytes), Some(&b"data"[..]));
+        assert_eq!(form.file.map(|f| f.bytes), Some(b"data".to_vec()));
     }
 
     #[test]

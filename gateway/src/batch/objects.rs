@@ -6,8 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
+
+/// A local upload's part: a write to the staging file.
+const LOCAL_PART_BYTES: usize = 1 << 20;
 
 /// Where the files go, as `batch.objects` names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +74,8 @@ impl From<object_store::Error> for ObjectError {
 pub struct Objects {
     store: Arc<dyn ObjectStore>,
     prefix: String,
+    /// The size of an upload's parts (S3 takes no smaller).
+    part_bytes: usize,
     /// Said in logs and errors.
     pub describe: Arc<str>,
 }
@@ -81,10 +87,14 @@ impl Objects {
             Location::Dir(dir) => {
                 std::fs::create_dir_all(dir)
                     .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                // fsync: an upload's staging file and its rename are durable before its
+                // file record is written.
                 let store = object_store::local::LocalFileSystem::new_with_prefix(dir)
-                    .map_err(|e| format!("{}: {e}", dir.display()))?;
+                    .map_err(|e| format!("{}: {e}", dir.display()))?
+                    .with_fsync(true);
                 Ok(Self {
                     store: Arc::new(store),
+                    part_bytes: LOCAL_PART_BYTES,
                     prefix: String::new(),
                     describe: Arc::from(format!("the folder {}", dir.display())),
                 })
@@ -100,6 +110,7 @@ impl Objects {
                     .map_err(|e| format!("s3://{bucket}: {e}"))?;
                 Ok(Self {
                     store: Arc::new(store),
+                    part_bytes: super::object_upload::S3_MIN_PART_BYTES,
                     prefix: prefix.clone(),
                     describe: Arc::from(format!("s3://{bucket}/{prefix}")),
                 })
@@ -112,7 +123,16 @@ impl Objects {
         Self::open(&Location::Dir(dir.join("objects")))
     }
 
-    fn path(&self, key: &str) -> ObjectPath {
+    /// The size of an upload's parts: what one upload holds in memory.
+    pub fn part_bytes(&self) -> usize {
+        self.part_bytes
+    }
+
+    pub(super) fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    pub(super) fn path(&self, key: &str) -> ObjectPath {
         if self.prefix.is_empty() {
             ObjectPath::from(key)
         } else {
@@ -129,6 +149,15 @@ impl Objects {
     /// The bytes under `key`.
     pub async fn get(&self, key: &str) -> Result<Bytes, ObjectError> {
         Ok(self.store.get(&self.path(key)).await?.bytes().await?)
+    }
+
+    /// The bytes under `key`, as a stream of chunks (a file is never read whole to serve it).
+    pub async fn get_stream(
+        &self,
+        key: &str,
+    ) -> Result<BoxStream<'static, Result<Bytes, ObjectError>>, ObjectError> {
+        let stream = self.store.get(&self.path(key)).await?.into_stream();
+        Ok(stream.map_err(ObjectError::from).boxed())
     }
 
     /// Deletes `key` (absent is fine).

@@ -131,6 +131,11 @@ pub struct BatchConfig {
     pub max_lines: usize,
     /// Longest line, in bytes.
     pub max_line_bytes: usize,
+    /// Slowest upload (`POST /v1/files`) kept, in bytes per second over 10 s windows; 0: no
+    /// floor.
+    pub upload_min_bytes_per_s: u64,
+    /// Longest an upload may take, in milliseconds.
+    pub upload_timeout_ms: u64,
 }
 
 impl Default for BatchConfig {
@@ -146,6 +151,8 @@ impl Default for BatchConfig {
             max_file_bytes: 200 << 20,
             max_lines: 50_000,
             max_line_bytes: 1 << 20,
+            upload_min_bytes_per_s: 64 << 10,
+            upload_timeout_ms: 600_000,
         }
     }
 }
@@ -444,6 +451,10 @@ pub struct KubernetesConfig {
     pub namespace: Option<Spanned<String>>,
     /// Container port name on the engine endpoints (`http` by default).
     pub port_name: Option<String>,
+    /// Which namespaces may claim which served names: namespace (or `*`) → name globs, the
+    /// operator's `--served-names` list. A ModelDeployment claiming a name its namespace is
+    /// not given gets no traffic. Empty: first come, first served.
+    pub served_names: tokenscale_common::served_name::ServedNames,
 }
 
 impl KubernetesConfig {

@@ -212,6 +212,10 @@ impl Config {
                  max_lines and max_line_bytes at least 1",
             ),
             (
+                self.batch.upload_timeout_ms < 1000,
+                "batch.upload_timeout_ms must be at least 1000",
+            ),
+            (
                 self.batch.state == BatchStateKind::Redis && self.limits.store != StoreKind::Redis,
                 "batch.state: redis keeps batch jobs in the Redis of `limits:`, which needs \
                  limits.store: redis",

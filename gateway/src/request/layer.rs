@@ -28,6 +28,8 @@ pub struct ParseSettings {
     pub max_body_bytes: usize,
     /// Body bytes all requests together may have buffered at once.
     pub max_buffered_body_bytes: usize,
+    /// The pod's body budget (`max_buffered_body_bytes` permits), shared with batch uploads.
+    pub body_budget: Arc<Semaphore>,
     /// Token estimation.
     pub tokens: TokenConfig,
     /// Default and largest deadlines.
@@ -45,11 +47,10 @@ pub struct ParseLayer {
 impl ParseLayer {
     /// Parses against the models of `router`.
     pub fn new(router: Arc<Router>, settings: ParseSettings) -> Self {
-        let bytes = settings.max_buffered_body_bytes.min(Semaphore::MAX_PERMITS);
         Self {
             router,
+            budget: settings.body_budget.clone(),
             settings: Arc::new(settings),
-            budget: Arc::new(Semaphore::new(bytes)),
         }
     }
 }
@@ -249,7 +250,13 @@ fn hold(
     Ok(())
 }
 
-fn body_budget_spent() -> GatewayError {
+/// The pod's body budget of `bytes` (`bounds.max_buffered_body_bytes`).
+pub fn body_budget(bytes: usize) -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(bytes.min(Semaphore::MAX_PERMITS)))
+}
+
+/// The 503 (with `retry-after`) of a spent body budget.
+pub fn body_budget_spent() -> GatewayError {
     GatewayError::Overloaded {
         message: "The gateway is reading too many request bodies at once; retry shortly.".into(),
         retry_after: Duration::from_secs(1),

@@ -6,7 +6,7 @@ mod parse;
 mod parsed;
 mod rewrite;
 
-pub use layer::{Parse, ParseLayer, ParseSettings};
+pub use layer::{Parse, ParseLayer, ParseSettings, body_budget, body_budget_spent};
 pub use parse::{PartialBody, PromptSummary, parse_body};
 pub use parsed::Parsed;
 pub use rewrite::{request_usage_in_stream, with_model};

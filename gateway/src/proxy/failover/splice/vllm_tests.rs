@@ -128,18 +128,20 @@ fn a_vllm_chat_broken_while_reasoning_continues_as_a_completion_shown_and_counte
         all.iter()
             .all(|c| c["id"] == "chatcmpl-4f1d2a" && c["object"] == "chat.completion.chunk")
     );
-    assert_eq!(
-        client.matches(r#""role":"assistant""#).count(),
-        1,
-        "{client}"
-    );
-    assert_eq!(
-        client.matches(r#""finish_reason":"stop""#).count(),
-        1,
-        "{client}"
-    );
-    assert!(ids_left(&client).is_empty(), "{:?}", ids_left(&client));
+    assert_one_chat_stream(&client, "one break");
     assert_eq!(client.matches("[DONE]").count(), 1);
+}
+
+/// A chat stream as one engine would write it: one role chunk, one finish, no ids left.
+fn assert_one_chat_stream(client: &str, label: &str) {
+    let count = |what: &str| client.matches(what).count();
+    assert_eq!(count(r#""role":"assistant""#), 1, "{label}: {client}");
+    assert_eq!(count(r#""finish_reason":"stop""#), 1, "{label}: {client}");
+    assert!(
+        ids_left(client).is_empty(),
+        "{label}: {:?}",
+        ids_left(client)
+    );
 }
 
 #[test]
@@ -283,21 +285,7 @@ fn a_vllm_chat_broken_at_any_event_reads_as_the_unbroken_one() {
             );
         }
         assert_eq!(usage, want_usage, "cut {cut}");
-        assert_eq!(
-            client.matches(r#""role":"assistant""#).count(),
-            1,
-            "cut {cut}"
-        );
-        assert_eq!(
-            client.matches(r#""finish_reason":"stop""#).count(),
-            1,
-            "cut {cut}"
-        );
-        assert!(
-            ids_left(&client).is_empty(),
-            "cut {cut}: {:?}",
-            ids_left(&client)
-        );
+        assert_one_chat_stream(&client, &format!("cut {cut}"));
     }
     // Every cut after the first reasoning token (the role and `<think>` alone run again).
     assert_eq!(exact, whole.len() - 5);

@@ -3,8 +3,59 @@
 //! others are refused. The operator (a `Conflict` condition, no children) and the gateway's
 //! discovery (no traffic) apply this one rule, so a deployment that reuses another namespace's
 //! served name never receives that name's prompts, even before its status says so.
+//!
+//! First come, first served lets anyone who may create a ModelDeployment in any watched
+//! namespace claim `gpt-4o` first; [`ServedNames`] makes names owned by declaration: which
+//! namespaces may claim which names, in the operator's flags and the gateway's configuration
+//! alike.
 
 use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::glob::glob_match;
+
+/// Which namespaces may claim which served names: namespace (or `*`, any namespace) → name
+/// globs. Empty: any namespace may claim any name, first come, first served.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct ServedNames(pub BTreeMap<String, Vec<String>>);
+
+impl ServedNames {
+    /// Whether no list is set (first come, first served).
+    pub fn is_open(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether `namespace` may claim `served`: a pattern of its own or of `*` matches.
+    pub fn allows(&self, namespace: &str, served: &str) -> bool {
+        self.is_open()
+            || [namespace, "*"]
+                .iter()
+                .filter_map(|ns| self.0.get(*ns))
+                .flatten()
+                .any(|pattern| glob_match(pattern, served))
+    }
+
+    /// Adds one `NAMESPACE=GLOB[,GLOB...]` (the operator's `--served-names` flag).
+    pub fn add_flag(&mut self, text: &str) -> Result<(), String> {
+        let (namespace, globs) = text
+            .split_once('=')
+            .filter(|(ns, globs)| !ns.trim().is_empty() && !globs.trim().is_empty())
+            .ok_or_else(|| {
+                format!("`{text}`: expected NAMESPACE=NAME[,NAME...] (globs; `*=NAME` for any namespace)")
+            })?;
+        let names = globs
+            .split(',')
+            .map(|g| g.trim().to_string())
+            .filter(|g| !g.is_empty());
+        self.0
+            .entry(namespace.trim().to_string())
+            .or_default()
+            .extend(names);
+        Ok(())
+    }
+}
 
 /// A ModelDeployment's claim on a served name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +112,24 @@ pub fn taken_by<'a>(claim: &Claim<'_>, others: &[Claim<'a>]) -> Option<Claim<'a>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_lets_each_namespace_claim_only_its_names() {
+        assert!(ServedNames::default().allows("anyone", "gpt-4o"));
+        let mut names = ServedNames::default();
+        names
+            .add_flag("team-a=llama-*,meta-llama/*")
+            .expect("parses");
+        names.add_flag("*=smollm2-135m").expect("parses");
+        assert!(names.allows("team-a", "llama-3-8b"));
+        assert!(names.allows("team-a", "smollm2-135m"));
+        assert!(names.allows("team-b", "smollm2-135m"));
+        assert!(!names.allows("team-b", "llama-3-8b"));
+        assert!(!names.allows("team-a", "gpt-4o"));
+        for bad in ["team-a", "=x", "team-a=", " = "] {
+            assert!(names.add_flag(bad).is_err(), "{bad}");
+        }
+    }
 
     fn claim<'a>(namespace: &'a str, name: &'a str, served: &'a str, created: i64) -> Claim<'a> {
         Claim {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::Parser;
 use kube::Client;
+use tokenscale_common::served_name::ServedNames;
 use tokenscale_operator::controller::{self, Context, Settings, WatchScope};
 use tokenscale_operator::leader::LeaderElector;
 use tokenscale_operator::metrics_source::{
@@ -41,6 +42,13 @@ struct Args {
     /// Namespaces to watch, comma-separated; all namespaces when empty.
     #[arg(long, value_delimiter = ',')]
     watch_namespaces: Vec<String>,
+    /// Served names a namespace may claim, as NAMESPACE=NAME[,NAME...] (globs; `*=NAME` for
+    /// any namespace), repeatable: a ModelDeployment claiming a name its namespace is not
+    /// given is refused (a `Conflict` condition and an Event). Unset: first come, first
+    /// served, with a warning at start. The gateway's `kubernetes.served_names` takes the
+    /// same list.
+    #[arg(long = "served-names")]
+    served_names: Vec<String>,
     /// GPUs all ModelDeployments together may use; no limit when unset.
     #[arg(long)]
     gpu_budget: Option<u64>,
@@ -70,6 +78,22 @@ struct Args {
     /// Run once instead of operating (no subcommand: operate).
     #[command(subcommand)]
     command: Option<Command>,
+}
+
+/// The `--served-names` list; open (first come, first served) with a warning when empty.
+fn served_names(flags: &[String]) -> anyhow::Result<ServedNames> {
+    let mut names = ServedNames::default();
+    for flag in flags {
+        names
+            .add_flag(flag)
+            .map_err(|e| anyhow::anyhow!("--served-names {e}"))?;
+    }
+    if names.is_open() {
+        tracing::warn!(
+            "no --served-names list: any namespace may claim any served name, first come, first served"
+        );
+    }
+    Ok(names)
 }
 
 /// A duration flag written as manifests write them ("1s", "500ms").
@@ -181,6 +205,7 @@ async fn main() -> anyhow::Result<()> {
         metrics.clone(),
         source,
         Settings {
+            served_names: served_names(&args.served_names)?,
             gpu_budget: args.gpu_budget,
             engine_ingress_from: args
                 .engine_ingress_from

@@ -9,6 +9,9 @@ health, upstream, models, batch, ...). */}}
 {{- else if .Values.watchNamespaces }}
 {{- $_ := set $kubernetes "namespaces" .Values.watchNamespaces }}
 {{- end }}
+{{- with .Values.servedNames }}
+{{- $_ := set $kubernetes "served_names" . }}
+{{- end }}
 {{- $config := dict "kubernetes" $kubernetes "tenants_file" "/etc/tokenscale/tenants/tenants.yaml" }}
 {{- $redisUrl := include "tokenscale.redisUrl" . }}
 {{- if $redisUrl }}

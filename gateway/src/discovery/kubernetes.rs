@@ -21,7 +21,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Client, ResourceExt};
 use tokenscale_common::engines::{EngineKind, EnginePriority};
-use tokenscale_common::served_name::{self, Claim};
+use tokenscale_common::served_name::{self, Claim, ServedNames};
 
 use super::cold_start::cold_start_of;
 use super::engine::engine_of;
@@ -100,9 +100,7 @@ fn owners(
         .filter(|md| !refused_by_operator(md))
         .map(|md| {
             let name = md.name_any();
-            let served_name = md.data["spec"]["model"]["servedName"]
-                .as_str()
-                .map_or(name.clone(), str::to_string);
+            let served_name = served_name_of(md);
             let created_s = md.creation_timestamp().map(|t| t.0.as_second());
             let namespace = md.namespace().unwrap_or_default();
             (namespace, name, served_name, created_s, md)
@@ -124,6 +122,25 @@ fn owners(
             let key = (namespace.to_string(), name.to_string());
             Some((key, (served_name.to_string(), *md)))
         })
+        .collect()
+}
+
+/// The served name `md` claims: `spec.model.servedName`, else its name.
+fn served_name_of(md: &DynamicObject) -> String {
+    md.data["spec"]["model"]["servedName"]
+        .as_str()
+        .map_or_else(|| md.name_any(), str::to_string)
+}
+
+/// The deployments whose namespace may claim their served name (`kubernetes.served_names`);
+/// the others get no traffic, even before the operator marks them refused.
+pub fn allowed(
+    deployments: Vec<Arc<DynamicObject>>,
+    names: &ServedNames,
+) -> Vec<Arc<DynamicObject>> {
+    deployments
+        .into_iter()
+        .filter(|md| names.allows(&md.namespace().unwrap_or_default(), &served_name_of(md)))
         .collect()
 }
 
@@ -251,7 +268,15 @@ pub async fn run(
         streams.extend([md_events, slice_events]);
     }
     let mut events = futures::stream::select_all(streams);
-    let port_name = config.port_name.unwrap_or_else(|| "http".to_string());
+    let port_name = config
+        .port_name
+        .clone()
+        .unwrap_or_else(|| "http".to_string());
+    if config.served_names.is_open() {
+        tracing::warn!(
+            "no kubernetes.served_names list: any watched namespace may claim any served name, first come, first served"
+        );
+    }
     let mut known: BTreeSet<String> = BTreeSet::new();
     while events.next().await.is_some() {
         // Coalesce bursts (a rollout touches many objects) into one resync.
@@ -262,6 +287,7 @@ pub async fn run(
             deployments.extend(md_store.state());
             slices.extend(slice_store.state());
         }
+        let deployments = allowed(deployments, &config.served_names);
         let desired = desired_replicas(&deployments, &slices, &port_name);
         for (model, urls) in &desired {
             registry.sync(model, urls);
@@ -280,7 +306,9 @@ pub async fn run(
             .iter()
             .flat_map(|store| store.state())
             .collect();
-        registry.router().set_discovered_routes(routes_of(&routes));
+        registry
+            .router()
+            .set_discovered_routes(routes_of(&routes, &config.served_names));
         let listed = stores.iter().all(|(mds, slices)| {
             mds.wait_until_ready().now_or_never().is_some()
                 && slices.wait_until_ready().now_or_never().is_some()
@@ -358,6 +386,20 @@ mod tests {
         slice.metadata.namespace = Some(namespace.into());
         slice.metadata.labels = Some([(LABEL_MODEL_DEPLOYMENT.to_string(), md.to_string())].into());
         Arc::new(slice)
+    }
+
+    #[test]
+    fn a_claim_the_served_names_list_does_not_give_gets_no_traffic() {
+        let mut names = ServedNames::default();
+        names.add_flag("team-a=llama-*").expect("parses");
+        let listed = md_in("team-a", "llama", Some("llama-3"), 100);
+        let squatter = md_in("team-b", "gpt", Some("gpt-4o"), 50);
+        let unlisted_ns = md_in("team-b", "copy", Some("llama-3"), 10);
+        let kept = allowed(vec![listed, squatter, unlisted_ns], &names);
+        let kept: Vec<String> = kept.iter().map(|md| md.name_any()).collect();
+        assert_eq!(kept, ["llama"]);
+        let open = allowed(vec![md("a", None), md("b", None)], &ServedNames::default());
+        assert_eq!(open.len(), 2, "no list: first come, first served");
     }
 
     #[test]

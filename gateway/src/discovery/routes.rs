@@ -6,15 +6,16 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 use kube::api::DynamicObject;
+use tokenscale_common::served_name::ServedNames;
 
 use crate::routing::{RouteSpec, RouteTarget};
 
 /// Group, version and kind of the custom resource.
 pub const MODEL_ROUTE: (&str, &str, &str) = ("tokenscale.dev", "v1alpha1", "ModelRoute");
 
-/// The routes `objects` declare, oldest first; an object whose spec cannot be read is left
-/// out and logged (the API server's schema makes that rare).
-pub fn routes_of(objects: &[Arc<DynamicObject>]) -> Vec<RouteSpec> {
+/// The routes `objects` declare, oldest first; an object whose spec cannot be read, or whose
+/// namespace may not claim its name (`names`, as for served names), is left out and logged.
+pub fn routes_of(objects: &[Arc<DynamicObject>], names: &ServedNames) -> Vec<RouteSpec> {
     let mut dated: Vec<(Option<i64>, String, String, &DynamicObject)> = objects
         .iter()
         .map(|o| {
@@ -31,11 +32,15 @@ pub fn routes_of(objects: &[Arc<DynamicObject>]) -> Vec<RouteSpec> {
     dated
         .into_iter()
         .filter_map(|(_, namespace, name, object)| {
-            let spec = spec_of(object);
-            if spec.is_none() {
+            let Some(spec) = spec_of(object) else {
                 tracing::warn!(%namespace, %name, "a ModelRoute without targetModels is ignored");
+                return None;
+            };
+            if !names.allows(&namespace, &spec.name) {
+                tracing::warn!(%namespace, %name, route = %spec.name, "the namespace may not claim this name (kubernetes.served_names): the ModelRoute is ignored");
+                return None;
             }
-            spec
+            Some(spec)
         })
         .collect()
 }
@@ -118,12 +123,21 @@ mod tests {
             50,
             serde_json::json!({"targetModels": []}),
         );
-        let specs = routes_of(&[newer, empty, older]);
+        let specs = routes_of(
+            &[newer.clone(), empty, older.clone()],
+            &ServedNames::default(),
+        );
         assert_eq!(specs.len(), 2);
         assert_eq!(specs[0].name, "chat");
         assert_eq!(specs[0].targets[0].model, "llama-3-8b");
         assert_eq!(specs[0].targets[0].weight, 3);
         assert_eq!(specs[0].fallback, ["smollm2-135m"]);
         assert_eq!(specs[1].targets[0].weight, 1);
+        // With a served-names list, a namespace claims only the route names it is given.
+        let mut names = ServedNames::default();
+        names.add_flag("team-a=chat").expect("parses");
+        let specs = routes_of(&[newer, older], &names);
+        assert_eq!(specs.len(), 1);
+        assert_eq!(specs[0].targets[0].model, "llama-3-8b");
     }
 }

@@ -61,9 +61,9 @@ pub async fn reconcile_model(md: &Arc<ModelDeployment>, ctx: &Context) -> Result
         write_invalid_status(md, ctx, &namespace, &message).await?;
         return Err(Error::InvalidSpec(message));
     }
-    if let Some(owner) = super::conflict::check(md, ctx.deployments.get()).await {
+    if let Some(refusal) = super::conflict::check(md, ctx).await {
         withdraw(md, ctx);
-        return super::conflict::refuse(md, ctx, &namespace, &owner).await;
+        return super::conflict::refuse(md, ctx, &namespace, &refusal).await;
     }
     let client = ctx.client.clone();
     let name = child_name(md);

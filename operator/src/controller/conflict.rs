@@ -1,22 +1,24 @@
-//! One owner per served name (the rule is `tokenscale_common::served_name`, which the
-//! gateway's discovery applies too): a ModelDeployment whose served name an older one in
-//! another namespace already serves is refused. It gets no children and a `Conflict`
-//! condition naming the owner, and is looked at again every 30 s, so it takes over once the
-//! owner is gone. Children it had before it was refused are left to its owner reference.
+//! One owner per served name (the rules are `tokenscale_common::served_name`, which the
+//! gateway's discovery applies too): a ModelDeployment is refused when its namespace may not
+//! claim its served name (`--served-names`, names owned by declaration), or when an older one
+//! in another namespace already serves it. It gets no children, a `Conflict` condition saying
+//! why (and naming the owner), a Warning Event the first time, and is looked at again every
+//! 30 s, so it takes over once the owner is gone or the list allows it. Children it had before
+//! it was refused are left to its owner reference.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::ResourceExt;
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::Store;
+use kube::runtime::events::{Event, EventType};
+use kube::{Resource, ResourceExt};
 use tokenscale_common::served_name::{self, Claim};
 
 use super::apply::patch_status;
 use super::status::condition;
 use crate::children::served_name;
 use crate::crd::{CONDITION_CONFLICT, CONDITION_READY, ModelDeployment};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// How often a refused deployment is looked at again.
 const RECHECK: Duration = Duration::from_secs(30);
@@ -52,36 +54,80 @@ fn as_claim(parts: &(String, String, String, Option<i64>)) -> Claim<'_> {
     }
 }
 
-/// The owner of `md`'s served name when it is another deployment, from the controller's
-/// cache of every ModelDeployment it watches (none known: no conflict).
-pub async fn check(md: &ModelDeployment, store: Option<&Store<ModelDeployment>>) -> Option<String> {
-    let store = store?;
-    // The cache fills with the first listing; give it a moment on a fresh start.
-    let _ = tokio::time::timeout(Duration::from_secs(5), store.wait_until_ready()).await;
-    taken_by(md, &store.state())
+/// Why a ModelDeployment may not serve its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// Its namespace may not claim the name (`--served-names`).
+    NotAllowed,
+    /// An older deployment (`namespace/name`) serves it.
+    Taken(String),
 }
 
-/// Writes the refusal into `md`'s status and asks to be looked at again later.
+impl Refusal {
+    /// The condition's and the Event's reason.
+    fn reason(&self) -> &'static str {
+        match self {
+            Self::NotAllowed => "ServedNameNotAllowed",
+            Self::Taken(_) => "ServedNameTaken",
+        }
+    }
+
+    fn message(&self, md: &ModelDeployment) -> String {
+        let (served, namespace) = (served_name(md), md.namespace().unwrap_or_default());
+        match self {
+            Self::NotAllowed => format!(
+                "namespace `{namespace}` may not claim the served name `{served}`: the operator's \
+                 --served-names list does not give it this name; pick a name it lists, or ask \
+                 for it to be added"
+            ),
+            Self::Taken(owner) => format!(
+                "served name `{served}` is already served by ModelDeployment {owner}, created \
+                 earlier; pick another servedName, or delete that one"
+            ),
+        }
+    }
+}
+
+/// Why `md` may not serve its name, if it may not: the allow-list first, then the owner of
+/// the name from the controller's cache of every ModelDeployment it watches (none known: no
+/// conflict).
+pub async fn check(md: &ModelDeployment, ctx: &super::Context) -> Option<Refusal> {
+    let namespace = md.namespace().unwrap_or_default();
+    if !ctx
+        .settings
+        .served_names
+        .allows(&namespace, &served_name(md))
+    {
+        return Some(Refusal::NotAllowed);
+    }
+    let store = ctx.deployments.get()?;
+    // The cache fills with the first listing; give it a moment on a fresh start.
+    let _ = tokio::time::timeout(Duration::from_secs(5), store.wait_until_ready()).await;
+    taken_by(md, &store.state()).map(Refusal::Taken)
+}
+
+/// Writes the refusal into `md`'s status (and, when it is new, a Warning Event) and asks to
+/// be looked at again later.
 pub async fn refuse(
     md: &ModelDeployment,
     ctx: &super::Context,
     namespace: &str,
-    owner: &str,
+    refusal: &Refusal,
 ) -> Result<Action> {
     let mut status = md.status.clone().unwrap_or_default();
     let previous = status.conditions.clone();
     let (now, generation) = (k8s_openapi::jiff::Timestamp::now(), md.metadata.generation);
-    let message = format!(
-        "served name `{}` is already served by ModelDeployment {owner}, created earlier; \
-         pick another servedName, or delete that one",
-        served_name(md)
-    );
+    let message = refusal.message(md);
+    let reason = refusal.reason();
+    let new = !previous
+        .iter()
+        .any(|c| c.type_ == CONDITION_CONFLICT && c.status == "True" && c.reason == reason);
     status.conditions = vec![
         condition(
             &previous,
             CONDITION_CONFLICT,
             true,
-            "ServedNameTaken",
+            reason,
             message.clone(),
             generation,
             now,
@@ -91,14 +137,27 @@ pub async fn refuse(
             CONDITION_READY,
             false,
             "Conflict",
-            message,
+            message.clone(),
             generation,
             now,
         ),
     ];
     status.observed_generation = generation;
-    tracing::warn!(model = %super::model_key(md), %owner, "served name taken: refused");
+    tracing::warn!(model = %super::model_key(md), ?refusal, "served name refused");
     patch_status(md, ctx, namespace, status).await?;
+    if new {
+        let event = Event {
+            type_: EventType::Warning,
+            reason: reason.into(),
+            note: Some(message.chars().take(1000).collect()),
+            action: "Refuse".into(),
+            secondary: None,
+        };
+        ctx.recorder
+            .publish(&event, &md.object_ref(&()))
+            .await
+            .map_err(|e| Error::kube("publishing a served-name Event", e))?;
+    }
     Ok(Action::requeue(RECHECK))
 }
 

@@ -42,6 +42,9 @@ pub struct Settings {
     /// Peers allowed to reach engine pods; `Some`: every ModelDeployment gets a
     /// NetworkPolicy admitting only them (see `children::network_policy`).
     pub engine_ingress_from: Option<Vec<k8s_openapi::api::networking::v1::NetworkPolicyPeer>>,
+    /// Which namespaces may claim which served names (`--served-names`); empty: first come,
+    /// first served.
+    pub served_names: tokenscale_common::served_name::ServedNames,
 }
 
 /// Shared state of every reconcile.

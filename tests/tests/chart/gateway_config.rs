@@ -74,3 +74,32 @@ fn every_rendered_gateway_config_and_tenants_file_is_accepted_by_the_gateway() {
         .collect();
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
+
+#[test]
+fn the_served_names_list_reaches_the_operator_and_the_gateway_alike() {
+    let r = crate::ci_render("namespaced-values.yaml");
+    let text = r.get("ConfigMap", "tokenscale-gateway").value["data"]["gateway.yaml"]
+        .as_str()
+        .unwrap_or_default();
+    let config = Config::from_yaml(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let names = config
+        .kubernetes
+        .expect("kubernetes discovery")
+        .served_names;
+    assert!(names.allows("models-a", "llama-3-8b") && names.allows("models-b", "smollm2-135m"));
+    assert!(!names.allows("models-b", "llama-3-8b"), "{text}");
+    let operator = &r.get("Deployment", "tokenscale-operator").value["spec"]["template"]["spec"];
+    let args: Vec<&str> = operator["containers"][0]["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    for flag in [
+        "--served-names=models-a=llama-3-*,meta-llama/*",
+        "--served-names=models-b=qwen3-*",
+        "--served-names=*=smollm2-135m",
+    ] {
+        assert!(args.contains(&flag), "{flag} not in {args:?}");
+    }
+}

@@ -135,33 +135,10 @@ impl BenchArgs {
     }
 }
 
-/// Parses `500ms`, `1.5s`, `250us`, `2m` or a bare number of seconds into seconds (> 0).
+/// Parses a flag's duration (`500ms`, `1.5s`, `1m30s`, a bare number of seconds) into
+/// seconds, with the one parser flags and manifests share.
 pub fn parse_duration_s(text: &str) -> Result<f64, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| c.is_ascii_alphabetic())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration (e.g. 500ms, 2s)"))?;
-    let scale = match unit {
-        "" | "s" => 1.0,
-        "ms" => 1e-3,
-        "us" => 1e-6,
-        "m" | "min" => 60.0,
-        _ => {
-            return Err(format!(
-                "{text:?}: unknown unit {unit:?} (use us, ms, s or m)"
-            ));
-        }
-    };
-    let seconds = value * scale;
-    if !(seconds.is_finite() && seconds > 0.0) {
-        return Err(format!("{text:?} must be a positive duration"));
-    }
-    Ok(seconds)
+    tokenscale_common::duration::parse(text).map(|d| d.as_secs_f64())
 }
 
 #[cfg(test)]

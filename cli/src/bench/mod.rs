@@ -256,7 +256,7 @@ pub async fn run(args: &BenchArgs) -> Result<Report, BenchError> {
     let slo = args.slo();
     let operating_point = slo
         .as_ref()
-        .and_then(|s| report::operating_point(&points, s));
+        .and_then(|s| report::OperatingPoint::of(&points, s));
     Ok(Report {
         url: base_url,
         model: args.model.clone(),

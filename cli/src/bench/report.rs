@@ -28,8 +28,39 @@ pub struct Report {
     /// The SLO the operating point meets, if one was given.
     pub slo: Option<Slo>,
     pub points: Vec<Point>,
-    /// Index into `points` of the operating point (highest throughput meeting the SLO).
-    pub operating_point: Option<usize>,
+    /// The operating point: the highest throughput meeting the SLO (`null` when no point
+    /// does, or no SLO was given).
+    pub operating_point: Option<OperatingPoint>,
+}
+
+/// The point of highest output tokens/s whose p95 TTFT and TPOT are both within the SLO.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OperatingPoint {
+    /// Index into the report's `points`.
+    pub index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    pub output_tokens_per_s: f64,
+    pub ttft_p95_s: Option<f64>,
+    pub tpot_p95_s: Option<f64>,
+}
+
+impl OperatingPoint {
+    /// The operating point of `points` under `slo`, if any point meets it.
+    pub fn of(points: &[Point], slo: &Slo) -> Option<Self> {
+        let index = operating_point(points, slo)?;
+        let p = points.get(index)?;
+        Some(Self {
+            index,
+            concurrency: p.concurrency,
+            rate: p.rate,
+            output_tokens_per_s: p.output_tokens_per_s,
+            ttft_p95_s: p.ttft_s.map(|q| q.p95),
+            tpot_p95_s: p.tpot_s.map(|q| q.p95),
+        })
+    }
 }
 
 /// Facts read from the server; `None` where it did not say.
@@ -62,7 +93,7 @@ pub struct Hardware {
     pub cpu_cores: usize,
 }
 
-/// p95 targets, in seconds.
+/// p95 targets, in seconds; a target not given is infinite (JSON `null`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Slo {
     pub ttft_p95_s: f64,
@@ -147,6 +178,16 @@ impl Point {
         self.requests_ok > 0 && ttft_ok && tpot_ok
     }
 
+    /// How much load the level offered (concurrency or rate): between points of equal
+    /// throughput the lighter load wins, as it gives the same tokens at lower latency.
+    fn load(&self) -> f64 {
+        match (self.concurrency, self.rate) {
+            (Some(c), _) => f64::from(c),
+            (_, Some(r)) => r,
+            _ => f64::INFINITY,
+        }
+    }
+
     /// `c=16` or `r=2.5/s`.
     pub fn level(&self) -> String {
         match (self.concurrency, self.rate) {
@@ -157,19 +198,74 @@ impl Point {
     }
 }
 
-/// The point of highest output tokens/s that meets `slo`, if any.
+/// Index of the point of highest output tokens/s that meets `slo`, if any; ties go to the
+/// lighter load, then to the point given first.
 pub fn operating_point(points: &[Point], slo: &Slo) -> Option<usize> {
     points
         .iter()
         .enumerate()
         .filter(|(_, p)| p.meets(slo))
-        .max_by(|a, b| a.1.output_tokens_per_s.total_cmp(&b.1.output_tokens_per_s))
+        .max_by(|(i, a), (j, b)| {
+            a.output_tokens_per_s
+                .total_cmp(&b.output_tokens_per_s)
+                .then_with(|| b.load().total_cmp(&a.load()))
+                .then_with(|| j.cmp(i))
+        })
         .map(|(i, _)| i)
+}
+
+/// A target in ms for the table (`any` when it was not given).
+fn target_ms(seconds: f64) -> String {
+    if seconds.is_finite() {
+        format!("{:.1} ms", seconds * 1e3)
+    } else {
+        "any".into()
+    }
+}
+
+/// The SLO line above the table.
+fn slo_line(slo: Option<&Slo>) -> String {
+    match slo {
+        Some(s) => format!(
+            "SLO: TTFT p95 <= {}, TPOT p95 <= {}",
+            target_ms(s.ttft_p95_s),
+            target_ms(s.tpot_p95_s)
+        ),
+        None => "SLO: none (--slo-ttft and --slo-tpot mark the operating point)".into(),
+    }
+}
+
+/// The one-line conclusion under the table; `None` without an SLO.
+pub fn conclusion(report: &Report) -> Option<String> {
+    let slo = report.slo.as_ref()?;
+    let targets = format!(
+        "SLO {} / {}",
+        target_ms(slo.ttft_p95_s),
+        target_ms(slo.tpot_p95_s)
+    );
+    let ms = |v: Option<f64>| v.map_or("-".into(), |s| format!("{:.1} ms", s * 1e3));
+    Some(match &report.operating_point {
+        Some(op) => {
+            let level = match (op.concurrency, op.rate) {
+                (Some(c), _) => format!("concurrency {c}"),
+                (_, Some(r)) => format!("rate {r}/s"),
+                _ => "-".into(),
+            };
+            format!(
+                "operating point: {level}, {:.1} tokens/s, TTFT p95 {}, TPOT p95 {} ({targets})",
+                op.output_tokens_per_s,
+                ms(op.ttft_p95_s),
+                ms(op.tpot_p95_s)
+            )
+        }
+        None => format!("operating point: none, no level meets the SLO ({targets})"),
+    })
 }
 
 /// The table printed after a run.
 pub fn table(report: &Report) -> String {
     let mut out = String::new();
+    let _ = writeln!(out, "{}", slo_line(report.slo.as_ref()));
     let ms = |p: Option<Percentiles>, f: fn(&Percentiles) -> f64| {
         p.map_or("-".to_string(), |p| format!("{:.1}", f(&p) * 1e3))
     };
@@ -188,7 +284,7 @@ pub fn table(report: &Report) -> String {
         "errors"
     );
     for (i, p) in report.points.iter().enumerate() {
-        let mark = if report.operating_point == Some(i) {
+        let mark = if report.operating_point.is_some_and(|op| op.index == i) {
             " <- operating point"
         } else {
             ""
@@ -209,6 +305,9 @@ pub fn table(report: &Report) -> String {
         );
     }
     let _ = writeln!(out, "(latencies in ms)");
+    if let Some(line) = conclusion(report) {
+        let _ = writeln!(out, "{line}");
+    }
     let server = &report.server;
     let _ = match server.generation_tokens_delta {
         Some(tokens) => writeln!(
@@ -226,4 +325,4 @@ pub fn table(report: &Report) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -162,12 +162,8 @@ impl Splice {
             && let Some(payload) = data_payload(&whole[..text_len.min(whole.len())])
             && let Some(json) = reshape.chat_chunk(payload)
         {
-            let mut out = Vec::with_capacity(json.len() + 8 + whole.len() - text_len);
-            out.extend_from_slice(b"data: ");
-            out.extend_from_slice(&json);
-            let len = out.len();
-            out.extend_from_slice(&whole[text_len..]);
-            return self.read(&Bytes::from(out), len);
+            let (event, len) = data_event(&json, &whole[text_len..]);
+            return self.read(&event, len);
         }
         self.read(whole, text_len)
     }
@@ -190,21 +186,8 @@ impl Splice {
         if self.current.is_none() && view.prompt_token_ids.is_some() {
             self.prompt_ids.clone_from(&view.prompt_token_ids);
         }
-        if !view.choices.is_empty() {
-            if self.finished {
-                // A continuation of an answer already complete, sent again for its usage.
-                return (Step::Skip, None);
-            }
-            // A chat stream's first chunk names the role and carries no token.
-            let role_only = view
-                .choices
-                .iter()
-                .all(|c| c.role && !c.has_text() && !c.reasoning && !c.finish);
-            if !role_only {
-                self.read_choices(&view);
-            } else if self.current.is_some() {
-                return (Step::Skip, None);
-            }
+        if !view.choices.is_empty() && !self.takes_choices(&view) {
+            return (Step::Skip, None);
         }
         let usage = view.usage.map(|u| self.whole_answer_usage(u));
         if usage.is_some() {
@@ -232,11 +215,27 @@ impl Splice {
         let Some(json) = chunk::rewrite(payload, &edit) else {
             return (Step::Forward(whole.clone()), usage);
         };
-        let mut out = Vec::with_capacity(json.len() + 8 + whole.len() - text_len);
-        out.extend_from_slice(b"data: ");
-        out.extend_from_slice(&json);
-        out.extend_from_slice(&whole[text_len..]);
-        (Step::Forward(Bytes::from(out)), usage)
+        (
+            Step::Forward(data_event(&json, &whole[text_len..]).0),
+            usage,
+        )
+    }
+
+    /// Reads a chunk's choices; false when the chunk goes no further: a continuation of an
+    /// answer already complete (sent again for its usage), or its repeated chat role chunk.
+    fn takes_choices(&mut self, view: &chunk::ChunkView<'_>) -> bool {
+        if self.finished {
+            return false;
+        }
+        // A chat stream's first chunk names the role and carries no token.
+        let role_only = view
+            .choices
+            .iter()
+            .all(|c| c.role && !c.has_text() && !c.reasoning && !c.finish);
+        if !role_only {
+            self.read_choices(view);
+        }
+        !role_only || self.current.is_none()
     }
 
     /// The token-id members to take out of a chunk: those the gateway asked for.
@@ -413,6 +412,16 @@ impl Splice {
     pub fn is_done(&self) -> bool {
         self.done
     }
+}
+
+/// The event `data: {json}` followed by `tail` (its blank line), and the length of its text.
+fn data_event(json: &[u8], tail: &[u8]) -> (Bytes, usize) {
+    let mut out = Vec::with_capacity(json.len() + 8 + tail.len());
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(json);
+    let len = out.len();
+    out.extend_from_slice(tail);
+    (Bytes::from(out), len)
 }
 
 /// The payload of an event made of one `data:` line (the shape every OpenAI-style server

@@ -54,56 +54,25 @@ pub fn body(
     let start = match prompt {
         PromptStart::Ids(ids) => serde_json::to_string(ids).map_err(|_| "bad prompt ids")?,
         PromptStart::AsSent => {
-            let sent = members.get("prompt").ok_or("the request has no prompt")?;
+            let sent = members
+                .remove("prompt")
+                .ok_or("the request has no prompt")?;
             prompt_as_sent(sent.get())?
         }
     };
+    members.remove("prompt");
     let ids = serde_json::to_string(generated).map_err(|_| "bad token ids")?;
     // `[start...]` + `[ids...]` as one array.
     let head = start.strip_suffix(']').ok_or("bad prompt")?;
     let tail = ids.strip_prefix('[').ok_or("bad token ids")?;
     let comma = if head == "[" || tail == "]" { "" } else { "," };
-    let joined = format!("{head}{comma}{tail}");
-    let n = generated.len() as u64;
-    let (newer, older) = (
-        members.remove("max_completion_tokens"),
-        members.remove("max_tokens"),
-    );
-    let limit = newer.or(older);
-    let chat = api == Api::Chat;
-    if chat {
+    let mut extra: Vec<(&str, String)> = vec![("prompt", format!("{head}{comma}{tail}"))];
+    extra.extend(counts(&mut members, api, prompt, generated.len() as u64)?);
+    if api == Api::Chat {
         for key in CHAT_ONLY {
             members.remove(key);
         }
     }
-    let mut extra: Vec<(&str, String)> = vec![("prompt", joined)];
-    let left = match limit.map(|raw| serde_json::from_str::<Option<u64>>(raw.get())) {
-        Some(Err(_)) => return Err("bad max_tokens"),
-        Some(Ok(Some(asked))) => Some(asked.saturating_sub(n).max(1).to_string()),
-        // vLLM's chat default (the model's length less the prompt), asked of its completions.
-        Some(Ok(None)) | None if chat => Some("null".to_string()),
-        None if matches!(prompt, PromptStart::Ids(_)) => Some(
-            COMPLETIONS_DEFAULT_MAX_TOKENS
-                .saturating_sub(n)
-                .max(1)
-                .to_string(),
-        ),
-        _ => None,
-    };
-    extra.extend(left.map(|left| ("max_tokens", left)));
-    if let Some(Ok(least)) = members
-        .remove("min_tokens")
-        .map(|raw| serde_json::from_str::<u64>(raw.get()))
-    {
-        extra.push(("min_tokens", least.saturating_sub(n).to_string()));
-    }
-    if let Some(Ok(seed)) = members
-        .remove("seed")
-        .map(|raw| serde_json::from_str::<i64>(raw.get()))
-    {
-        extra.push(("seed", derived_seed(seed, n).to_string()));
-    }
-    members.remove("prompt");
     let mut out = String::with_capacity(original.len() + joined_len(&extra));
     out.push('{');
     let rest = members.iter().map(|(k, v)| (k.as_str(), v.get()));
@@ -118,6 +87,46 @@ pub fn body(
     }
     out.push('}');
     Ok(Bytes::from(out))
+}
+
+/// The members that count the answer, taken out of `members` and given again for a
+/// continuation after `n` tokens: the limits shrink by them, the seed is derived.
+fn counts(
+    members: &mut BTreeMap<String, &RawValue>,
+    api: Api,
+    prompt: PromptStart,
+    n: u64,
+) -> Result<Vec<(&'static str, String)>, Unsupported> {
+    let mut out = Vec::new();
+    let (newer, older) = (
+        members.remove("max_completion_tokens"),
+        members.remove("max_tokens"),
+    );
+    let left = match newer
+        .or(older)
+        .map(|raw| serde_json::from_str::<Option<u64>>(raw.get()))
+    {
+        Some(Err(_)) => return Err("bad max_tokens"),
+        Some(Ok(Some(asked))) => Some(asked.saturating_sub(n).max(1).to_string()),
+        // vLLM's chat default (the model's length less the prompt), asked of its completions.
+        Some(Ok(None)) | None if api == Api::Chat => Some("null".to_string()),
+        None if matches!(prompt, PromptStart::Ids(_)) => Some(
+            COMPLETIONS_DEFAULT_MAX_TOKENS
+                .saturating_sub(n)
+                .max(1)
+                .to_string(),
+        ),
+        _ => None,
+    };
+    out.extend(left.map(|left| ("max_tokens", left)));
+    let mut read = |key: &str| members.remove(key).map(|raw| raw.get().to_string());
+    if let Some(Ok(least)) = read("min_tokens").map(|raw| raw.parse::<u64>()) {
+        out.push(("min_tokens", least.saturating_sub(n).to_string()));
+    }
+    if let Some(Ok(seed)) = read("seed").map(|raw| raw.parse::<i64>()) {
+        out.push(("seed", derived_seed(seed, n).to_string()));
+    }
+    Ok(out)
 }
 
 fn joined_len(extra: &[(&str, String)]) -> usize {

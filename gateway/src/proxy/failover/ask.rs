@@ -43,14 +43,16 @@ pub fn client_asks_ids(body: &[u8]) -> bool {
 /// What the request at `api` with `body` asks, as far as continuing it goes.
 pub fn shape(body: &[u8], api: Option<Api>) -> Shape {
     let chat = api == Some(Api::Chat);
-    let [tools, format, logprobs] =
-        top_level_members(body, [b"tools", b"response_format", b"logprobs"]).unwrap_or_default();
+    let [tools, format, logprobs, echo] =
+        top_level_members(body, [b"tools", b"response_format", b"logprobs", b"echo"])
+            .unwrap_or_default();
     let set = |m: Option<Member>| {
         m.is_some_and(|m| !matches!(&body[m.value..m.end], b"null" | b"false" | b"[]"))
     };
     Shape {
         chat,
-        parsed: chat && (set(tools) || set(format) || set(logprobs)),
+        // A completion's `echo` puts the prompt's ids among the answer's.
+        parsed: (chat && (set(tools) || set(format) || set(logprobs))) || set(echo),
         keeps_ids: client_asks_ids(body),
     }
 }
@@ -100,5 +102,7 @@ mod tests {
             assert!(shape(body, chat).parsed, "{body:?}");
             assert!(!shape(body, Some(Api::Completions)).parsed, "{body:?}");
         }
+        let echo = br#"{"prompt":"x","echo":true}"#;
+        assert!(shape(echo, Some(Api::Completions)).parsed);
     }
 }

@@ -113,8 +113,9 @@ pub struct Splice {
 pub struct Shape {
     /// A chat (else a completion).
     pub chat: bool,
-    /// It offers tools or asks for a response format: only the chat endpoint's parsers
-    /// write such an answer, so it is not continued as a completion.
+    /// A chat that offers tools or asks for a response format or logprobs (only the chat
+    /// endpoint's parsers write such an answer), or a completion that echoes its prompt: not
+    /// continued from a token-id prompt.
     pub parsed: bool,
     /// The client asked for the engine's token ids itself: they reach it.
     pub keeps_ids: bool,
@@ -342,10 +343,8 @@ impl Splice {
     fn exact_ok(&self) -> bool {
         match self.ids_from {
             Some(IdSource::Tokenscale) | None => true,
-            Some(IdSource::Vllm) => {
-                self.prompt_ids.is_some() && !(self.shape.chat && self.shape.parsed)
-            }
-            Some(IdSource::Llamacpp) => !self.shape.chat,
+            Some(IdSource::Vllm) => self.prompt_ids.is_some() && !self.shape.parsed,
+            Some(IdSource::Llamacpp) => !self.shape.chat && !self.shape.parsed,
         }
     }
 

@@ -152,31 +152,12 @@ pub struct SimArgs {
     pub plot: Option<PathBuf>,
 }
 
-/// Parses `1.5s`, `500ms`, `90m`, `2h`, `1d` (a bare number is seconds).
+/// Parses `1.5s`, `500ms`, `90m`, `2h`, `1d`, `1m30s` (a bare number is seconds), with the
+/// one duration parser, into seconds.
 pub fn parse_duration_s(text: &str) -> Result<f64, SimError> {
-    let text = text.trim();
-    let (number, unit) = match text.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(i) => text.split_at(i),
-        None => (text, "s"),
-    };
-    let scale = match unit {
-        "ms" => 1e-3,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "d" => 86_400.0,
-        _ => {
-            return Err(SimError::Usage(format!(
-                "duration `{text}`: use ms, s, m, h or d"
-            )));
-        }
-    };
-    match number.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * scale),
-        _ => Err(SimError::Usage(format!(
-            "duration `{text}` is not a positive number"
-        ))),
-    }
+    tokenscale_common::duration::parse(text)
+        .map(|d| d.as_secs_f64())
+        .map_err(|e| SimError::Usage(format!("duration: {e}")))
 }
 
 /// Loads a bundled profile by name or a profile file.

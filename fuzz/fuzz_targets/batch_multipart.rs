@@ -18,7 +18,7 @@ mod multipart;
 #[path = "../../gateway/src/batch/form_stream.rs"]
 mod form_stream;
 
-use form_stream::{Event, FormStream};
+use form_stream::FormStream;
 
 const BOUNDARY: &str = "fuzz0b0undary";
 
@@ -64,29 +64,7 @@ fn in_frames(
         rest = tail;
     }
     stream.finish()?;
-    let mut form = multipart::Form {
-        fields: Vec::new(),
-        file: None,
-    };
-    for event in events {
-        match event {
-            Event::Field(name, value) => form.fields.push((name, value)),
-            Event::FileStart { field, filename } => {
-                form.file = Some(multipart::FilePart {
-                    field,
-                    filename,
-                    bytes: Vec::new(),
-                });
-            }
-            Event::FileData(data) => {
-                if let Some(file) = &mut form.file {
-                    file.bytes.extend_from_slice(&data);
-                }
-            }
-            Event::FileEnd => {}
-        }
-    }
-    Ok(form)
+    Ok(multipart::Form::from_events(events))
 }
 
 /// `data` as an upload's file, as httpx writes it: it must come back unchanged unless it

@@ -115,29 +115,36 @@ pub fn parse(content_type: &str, body: &[u8]) -> Result<Form, MultipartError> {
     let mut events = Vec::new();
     stream.feed(body, &mut events)?;
     stream.finish()?;
-    let mut form = Form {
-        fields: Vec::new(),
-        file: None,
-    };
-    for event in events {
-        match event {
-            Event::Field(name, value) => form.fields.push((name, value)),
-            Event::FileStart { field, filename } => {
-                form.file = Some(FilePart {
-                    field,
-                    filename,
-                    bytes: Vec::new(),
-                });
-            }
-            Event::FileData(data) => {
-                if let Some(file) = &mut form.file {
-                    file.bytes.extend_from_slice(&data);
+    Ok(Form::from_events(events))
+}
+
+impl Form {
+    /// The form a parser's events describe, the file's pieces joined.
+    pub fn from_events(events: Vec<Event>) -> Self {
+        let mut form = Form {
+            fields: Vec::new(),
+            file: None,
+        };
+        for event in events {
+            match event {
+                Event::Field(name, value) => form.fields.push((name, value)),
+                Event::FileStart { field, filename } => {
+                    form.file = Some(FilePart {
+                        field,
+                        filename,
+                        bytes: Vec::new(),
+                    });
                 }
+                Event::FileData(data) => {
+                    if let Some(file) = &mut form.file {
+                        file.bytes.extend_from_slice(&data);
+                    }
+                }
+                Event::FileEnd => {}
             }
-            Event::FileEnd => {}
         }
+        form
     }
-    Ok(form)
 }
 
 /// The headers of one part that the form needs.

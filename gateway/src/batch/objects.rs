@@ -11,7 +11,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 
 /// A local upload's part: a write to the staging file.
-const LOCAL_PART_BYTES: usize = 1 << 20;
+const LOCAL_PART_BYTES: usize = 256 << 10;
 
 /// Where the files go, as `batch.objects` names it.
 #[derive(Debug, Clone, PartialEq, Eq)]

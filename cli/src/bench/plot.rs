@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::BenchError;
@@ -143,6 +144,24 @@ fn draw_panel<DB: DrawingBackend>(
         EmptyElement::at((*x, *y)) + Text::new(level.clone(), (6, -16), ("sans-serif", 12))
     });
     chart.draw_series(labels).map_err(err)?;
+    draw_marks(&mut chart, panel, max_x)?;
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()
+        .map_err(err)
+}
+
+/// The panel's SLO line and its operating point, each with a legend entry.
+fn draw_marks<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    panel: &Panel,
+    max_x: f64,
+) -> Result<(), String> {
+    let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let color = panel.color;
     if let Some(slo) = panel.slo_ms {
         let line = [(0.0, slo), (max_x, slo)];
         chart
@@ -166,13 +185,7 @@ fn draw_panel<DB: DrawingBackend>(
             .label("operating point")
             .legend(|(x, y)| Circle::new((x + 10, y), 5, BLACK));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()
-        .map_err(err)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use tokenscale_e2e::tools::{kubernetes_validate_versions, python_with, run};
 
 mod chart {
     pub mod admin_port;
+    pub mod admission_policy;
     pub mod batch;
     pub mod crd;
     pub mod dashboard;

@@ -4,7 +4,7 @@ stores from gateway.batch, plus whatever gateway.config adds or overrides (queue
 health, upstream, models, batch, ...). */}}
 {{- define "tokenscale.gateway.config" -}}
 {{- $kubernetes := dict }}
-{{- if eq (len .Values.watchNamespaces) 1 }}
+{{- if eq (len (.Values.watchNamespaces | default list)) 1 }}
 {{- $_ := set $kubernetes "namespace" (first .Values.watchNamespaces) }}
 {{- else if .Values.watchNamespaces }}
 {{- $_ := set $kubernetes "namespaces" .Values.watchNamespaces }}

@@ -78,3 +78,15 @@ Service's EndpointSlices in the release namespace. */}}
   resources: ["endpointslices"]
   verbs: ["list"]
 {{- end }}
+
+{{/* Where the operator and the gateway act: the listed namespaces (the default), or the
+whole cluster only when asked for with clusterWide and no list. Any other combination fails
+the render with the reason, so an empty list never widens access by accident. */}}
+{{- define "tokenscale.checkWatchScope" -}}
+{{- if and .Values.clusterWide .Values.watchNamespaces }}
+{{- fail (printf "clusterWide: true acts in every namespace, but watchNamespaces lists %s: set watchNamespaces: [] with clusterWide, or clusterWide: false for namespaced mode" (join ", " .Values.watchNamespaces)) }}
+{{- end }}
+{{- if and (not .Values.clusterWide) (not .Values.watchNamespaces) }}
+{{- fail "watchNamespaces is empty: list the namespaces the operator and the gateway may act in (namespaced mode, the default), or set clusterWide: true to give them the whole cluster" }}
+{{- end }}
+{{- end }}

@@ -2,6 +2,9 @@
 //! and rejects fields the type does not have: the typed value is serialized back and every
 //! field that did not survive the round trip is reported.
 
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{
@@ -51,6 +54,10 @@ pub enum Typed {
     NetworkPolicy(Box<NetworkPolicy>),
     /// `apiextensions.k8s.io/v1` CustomResourceDefinition.
     CustomResourceDefinition(Box<CustomResourceDefinition>),
+    /// `admissionregistration.k8s.io/v1` ValidatingAdmissionPolicy.
+    ValidatingAdmissionPolicy(Box<ValidatingAdmissionPolicy>),
+    /// `admissionregistration.k8s.io/v1` ValidatingAdmissionPolicyBinding.
+    ValidatingAdmissionPolicyBinding(Box<ValidatingAdmissionPolicyBinding>),
     /// `monitoring.coreos.com/v1` ServiceMonitor.
     ServiceMonitor(Box<ServiceMonitor>),
     /// `monitoring.coreos.com/v1` PodMonitor.
@@ -85,6 +92,12 @@ impl Typed {
             ("networking.k8s.io/v1", "NetworkPolicy") => Typed::NetworkPolicy(round_trip(object)?),
             ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
                 Typed::CustomResourceDefinition(round_trip(object)?)
+            }
+            ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy") => {
+                Typed::ValidatingAdmissionPolicy(round_trip(object)?)
+            }
+            ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding") => {
+                Typed::ValidatingAdmissionPolicyBinding(round_trip(object)?)
             }
             ("monitoring.coreos.com/v1", "ServiceMonitor") => {
                 Typed::ServiceMonitor(round_trip(object)?)

@@ -13,7 +13,7 @@ use tokenscale_operator::crd::ModelDeployment;
 use crate::{NEWEST_KUBE_VERSION, scratch_dir};
 
 /// Every ModelDeployment in examples/*.yaml, as the API server would return it: (file, object).
-fn examples() -> Vec<(String, ModelDeployment)> {
+pub fn examples() -> Vec<(String, ModelDeployment)> {
     tokenscale_e2e::examples::model_deployments()
         .into_iter()
         .map(|(file, doc)| {

@@ -105,7 +105,11 @@ fn the_operator_gives_every_model_deployment_a_network_policy_admitting_only_the
                 })
         })
     };
-    assert!(may_apply(default_render(), "ClusterRole"));
+    assert!(may_apply(default_render(), "Role"));
+    assert!(may_apply(
+        ci_render("cluster-wide-values.yaml"),
+        "ClusterRole"
+    ));
     assert!(may_apply(ci_render("namespaced-values.yaml"), "Role"));
     let with_scraper = engine_ingress_from(ci_render("networkpolicy-values.yaml")).expect("on");
     assert_eq!(
@@ -261,7 +265,8 @@ fn the_notes_give_the_next_commands() {
         .nth(1)
         .unwrap_or_else(|| panic!("no NOTES in:\n{out}"));
     for expected in [
-        "kubectl apply -n tokenscale-system -f examples/",
+        // The first watched namespace: `default` unless watchNamespaces says otherwise.
+        "kubectl apply -n default -f examples/",
         "kubectl get md",
         "service/tokenscale-gateway",
         "/v1/models",

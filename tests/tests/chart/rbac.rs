@@ -1,10 +1,11 @@
 //! RBAC grants exactly what each program calls: the operator's verbs on its resources
-//! (cluster-wide, or per namespace in namespaced mode, plus Leases where it elects), the
-//! gateway read-only.
+//! (per watched namespace by default, cluster-wide only as an opt-in, plus Leases where it
+//! elects), the gateway read-only.
 
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
+use tokenscale_e2e::chart::Render;
 use tokenscale_e2e::k8s_checks::Typed;
 use tokenscale_e2e::k8s_checks::rbac::grants;
 
@@ -117,7 +118,7 @@ fn binding_subject(
 
 #[test]
 fn cluster_mode_grants_the_operator_exactly_its_verbs_and_the_gateway_only_reads() {
-    let r = default_render();
+    let r = ci_render("cluster-wide-values.yaml");
     assert_eq!(
         grants(&rules_of(r, "ClusterRole", "tokenscale-operator", None)),
         expected(OPERATOR)
@@ -154,6 +155,8 @@ fn namespaced_mode_uses_roles_in_each_watched_namespace_and_nothing_cluster_wide
         .filter(|o| o.namespace.is_none() && o.kind != "CustomResourceDefinition")
         // The user roles aggregated into admin/edit/view bind nothing themselves.
         .filter(|o| !(o.kind == "ClusterRole" && is_aggregated(o)))
+        // The admission policies only take away (tests/tests/chart/admission_policy.rs).
+        .filter(|o| !o.kind.starts_with("ValidatingAdmissionPolicy"))
         .map(|o| o.id())
         .collect();
     assert!(
@@ -217,6 +220,44 @@ fn namespaced_mode_uses_roles_in_each_watched_namespace_and_nothing_cluster_wide
         args.contains(&"--lease-namespace=tokenscale-system"),
         "{args:?}"
     );
+}
+
+#[test]
+fn the_default_is_namespaced_in_the_namespace_kubectl_uses_without_n() {
+    let r = default_render();
+    let cluster_roles: Vec<String> = r
+        .of_kind("ClusterRole")
+        .chain(r.of_kind("ClusterRoleBinding"))
+        .filter(|o| !is_aggregated(o))
+        .map(|o| o.id())
+        .collect();
+    assert!(cluster_roles.is_empty(), "{cluster_roles:?}");
+    let operator = rules_of(r, "Role", "tokenscale-operator", Some("default"));
+    assert_eq!(grants(&operator), expected(OPERATOR));
+    let gateway = rules_of(r, "Role", "tokenscale-gateway", Some("default"));
+    assert_eq!(grants(&gateway), expected(GATEWAY));
+}
+
+#[test]
+fn an_empty_namespace_list_without_the_opt_in_or_a_list_with_it_is_refused() {
+    let cases: [(&[&str], &str); 2] = [
+        (&["watchNamespaces=null"], "set clusterWide: true"),
+        (&["clusterWide=true"], "watchNamespaces lists default"),
+    ];
+    for (set, reason) in cases {
+        let refused = Render {
+            set,
+            ..Default::default()
+        }
+        .template();
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.to_string().contains(reason)),
+            "{set:?} was not refused with {reason:?}: {:?}",
+            refused.map(|_| "rendered")
+        );
+    }
 }
 
 #[test]

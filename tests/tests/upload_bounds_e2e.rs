@@ -114,7 +114,13 @@ fn upload(api: SocketAddr, client: usize, size: u64, kill_at: Option<u64>) -> Ou
         std::thread::sleep(due.saturating_duration_since(Instant::now()));
     }
     let _ = stream.write_all(tail.as_bytes());
-    let (status, head, body) = read_response_with_head(&mut stream).expect("the answer");
+    // An upload cut mid-body may find the connection reset before its answer is read.
+    let Ok((status, head, body)) = read_response_with_head(&mut stream) else {
+        return Outcome::Refused {
+            status: 0,
+            retry_after: false,
+        };
+    };
     if status != 200 {
         let retry_after = header(&head, "retry-after").is_some();
         eprintln!("upload {client}: {status} {body}");
@@ -187,6 +193,42 @@ fn stored_files(dir: &std::path::Path) -> Vec<String> {
     names
 }
 
+/// Starts a gateway whose batch store is `batch_dir`, with `bounds` and `batch` settings
+/// added; its address and pid.
+fn gateway(
+    procs: &mut Procs,
+    dir: &std::path::Path,
+    bounds: &str,
+    batch: &str,
+) -> (SocketAddr, u32) {
+    let config = format!(
+        "models:\n  - name: m\n    upstreams: [\"http://127.0.0.1:9\"]\n\
+         tenants:\n  - name: open\n    models: [\"*\"]\n\
+         anonymous: open\n\
+         max_body_bytes: 1048576\n\
+         bounds: {{{bounds}}}\n\
+         batch: {{dir: {:?}, {batch}}}\n",
+        dir.join("batch").display().to_string(),
+    );
+    let api = start_gateway(procs, dir, &config, "warn", &[]);
+    (api, procs.0.last().expect("the gateway").id())
+}
+
+/// The ids of the files `GET /v1/files` lists, sorted.
+fn listed_files(api: SocketAddr) -> Vec<String> {
+    let (status, list) = cli_support::get(api, "/v1/files?limit=100").expect("list");
+    assert_eq!(status, 200, "{list}");
+    let listed: serde_json::Value = serde_json::from_str(&list).expect("json");
+    let mut ids: Vec<String> = listed["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|f| f["id"].as_str().unwrap_or_default().to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
 #[test]
 fn concurrent_slow_uploads_stay_within_the_body_budget() {
     if !cfg!(target_os = "linux") {
@@ -201,17 +243,9 @@ fn concurrent_slow_uploads_stay_within_the_body_budget() {
     let dir = scratch_dir("upload-bounds");
     let batch_dir = dir.path().join("batch");
     let mut procs = Procs(Vec::new());
-    let config = format!(
-        "models:\n  - name: m\n    upstreams: [\"http://127.0.0.1:9\"]\n\
-         tenants:\n  - name: open\n    models: [\"*\"]\n\
-         anonymous: open\n\
-         bounds: {{max_buffered_body_bytes: {BUDGET}}}\n\
-         batch: {{dir: {:?}, max_file_bytes: {}}}\n",
-        batch_dir.display().to_string(),
-        size.max(200 << 20)
-    );
-    let api = start_gateway(&mut procs, dir.path(), &config, "warn", &[]);
-    let pid = procs.0.last().expect("the gateway").id();
+    let bounds = format!("max_buffered_body_bytes: {BUDGET}");
+    let batch = format!("max_file_bytes: {}", size.max(200 << 20));
+    let (api, pid) = gateway(&mut procs, dir.path(), &bounds, &batch);
     let idle_kib = memory_kib(pid, "VmRSS:").unwrap_or(0);
 
     let done = Arc::new(AtomicBool::new(false));
@@ -279,18 +313,12 @@ fn concurrent_slow_uploads_stay_within_the_body_budget() {
     );
 
     // The killed upload left no record and no object, staged or whole.
-    let (status, list) = cli_support::get(api, "/v1/files?limit=100").expect("list");
-    assert_eq!(status, 200, "{list}");
-    let listed: serde_json::Value = serde_json::from_str(&list).expect("json");
-    let mut ids: Vec<String> = listed["data"]
-        .as_array()
-        .expect("data")
-        .iter()
-        .map(|f| f["id"].as_str().unwrap_or_default().to_string())
-        .collect();
-    ids.sort();
     uploaded.sort();
-    assert_eq!(ids, uploaded, "the listed files are the finished ones");
+    assert_eq!(
+        listed_files(api),
+        uploaded,
+        "the listed files are the finished ones"
+    );
     assert_eq!(
         stored_files(&batch_dir.join("objects")),
         uploaded,
@@ -300,5 +328,80 @@ fn concurrent_slow_uploads_stay_within_the_body_budget() {
     assert!(
         hwm_kib < RSS_CAP_KIB,
         "the gateway's RSS peaked at {hwm_kib} KiB"
+    );
+}
+
+/// A budget with room for two uploads: a third waits 2 s and gets 503 with `retry-after`;
+/// an upload under `upload_min_bytes_per_s` is cut at the end of its first 10 s; neither
+/// leaves a file.
+#[test]
+fn a_spent_budget_refuses_and_a_slow_upload_is_cut() {
+    let dir = scratch_dir("upload-refusals");
+    let mut procs = Procs(Vec::new());
+    // One local upload holds a 256 KiB part and 1 MiB of slack: two fit in 3 MiB.
+    let bounds = "max_buffered_body_bytes: 3145728";
+    let (api, _) = gateway(
+        &mut procs,
+        dir.path(),
+        bounds,
+        "upload_min_bytes_per_s: 2000000",
+    );
+    let size = 4u64 << 20;
+    let holders: Vec<_> = (0..2)
+        .map(|client| std::thread::spawn(move || upload(api, client, size, None)))
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let asked = Instant::now();
+    let third = upload(api, 2, size, None);
+    let waited = asked.elapsed();
+    let mut uploaded: Vec<String> = holders
+        .into_iter()
+        .map(|h| match h.join().expect("a client") {
+            Outcome::Uploaded(id) => id,
+            other => panic!("an upload within the budget: {other:?}"),
+        })
+        .collect();
+    println!(
+        "third upload: {third:?} after {:.1} s",
+        waited.as_secs_f64()
+    );
+    assert!(
+        matches!(
+            third,
+            Outcome::Refused {
+                status: 503,
+                retry_after: true
+            }
+        ),
+        "{third:?}"
+    );
+    // 1 MiB/s against a floor of 2 MB/s: cut when its first window closes.
+    let started = Instant::now();
+    let slow = upload(api, 3, 30 << 20, None);
+    let cut_after = started.elapsed();
+    println!(
+        "slow upload: {slow:?} after {:.1} s",
+        cut_after.as_secs_f64()
+    );
+    assert!(
+        matches!(
+            slow,
+            Outcome::Refused {
+                status: 408 | 0,
+                ..
+            }
+        ),
+        "{slow:?}"
+    );
+    assert!(
+        cut_after < Duration::from_secs(20),
+        "cut after {cut_after:?}"
+    );
+    uploaded.sort();
+    assert_eq!(listed_files(api), uploaded);
+    let stored = stored_files(&dir.path().join("batch/objects"));
+    assert_eq!(
+        stored, uploaded,
+        "the store holds the finished files and nothing else"
     );
 }

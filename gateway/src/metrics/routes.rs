@@ -8,11 +8,14 @@ use tokenscale_common::metrics::{LABEL_MODEL_NAME as MODEL, gateway as names};
 
 use super::render::{esc, family};
 
+/// A fallback's labels: route, from, to, reason.
+type FallbackKey = (String, String, String, &'static str);
+
 /// Requests by `(route, model)`, fallbacks by `(route, from, to, reason)`.
 #[derive(Debug, Default)]
 pub struct RouteCounts {
     served: Mutex<BTreeMap<(String, String), u64>>,
-    fallbacks: Mutex<BTreeMap<(String, String, String, &'static str), u64>>,
+    fallbacks: Mutex<BTreeMap<FallbackKey, u64>>,
 }
 
 impl RouteCounts {

@@ -1,7 +1,6 @@
 //! Reading a `ModelDeployment` manifest for `tokenscale up`: the operator's own spec type, so
 //! the same file runs on one machine and in a cluster.
 
-use std::path::Path;
 
 use serde::Deserialize;
 use tokenscale_operator::crd::{Backend, EngineKind, ModelDeploymentSpec, ModelSource};
@@ -27,22 +26,6 @@ pub struct Metadata {
 }
 
 impl Manifest {
-    /// Reads `path`, or the bundled example when `None`.
-    pub fn load(path: Option<&Path>) -> Result<Self, UpError> {
-        let (text, origin) = match path {
-            Some(p) => (
-                std::fs::read_to_string(p)
-                    .map_err(|e| UpError::Manifest(format!("{}: {e}", p.display())))?,
-                p.display().to_string(),
-            ),
-            None => (
-                DEFAULT_MANIFEST.to_string(),
-                "the bundled smollm2 example".to_string(),
-            ),
-        };
-        Self::parse(&text).map_err(|e| UpError::Manifest(format!("{origin}: {e}")))
-    }
-
     /// Parses and checks a manifest text.
     pub fn parse(text: &str) -> Result<Self, String> {
         let manifest: Self = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;

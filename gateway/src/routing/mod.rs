@@ -98,23 +98,22 @@ impl Router {
     /// Serves `specs` as the routes of the static configuration (checked at load, see
     /// [`route::check_routes`]), beside those discovered.
     pub fn set_routes(&self, specs: Vec<RouteSpec>) {
-        let mut declared = self
-            .declared_routes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        declared.0 = specs;
-        self.install_routes(&declared.0, &declared.1);
+        self.declare_routes(|declared| declared.0 = specs);
     }
 
     /// Serves `specs` as the routes discovered in the cluster, beside the static ones. One
     /// that cannot work with the rest (a name already served, a loop) is left out and
     /// logged; a target not served yet is skipped at request time.
     pub fn set_discovered_routes(&self, specs: Vec<RouteSpec>) {
+        self.declare_routes(|declared| declared.1 = specs);
+    }
+
+    fn declare_routes(&self, change: impl FnOnce(&mut (Vec<RouteSpec>, Vec<RouteSpec>))) {
         let mut declared = self
             .declared_routes
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        declared.1 = specs;
+        change(&mut declared);
         self.install_routes(&declared.0, &declared.1);
     }
 

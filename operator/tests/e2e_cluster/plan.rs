@@ -106,6 +106,9 @@ impl Plan {
         };
         json!({
             "crds": {"install": true, "keep": false},
+            // The chart is namespaced by default (the `default` namespace only): the operator
+            // and the gateway watch the run's two namespaces.
+            "watchNamespaces": [self.release_namespace, self.model_namespace],
             "operator": {"replicas": 1, "image": image("operator"),
                          "leaderElection": {"enabled": false}},
             "gateway": {

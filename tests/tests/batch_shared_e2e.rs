@@ -9,10 +9,12 @@ mod cli_support;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cli_support::{Procs, binary, free_port, metric_sum, scratch_dir, start_sim_engine, wait_for};
+use cli_support::{
+    Procs, binary, free_port, metric_sum, scratch_dir, spawn, start_s3, start_sim_engine, wait_for,
+};
 use serde_json::{Value, json};
 
 const MODEL: &str = "shared-sim";
@@ -50,18 +52,6 @@ fn call(addr: SocketAddr, method: &str, path: &str, content_type: &str, body: &[
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{method} {path}: {e}: {text}"))
 }
 
-/// Starts `program` with `args` (stderr to `log`), owned by `procs`.
-fn spawn(procs: &mut Procs, mut command: Command, log: &std::path::Path) -> usize {
-    let stderr = std::fs::File::create(log).expect("log file");
-    let child: Child = command
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {command:?}: {e} (scripts/setup installs it)"));
-    procs.0.push(child);
-    procs.0.len() - 1
-}
-
 /// A `redis-server` with no persistence on a free port; its port once it answers.
 fn start_redis(procs: &mut Procs, dir: &std::path::Path) -> u16 {
     let port = free_port();
@@ -80,27 +70,6 @@ fn start_redis(procs: &mut Procs, dir: &std::path::Path) -> u16 {
             && &reply == b"+PONG\r\n"
     });
     port
-}
-
-/// moto's S3 server on a free port with `BUCKET` created; its address.
-fn start_s3(procs: &mut Procs, dir: &std::path::Path) -> SocketAddr {
-    let port = free_port();
-    let mut command = tokenscale_e2e::tools::python_with("moto.server").expect("moto");
-    command.args([
-        "-m",
-        "moto.server",
-        "-H",
-        "127.0.0.1",
-        "-p",
-        &port.to_string(),
-    ]);
-    spawn(procs, command, &dir.join("s3.log"));
-    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
-    // A plain PUT of the bucket: moto takes it unsigned.
-    wait_for("moto to create the bucket", Duration::from_secs(30), || {
-        request(addr, "PUT", &format!("/{BUCKET}"), "text/plain", b"").is_ok_and(|(s, _)| s == 200)
-    });
-    addr
 }
 
 /// A gateway over `engine`, sharing `redis` and `s3` with the others; its address.
@@ -132,11 +101,7 @@ fn start_gateway(
         .args(["--listen", &addr.to_string()])
         .args(cli_support::admin_listen(addr))
         .env("RUST_LOG", "warn")
-        .env("AWS_ENDPOINT_URL", format!("http://{s3}"))
-        .env("AWS_ALLOW_HTTP", "true")
-        .env("AWS_ACCESS_KEY_ID", "e2e")
-        .env("AWS_SECRET_ACCESS_KEY", "e2e")
-        .env("AWS_REGION", "us-east-1");
+        .envs(cli_support::s3_env(s3));
     let index = spawn(procs, command, &dir.join(format!("{name}.log")));
     wait_for(
         &format!("gateway {name} to see its replica ready"),
@@ -211,7 +176,7 @@ fn two_gateways_share_a_batch_and_the_survivor_finishes_it_when_one_is_killed() 
     let dir = scratch_dir("batch-shared");
     let mut procs = Procs::default();
     let redis = start_redis(&mut procs, &dir);
-    let s3 = start_s3(&mut procs, &dir);
+    let s3 = start_s3(&mut procs, &dir, BUCKET);
     let profile = dir.join("profile.yaml");
     std::fs::write(&profile, cli_support::SIM_PROFILE).expect("profile");
     let engine = start_sim_engine(&mut procs, &profile.display().to_string(), MODEL);

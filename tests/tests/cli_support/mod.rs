@@ -220,6 +220,18 @@ pub fn start_gateway(
     rust_log: &str,
     models: &[&str],
 ) -> SocketAddr {
+    start_gateway_with_env(procs, dir, config, rust_log, models, &[])
+}
+
+/// [`start_gateway`] with `env` added to the gateway's environment.
+pub fn start_gateway_with_env(
+    procs: &mut Procs,
+    dir: &std::path::Path,
+    config: &str,
+    rust_log: &str,
+    models: &[&str],
+    env: &[(&str, String)],
+) -> SocketAddr {
     let path = dir.join("gateway.yaml");
     std::fs::write(&path, config).expect("gateway config");
     let api: SocketAddr = ([127, 0, 0, 1], free_port()).into();
@@ -230,6 +242,7 @@ pub fn start_gateway(
             .args(["--listen", &api.to_string(), "--log-json"])
             .args(admin_listen(api))
             .env("RUST_LOG", rust_log)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(std::fs::File::create(dir.join("gateway.log")).expect("log"))
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -405,4 +418,49 @@ spec:
     initialTokensPerSecondPerGpu: 500
 "
     )
+}
+
+/// Starts `command` (stdout dropped, stderr to `log`), owned by `procs`; its index there.
+pub fn spawn(procs: &mut Procs, mut command: Command, log: &std::path::Path) -> usize {
+    let stderr = std::fs::File::create(log).expect("log file");
+    let child: Child = command
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {command:?}: {e} (scripts/setup installs it)"));
+    procs.0.push(child);
+    procs.0.len() - 1
+}
+
+/// moto's S3 server on a free port with `bucket` created; its address.
+pub fn start_s3(procs: &mut Procs, dir: &std::path::Path, bucket: &str) -> SocketAddr {
+    let port = free_port();
+    let mut command = tokenscale_e2e::tools::python_with("moto.server").expect("moto");
+    command.args([
+        "-m",
+        "moto.server",
+        "-H",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+    ]);
+    spawn(procs, command, &dir.join("s3.log"));
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    // A plain PUT of the bucket: moto takes it unsigned.
+    let path = format!("/{bucket}");
+    wait_for("moto to create the bucket", Duration::from_secs(30), || {
+        exchange(addr, "PUT", &path, None, "", Duration::from_secs(5)).is_ok_and(|(s, _)| s == 200)
+    });
+    addr
+}
+
+/// The environment that points a gateway's `s3://` store at the moto server `s3`.
+pub fn s3_env(s3: SocketAddr) -> [(&'static str, String); 5] {
+    [
+        ("AWS_ENDPOINT_URL", format!("http://{s3}")),
+        ("AWS_ALLOW_HTTP", "true".into()),
+        ("AWS_ACCESS_KEY_ID", "e2e".into()),
+        ("AWS_SECRET_ACCESS_KEY", "e2e".into()),
+        ("AWS_REGION", "us-east-1".into()),
+    ]
 }

@@ -244,7 +244,7 @@ impl Batches {
                     return Err(too_large(limit));
                 }
                 // A frame larger than the slack takes its excess from the budget too.
-                let needed = upload.pending_bytes() + data.len() + FRAME_SLACK;
+                let needed = upload.pending_bytes() + data.len();
                 let held = receiving.held.num_permits();
                 if needed > held {
                     let more = take_budget(&self.bounds.body_budget, needed - held).await;

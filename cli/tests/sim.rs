@@ -280,7 +280,7 @@ fn a_start_time_tokenscale_is_not_told_is_measured_and_planned_with() {
         .map(|e| e.to_string());
     assert!(
         err.as_deref()
-            .is_some_and(|e| e.contains("not a positive number")),
+            .is_some_and(|e| e.contains("must be a positive duration")),
         "{err:?}"
     );
 }

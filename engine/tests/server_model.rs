@@ -306,9 +306,29 @@ async fn the_binary_drains_on_sigterm_and_exits_zero() {
             .args(["--served-model-name", MODEL_NAME]),
     )
     .await;
-    let long = json!({"model": MODEL_NAME, "prompt": "Count to fifty:", "max_tokens": 48, "ignore_eos": true, "temperature": 0});
+    let long = json!({"model": MODEL_NAME, "prompt": "Count to fifty:", "max_tokens": 128, "ignore_eos": true, "temperature": 0});
     let running = tokio::spawn(async move { post_json(addr, "/v1/completions", &long).await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // SIGTERM while the request runs (a fixed sleep raced it: on a fast machine 48 tokens
+    // were done before the signal, the engine had nothing to drain and was already gone).
+    let started = Instant::now();
+    loop {
+        let metrics = client::get(addr, "/metrics")
+            .await
+            .map(|r| r.body)
+            .unwrap_or_default();
+        let running_now = metrics
+            .lines()
+            .find(|l| l.starts_with("vllm:num_requests_running"))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok());
+        if running_now >= Some(1.0) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the request never ran: {metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let pid = child.0.id().to_string();
     let kill = Command::new("kill")
         .args(["-TERM", &pid])
@@ -328,7 +348,7 @@ async fn the_binary_drains_on_sigterm_and_exits_zero() {
     );
     let finished = running.await.expect("running request");
     assert_eq!(finished.status, 200, "{}", finished.body);
-    assert_eq!(finished.json()["usage"]["completion_tokens"], 48);
+    assert_eq!(finished.json()["usage"]["completion_tokens"], 128);
     let status = tokio::task::spawn_blocking(move || {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 
 use kube::CustomResourceExt;
 use serde_json::Value;
-use tokenscale_operator::crd::ModelDeployment;
 use tokenscale_operator::crd::generate::all_files;
 use tokenscale_operator::crd::spec::{Backend, DEFAULT_CUDA_IMAGE, DEFAULT_IMAGE, EngineKind};
+use tokenscale_operator::crd::{ModelDeployment, ModelRoute};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -26,7 +26,14 @@ const MIRRORED_RULES: &[&str] = &[
 ];
 
 fn crd_schema() -> Value {
-    let crd = serde_json::to_value(ModelDeployment::crd()).expect("CRD serialises");
+    schema_of(ModelDeployment::crd())
+}
+
+/// A CRD's schema as the API server applies it to an object, strict.
+fn schema_of(
+    crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> Value {
+    let crd = serde_json::to_value(crd).expect("CRD serialises");
     let mut schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone();
     // The API server knows these top-level fields without the CRD listing them.
     for (field, kind) in [
@@ -150,6 +157,20 @@ fn crd_has_names_subresources_columns_and_every_cel_rule_is_mirrored() {
     );
 }
 
+/// The problems of one `ModelRoute` document: its CRD's schema, then the typed parse.
+fn route_problems(value: Value) -> Vec<String> {
+    let schema = schema_of(ModelRoute::crd());
+    let validator = jsonschema::validator_for(&schema).expect("the CRD schema compiles");
+    let mut out: Vec<String> = validator
+        .iter_errors(&value)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    if let Err(e) = serde_json::from_value::<ModelRoute>(value) {
+        out.push(format!("typed parse: {e}"));
+    }
+    out
+}
+
 #[test]
 fn every_example_validates() {
     let dir = root().join("examples");
@@ -160,9 +181,17 @@ fn every_example_validates() {
             continue;
         }
         let text = std::fs::read_to_string(&path).expect("readable example");
-        let found = problems(&text);
-        assert!(found.is_empty(), "{}: {found:#?}", path.display());
-        checked += 1;
+        // A file may hold several documents: the models and the routes over them.
+        let documents: Vec<Value> = serde_saphyr::from_multiple(&text)
+            .unwrap_or_else(|e| panic!("{}: not YAML: {e}", path.display()));
+        for document in documents.into_iter().filter(|d| !d.is_null()) {
+            let found = match document["kind"].as_str() {
+                Some("ModelRoute") => route_problems(document),
+                _ => problems(&serde_json::to_string(&document).expect("JSON")),
+            };
+            assert!(found.is_empty(), "{}: {found:#?}", path.display());
+            checked += 1;
+        }
     }
     assert!(
         checked >= 3,

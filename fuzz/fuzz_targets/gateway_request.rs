@@ -22,15 +22,16 @@ mod error {
     }
 }
 
+// Only `top_level_members` is used here.
+#[allow(dead_code)]
+#[path = "../../gateway/src/proxy/json_members.rs"]
+mod json_members;
 // Fields the gateway reads elsewhere (priority, n) are unread here.
 #[allow(dead_code)]
 #[path = "../../gateway/src/request/parse.rs"]
 mod parse;
 #[path = "../../gateway/src/request/rewrite.rs"]
 mod rewrite;
-#[allow(dead_code)]
-#[path = "../../gateway/src/proxy/json_members.rs"]
-mod json_members;
 /// The member scan the model rewrite uses, where the gateway keeps it.
 mod proxy {
     pub(crate) use super::json_members;
@@ -84,7 +85,10 @@ fn check_model_rename(body: &Bytes) {
     let out = rewrite::with_model(body, "route-target \"7\"");
     expected.insert("model".into(), Value::from("route-target \"7\""));
     let got: Value = serde_json::from_slice(&out).unwrap_or_else(|e| {
-        panic!("the model rename broke the JSON ({e}): {}", String::from_utf8_lossy(&out))
+        panic!(
+            "the model rename broke the JSON ({e}): {}",
+            String::from_utf8_lossy(&out)
+        )
     });
     assert_eq!(got, Value::Object(expected));
 }

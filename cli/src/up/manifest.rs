@@ -1,7 +1,6 @@
 //! Reading a `ModelDeployment` manifest for `tokenscale up`: the operator's own spec type, so
 //! the same file runs on one machine and in a cluster.
 
-
 use serde::Deserialize;
 use tokenscale_operator::crd::{Backend, EngineKind, ModelDeploymentSpec, ModelSource};
 

@@ -19,6 +19,6 @@ mod routes;
 mod routing;
 mod shared_limits;
 mod streaming;
+mod support;
 mod usage;
 mod vllm_failover;
-mod support;

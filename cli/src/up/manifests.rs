@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use tokenscale_gateway::routing::route::check_routes;
+use tokenscale_gateway::routing::route::{KnownModels, check_routes};
 use tokenscale_gateway::routing::{RouteSpec, RouteTarget};
 use tokenscale_operator::crd::ModelRoute;
 
@@ -86,8 +86,11 @@ impl Manifests {
         {
             return Err(format!("the served name {:?} is declared twice", twice.1));
         }
-        let is_model = |name: &str| names.iter().any(|n| n == name);
-        check_routes(&routes, Some(&is_model)).map_err(|e| e.to_string())?;
+        let known = KnownModels {
+            is_model: &|name: &str| names.iter().any(|n| n == name),
+            complete: true,
+        };
+        check_routes(&routes, known).map_err(|e| e.to_string())?;
         Ok(Self {
             deployments,
             routes,

@@ -4,7 +4,8 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use super::{Config, ConfigError};
-use crate::routing::{RouteSpec, RouteTarget, route::check_routes};
+use crate::routing::route::{KnownModels, check_routes};
+use crate::routing::{RouteSpec, RouteTarget};
 
 /// One route (`routes[]`).
 #[derive(Debug, Clone, Deserialize)]
@@ -62,24 +63,12 @@ impl Config {
     /// model of this file serves is refused unless models are also discovered in a cluster.
     pub(super) fn validate_routes(&self) -> Result<(), ConfigError> {
         let models: Vec<&str> = self.models.iter().map(|m| m.name.value.as_str()).collect();
-        let is_model = |name: &str| models.contains(&name);
-        let known: Option<&dyn Fn(&str) -> bool> = match self.kubernetes {
-            // `ModelDeployment`s come and go: a target may be served later.
-            Some(_) => None,
-            None => Some(&is_model),
+        let known = KnownModels {
+            is_model: &|name: &str| models.contains(&name),
+            // With discovery, `ModelDeployment`s come and go: a target may be served later.
+            complete: self.kubernetes.is_none(),
         };
-        let specs = self.route_specs();
-        // A route named like a model shadows nothing: check it even with discovery on.
-        for (route, spec) in self.routes.iter().zip(&specs) {
-            if is_model(&spec.name) {
-                let reason = format!(
-                    "route `{}`: a model is served under this name; a route needs a name of its own",
-                    spec.name
-                );
-                return Err(ConfigError::invalid_route(&route.name, reason));
-            }
-        }
-        check_routes(&specs, known)
+        check_routes(&self.route_specs(), known)
             .map_err(|e| ConfigError::invalid_route(&self.routes[e.index].name, e.to_string()))
     }
 }

@@ -122,14 +122,16 @@ impl Router {
     fn install_routes(&self, fixed: &[RouteSpec], discovered: &[RouteSpec]) {
         let mut specs: Vec<RouteSpec> = fixed.to_vec();
         for spec in discovered {
-            let taken =
-                specs.iter().any(|s| s.name == spec.name) || self.model(&spec.name).is_some();
-            if taken {
-                tracing::warn!(route = %spec.name, "a route of this name, or a model, is already served; the ModelRoute is ignored");
+            if specs.iter().any(|s| s.name == spec.name) {
+                tracing::warn!(route = %spec.name, "a route of this name is already served; the ModelRoute is ignored");
                 continue;
             }
             specs.push(spec.clone());
-            if let Err(error) = route::check_routes(&specs, None) {
+            let known = route::KnownModels {
+                is_model: &|name: &str| self.model(name).is_some(),
+                complete: false,
+            };
+            if let Err(error) = route::check_routes(&specs, known) {
                 tracing::warn!(%error, "the ModelRoute is ignored");
                 specs.pop();
             }

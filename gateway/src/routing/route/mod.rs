@@ -9,7 +9,7 @@ mod table;
 mod tests;
 
 pub use layer::{FallbackLayer, Fallbacks};
-pub use table::{RouteError, check_routes};
+pub use table::{KnownModels, RouteError, check_routes};
 
 use std::sync::Mutex;
 

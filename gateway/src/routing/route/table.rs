@@ -17,14 +17,21 @@ pub struct RouteError {
     pub reason: String,
 }
 
+/// What is known of the served models when routes are checked.
+#[derive(Clone, Copy)]
+pub struct KnownModels<'a> {
+    /// Whether a name is served as a model now.
+    pub is_model: &'a dyn Fn(&str) -> bool,
+    /// Whether those are all the models there will be (a static file); `false` when models
+    /// are discovered later, so a target not served yet is accepted (and skipped at request
+    /// time while it is not).
+    pub complete: bool,
+}
+
 /// Checks `routes` together: names unique and not a model's, at least one weighted target,
-/// no name twice in a route, every target and fallback a known model or route (when
-/// `is_model` is given; without it models are discovered later and a missing one is skipped
-/// at request time), and no loop through routes.
-pub fn check_routes(
-    routes: &[RouteSpec],
-    is_model: Option<&dyn Fn(&str) -> bool>,
-) -> Result<(), RouteError> {
+/// no name twice in a route, every target and fallback a known model or route (when the
+/// models are `complete`), and no loop through routes.
+pub fn check_routes(routes: &[RouteSpec], models: KnownModels<'_>) -> Result<(), RouteError> {
     let by_name: HashMap<&str, usize> = routes
         .iter()
         .enumerate()
@@ -36,7 +43,7 @@ pub fn check_routes(
             index,
             reason,
         };
-        one_route(route, &by_name, index, is_model).map_err(refuse)?;
+        one_route(route, &by_name, index, models).map_err(refuse)?;
     }
     for (index, route) in routes.iter().enumerate() {
         if let Some(path) = find_loop(index, routes, &by_name) {
@@ -55,7 +62,7 @@ fn one_route(
     route: &RouteSpec,
     by_name: &HashMap<&str, usize>,
     index: usize,
-    is_model: Option<&dyn Fn(&str) -> bool>,
+    models: KnownModels<'_>,
 ) -> Result<(), String> {
     if route.name.trim().is_empty() {
         return Err("the name is empty".into());
@@ -63,7 +70,7 @@ fn one_route(
     if by_name.get(route.name.as_str()) != Some(&index) {
         return Err("the name is declared twice".into());
     }
-    if is_model.is_some_and(|is_model| is_model(&route.name)) {
+    if (models.is_model)(&route.name) {
         return Err("a model is served under this name; a route needs a name of its own".into());
     }
     if route.targets.iter().all(|t| t.weight == 0) {
@@ -84,7 +91,8 @@ fn one_route(
         if name == &route.name {
             return Err(format!("it names itself, so it loops: {name} -> {name}"));
         }
-        let known = by_name.contains_key(name.as_str()) || is_model.is_none_or(|f| f(name));
+        let known =
+            by_name.contains_key(name.as_str()) || !models.complete || (models.is_model)(name);
         if !known {
             return Err(format!("`{name}` is neither a served model nor a route"));
         }

@@ -63,9 +63,15 @@ fn models(name: &str) -> bool {
     ["a", "b", "c"].contains(&name)
 }
 
-fn refused(routes: &[RouteSpec], known: bool) -> String {
-    let is_model: &dyn Fn(&str) -> bool = &models;
-    check_routes(routes, known.then_some(is_model))
+fn known(complete: bool) -> KnownModels<'static> {
+    KnownModels {
+        is_model: &models,
+        complete,
+    }
+}
+
+fn refused(routes: &[RouteSpec], complete: bool) -> String {
+    check_routes(routes, known(complete))
         .expect_err("refused")
         .to_string()
 }
@@ -76,8 +82,7 @@ fn what_cannot_work_is_refused_with_its_reason() {
         spec("chat", &[("a", 3), ("b", 1)], &["cheap"]),
         spec("cheap", &[("c", 1)], &[]),
     ];
-    let is_model: &dyn Fn(&str) -> bool = &models;
-    assert_eq!(check_routes(&good, Some(is_model)), Ok(()));
+    assert_eq!(check_routes(&good, known(true)), Ok(()));
     let missing = refused(&[spec("chat", &[("a", 1)], &["nope"])], true);
     assert_eq!(
         missing,
@@ -85,7 +90,7 @@ fn what_cannot_work_is_refused_with_its_reason() {
     );
     // With models discovered later, a target not yet served is accepted.
     assert_eq!(
-        check_routes(&[spec("chat", &[("nope", 1)], &[])], None),
+        check_routes(&[spec("chat", &[("nope", 1)], &[])], known(false)),
         Ok(())
     );
     let looped = refused(
@@ -95,11 +100,14 @@ fn what_cannot_work_is_refused_with_its_reason() {
     assert_eq!(looped, "route `x`: it loops: x -> y -> x");
     let own = refused(&[spec("x", &[("a", 1)], &["x"])], false);
     assert_eq!(own, "route `x`: it names itself, so it loops: x -> x");
-    let shadow = refused(&[spec("a", &[("b", 1)], &[])], true);
-    assert!(
-        shadow.contains("a model is served under this name"),
-        "{shadow}"
-    );
+    // A route named like a model is refused whether or not models are discovered later.
+    for complete in [true, false] {
+        let shadow = refused(&[spec("a", &[("b", 1)], &[])], complete);
+        assert!(
+            shadow.contains("a model is served under this name"),
+            "{shadow}"
+        );
+    }
     let twice = refused(&[spec("x", &[("a", 1)], &["a"])], true);
     assert!(twice.contains("`a` is listed twice"), "{twice}");
     let unweighted = refused(&[spec("x", &[("a", 0)], &["b"])], true);

@@ -150,6 +150,23 @@ impl KvCacheManager {
         }
     }
 
+    /// Shrinks `request`'s table to the blocks covering its first `num_tokens` tokens (a
+    /// speculative step's rejected positions): the blocks past them go back to the pool, last
+    /// first. Their slots held keys and values of tokens that were never kept; a kept block's
+    /// stale slots are written again before any step reads them.
+    pub fn truncate(&mut self, request: RequestId, num_tokens: usize) {
+        let Some(table) = self.tables.get_mut(&request) else {
+            return;
+        };
+        let keep = num_tokens.div_ceil(self.block_size);
+        if keep >= table.blocks.len() {
+            return;
+        }
+        let dropped = table.blocks.split_off(keep);
+        table.hashes.truncate(keep);
+        self.pool.free(dropped.into_iter().rev());
+    }
+
     /// Releases every block of `request` (last block first, so a shared prefix's tail is
     /// evicted before its head). Unknown requests are ignored.
     pub fn free(&mut self, request: RequestId) {

@@ -27,6 +27,9 @@ pub struct SchedRequest {
     /// Every prompt position's logits are wanted (prompt logprobs): the prefix cache is not
     /// read for this request, since a cached position has no logits.
     pub prompt_logits: bool,
+    /// Tokens guessed to follow `tokens` (a speculative draft), run with the next decode
+    /// token and verified against its logits; empty when not speculating.
+    pub draft: Vec<u32>,
 }
 
 impl SchedRequest {
@@ -43,6 +46,7 @@ impl SchedRequest {
             arrival_seq: 0,
             num_preemptions: 0,
             prompt_logits: false,
+            draft: Vec::new(),
         }
     }
 

@@ -30,6 +30,9 @@ pub struct ScheduledSeq {
     /// Every token of this prompt chunk wants its logits (the request asked for prompt
     /// logprobs).
     pub prompt_logits: bool,
+    /// Of `num_tokens`, the trailing draft tokens (a verify step: every row's logits are
+    /// wanted, and only the accepted ones stay computed; see [`Scheduler::settle_draft`]).
+    pub num_draft: usize,
 }
 
 /// What one call to [`Scheduler::schedule`] decided.
@@ -175,7 +178,8 @@ impl Scheduler {
             let Some(request) = self.requests.get_mut(&seq.id) else {
                 continue;
             };
-            request.num_computed_tokens = seq.start_pos + seq.num_tokens;
+            // Draft positions count once accepted (`settle_draft`).
+            request.num_computed_tokens = seq.start_pos + seq.num_tokens - seq.num_draft;
             let salt = request.cache_salt.as_deref();
             kv.cache_computed_blocks(seq.id, &request.tokens, request.num_computed_tokens, salt);
         }
@@ -200,6 +204,10 @@ impl Scheduler {
             let num_new = request.num_uncomputed().min(*budget);
             let target = request.num_computed_tokens + num_new;
             if num_new == 0 {
+                i += 1;
+                continue;
+            }
+            if self.schedule_with_draft(kv, out, budget, id) {
                 i += 1;
                 continue;
             }
@@ -329,6 +337,62 @@ impl Scheduler {
             .map(|(p, _)| p)
     }
 
+    /// A decoding request with a draft runs its token and as much of the draft as the budget
+    /// and the pool allow. False (nothing changed) when it has no draft or no room for one.
+    fn schedule_with_draft(
+        &mut self,
+        kv: &mut KvCacheManager,
+        out: &mut SchedulerOutput,
+        budget: &mut usize,
+        id: RequestId,
+    ) -> bool {
+        let Some(request) = self.requests.get(&id) else {
+            return false;
+        };
+        let num_draft = request.draft.len().min(budget.saturating_sub(1));
+        if request.num_uncomputed() != 1 || num_draft == 0 {
+            return false;
+        }
+        let target = request.num_computed_tokens + 1 + num_draft;
+        if kv
+            .allocate_slots(id, target, &CachedPrefix::default())
+            .is_none()
+        {
+            return false;
+        }
+        self.push_seq(out, id, 1);
+        if let Some(seq) = out.seqs.last_mut() {
+            seq.num_tokens += num_draft;
+            seq.num_draft = num_draft;
+        }
+        *budget -= 1 + num_draft;
+        true
+    }
+
+    /// Sets the draft a decoding request runs next step (replacing any earlier one).
+    pub fn set_draft(&mut self, id: RequestId, draft: Vec<u32>) {
+        if let Some(request) = self.requests.get_mut(&id) {
+            request.draft = draft;
+        }
+    }
+
+    /// After a verify step of `id` whose chosen tokens were appended: its first `accepted`
+    /// draft tokens are computed, the rejected positions' blocks go back to the pool, and
+    /// the blocks that became full join the prefix cache.
+    pub fn settle_draft(&mut self, id: RequestId, accepted: usize, kv: &mut KvCacheManager) {
+        let Some(request) = self.requests.get_mut(&id) else {
+            return;
+        };
+        request.draft.clear();
+        // The last appended token (a correction or bonus) is not computed yet.
+        let computed =
+            (request.num_computed_tokens + accepted).min(request.tokens.len().saturating_sub(1));
+        request.num_computed_tokens = computed;
+        kv.truncate(id, computed);
+        let salt = request.cache_salt.as_deref();
+        kv.cache_computed_blocks(id, &request.tokens, computed, salt);
+    }
+
     fn push_seq(&self, out: &mut SchedulerOutput, id: RequestId, num_tokens: usize) {
         let Some(request) = self.requests.get(&id) else {
             return;
@@ -341,6 +405,7 @@ impl Scheduler {
             num_tokens,
             want_logits,
             prompt_logits: request.prompt_logits && start_pos < request.num_prompt_tokens,
+            num_draft: 0,
         });
     }
 }
@@ -348,3 +413,7 @@ impl Scheduler {
 #[cfg(test)]
 #[path = "tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "spec_tests.rs"]
+mod spec_tests;

@@ -24,6 +24,7 @@ fn seq(id: u64, start_pos: usize, num_tokens: usize, want_logits: bool) -> Sched
         num_tokens,
         want_logits,
         prompt_logits: false,
+        num_draft: 0,
     }
 }
 

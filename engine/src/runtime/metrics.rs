@@ -380,6 +380,32 @@ mod tests {
         assert!(text.contains("tokenscale_engine_batch_size_count{model_name=\"m\"} 3\n"));
     }
 
+    /// The whole exposition of metrics touched everywhere, byte for byte as captured
+    /// (`TOKENSCALE_BLESS=1` rewrites the file after a deliberate change).
+    #[test]
+    fn the_exposition_is_unchanged_byte_for_byte() {
+        let m = EngineMetrics::new("m\\x", "cpu", false, 16, 64);
+        m.set_model_info("hf:org/model", "gguf", Some("abc"));
+        m.num_requests_running.set(3.0);
+        m.kv_cache_usage_perc.set(0.125);
+        m.max_num_seqs.set(64.0);
+        m.prompt_tokens.add(1234);
+        m.generation_tokens.add(56);
+        for v in [0.0005, 0.01, 0.3, 7.0, 5000.0] {
+            m.time_to_first_token_s.observe(v);
+            m.inter_token_latency_s.observe(v);
+            m.e2e_request_latency_s.observe(v);
+            m.step_duration_s.observe(v);
+        }
+        m.batch_size.observe(5.0);
+        let text = m.render();
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/metrics_golden.txt");
+        if std::env::var_os("TOKENSCALE_BLESS").is_some() {
+            let _ = std::fs::write(path, &text);
+        }
+        assert_eq!(std::fs::read_to_string(path).unwrap_or_default(), text);
+    }
+
     #[test]
     fn labels_are_escaped_and_info_gauges_carry_the_cache_shape() {
         let m = EngineMetrics::new("a\"b", "cpu", false, 16, 64);

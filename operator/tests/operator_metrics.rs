@@ -152,3 +152,28 @@ fn the_exposition_passes_promtool_check_metrics() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The whole exposition (one series per family, so the order within a family is fixed), byte
+/// for byte as captured (`TOKENSCALE_BLESS=1` rewrites the file after a deliberate change).
+#[test]
+fn the_exposition_is_unchanged_byte_for_byte() {
+    let metrics = Metrics::default();
+    metrics.reconciliations.inc();
+    metrics.decision("up", "SloBroken");
+    metrics.reconcile_failure(&tokenscale_operator::error::Error::InvalidSpec("x".into()));
+    metrics.leader.set(1);
+    for seconds in [0.0005, 0.02, 0.3, 50.0] {
+        metrics.duration.observe(seconds);
+    }
+    let figures = ModelFigures {
+        desired_replicas: 2,
+        ready_replicas: 1,
+    };
+    metrics.models.set(&md("engine:v1"), figures);
+    let text = metrics.encode();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/metrics_golden.txt");
+    if std::env::var_os("TOKENSCALE_BLESS").is_some() {
+        let _ = std::fs::write(path, &text);
+    }
+    assert_eq!(std::fs::read_to_string(path).unwrap_or_default(), text);
+}

@@ -4,6 +4,7 @@
 
 pub mod duration;
 pub mod engines;
+pub mod exposition;
 pub mod glob;
 pub mod headers;
 pub mod hub_source;

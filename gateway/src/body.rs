@@ -13,27 +13,12 @@
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use http_body_util::BodyExt;
 
-use crate::error::BoxError;
-use crate::request::Usage;
-
-/// What a response body's producer learned of the answer; final once the body has ended.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Report {
-    /// The tokens the answer used: the engine's `usage`, else the gateway's own count.
-    pub usage: Option<Usage>,
-    /// `usage` is the gateway's own count (the engine reported none).
-    pub estimated: bool,
-    /// When the first generated content (text, reasoning or a tool call) reached the
-    /// client's stream: the time to first token as the user sees it. A chat stream's
-    /// role-only first chunk leaves before prefill and does not count.
-    pub first_content: Option<Instant>,
-}
+use crate::vocab::{BoxError, Report};
 
 /// A body that reports on its answer.
 pub trait Reporting: HttpBody<Data = Bytes, Error = BoxError> + Send + 'static {
@@ -261,6 +246,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
+    use crate::vocab::Usage;
 
     static ENDED: Mutex<Vec<(u32, Option<Usage>)>> = Mutex::new(Vec::new());
 

@@ -6,10 +6,9 @@ use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 
 use crate::Body;
-use crate::limits::RateLimitHeaders;
+use crate::vocab::RateLimitHeaders;
 
-/// Boxed error used inside response bodies.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub use crate::vocab::BoxError;
 
 /// Result type of the gateway's request path.
 pub type Result<T, E = GatewayError> = std::result::Result<T, E>;
@@ -232,7 +231,7 @@ pub fn error_json(message: &str, kind: &str, param: Option<&str>, code: Option<&
 
 /// A complete body from bytes.
 pub fn full_body(bytes: Bytes) -> Body {
-    Body::full(bytes, crate::body::Report::default())
+    Body::full(bytes, crate::vocab::Report::default())
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ pub mod server;
 pub mod stack;
 pub mod store;
 pub mod usage;
+pub mod vocab;
 
 pub use body::Body;
 

@@ -24,7 +24,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tower::ServiceExt;
 
 use crate::Body;
-use crate::admission::{GatewayShare, InFlightCounts};
+use crate::admission::InFlightCounts;
 use crate::auth::{KeyRefused, TenantDirectory, authenticate};
 use crate::batch::Batches;
 use crate::batch::runner::Runner;
@@ -38,6 +38,7 @@ use crate::proxy::{FailoverSettings, Upstream, UpstreamClient, UpstreamSettings}
 use crate::request::ParseSettings;
 use crate::routing::Router;
 use crate::stack::{self, BatchStack, Stack, StackParts};
+use crate::vocab::GatewayShare;
 pub use admin::serve_admin;
 use clients::ClientBounds;
 use connection::{Activity, ConnectionLimit};

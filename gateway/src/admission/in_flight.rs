@@ -12,13 +12,12 @@ use hashbrown::HashMap;
 use http::Response;
 use tower::{Layer, Service};
 
-use super::GatewayShare;
 use crate::Body;
 use crate::auth::{Authed, Tenant};
 use crate::body::GuardResponse;
 use crate::error::GatewayError;
-use crate::limits::RateLimitHeaders;
 use crate::metrics::Metrics;
+use crate::vocab::{GatewayShare, RateLimitHeaders};
 
 /// The pod's and the tenants' in-flight counts.
 #[derive(Debug)]

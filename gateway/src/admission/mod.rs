@@ -6,7 +6,6 @@ mod in_flight;
 mod layer;
 mod permit;
 mod queue;
-mod share;
 mod slots;
 
 pub use in_flight::{
@@ -16,5 +15,4 @@ pub use in_flight::{
 pub use layer::{Admission, AdmissionLayer, QueueWait};
 pub use permit::{AdmissionPermit, Entry, Queued, Waiter, arrive, dispatch};
 pub use queue::{QueueKey, WaitQueue};
-pub use share::{GatewayShare, pod_share};
 pub use slots::Slots;

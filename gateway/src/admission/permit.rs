@@ -9,8 +9,8 @@ use tokio::sync::oneshot;
 use super::{QueueKey, Slots};
 use crate::error::GatewayError;
 use crate::metrics::Arrival;
-use crate::request::Priority;
 use crate::routing::{ModelPool, ReplicaState};
+use crate::vocab::Priority;
 
 /// How a queued request is told it was admitted.
 pub type Waiter = oneshot::Sender<AdmissionPermit>;

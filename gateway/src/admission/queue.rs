@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use hashbrown::HashMap;
 
-use crate::request::Priority;
+use crate::vocab::Priority;
 
 /// Position of a waiting request.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

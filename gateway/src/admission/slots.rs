@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::{QueueKey, WaitQueue};
-use crate::request::Priority;
+use crate::vocab::Priority;
 
 /// The slots of one model held on this pod, by class, and the requests waiting for one.
 #[derive(Debug)]

@@ -17,6 +17,7 @@ pub use validate::ConfigError;
 
 use std::path::{Path, PathBuf};
 
+use crate::vocab::LimitKind;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use tokenscale_common::engines::EngineKind;
@@ -273,6 +274,17 @@ pub struct LimitsConfig {
     pub input_tokens_per_minute: Option<u64>,
     /// Completion tokens per minute (reserved from `max_tokens`, settled on completion).
     pub output_tokens_per_minute: Option<u64>,
+}
+
+impl LimitsConfig {
+    /// The quota of `kind` in these limits.
+    pub fn quota(&self, kind: LimitKind) -> Option<u64> {
+        match kind {
+            LimitKind::Requests => self.requests_per_minute,
+            LimitKind::InputTokens => self.input_tokens_per_minute,
+            LimitKind::OutputTokens => self.output_tokens_per_minute,
+        }
+    }
 }
 
 /// Where limit buckets live.

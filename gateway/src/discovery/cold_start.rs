@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use kube::api::DynamicObject;
 
-use crate::routing::ColdStart;
+use crate::vocab::ColdStart;
 
 /// The cold start of `md`: its TTFT SLO, and the time to a first replica the operator
 /// measured (`status.coldStart`: the longest of its latest cold starts) once it has one;

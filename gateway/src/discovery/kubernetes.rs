@@ -28,7 +28,7 @@ use super::engine::engine_of;
 use super::routes::{MODEL_ROUTE, routes_of};
 use super::{DiscoveryHealth, Registry};
 use crate::config::KubernetesConfig;
-use crate::routing::ColdStart;
+use crate::vocab::ColdStart;
 
 /// Label on EndpointSlices (copied from the operator's Service) naming the `ModelDeployment`.
 pub const LABEL_MODEL_DEPLOYMENT: &str = "tokenscale.dev/model-deployment";

@@ -7,7 +7,8 @@ use tokenscale_common::engines::{EngineKind, EnginePriority};
 use crate::config::{Config, ModelConfig};
 use crate::health::{ProbeSettings, watch_replica};
 use crate::proxy::UpstreamClient;
-use crate::routing::{ColdStart, ModelPool, ModelSettings, ReplicaAddr, Router};
+use crate::routing::{ModelPool, ModelSettings, ReplicaAddr, Router};
+use crate::vocab::ColdStart;
 
 /// A replica URL that cannot be used.
 #[derive(Debug, thiserror::Error)]

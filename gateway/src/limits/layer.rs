@@ -10,14 +10,14 @@ use futures::future::{BoxFuture, Either, FutureExt, Ready, ready};
 use http::Response;
 use tower::{Layer, Service};
 
-use super::RateLimitHeaders;
 use super::limiter::{LimitError, Limiter, Reservation, Settle};
 use super::plan::{Refusal, Scope};
 use crate::Body;
 use crate::body::Guarded;
 use crate::error::GatewayError;
 use crate::metrics::{Metrics, TenantModelUsage};
-use crate::request::{Info, Parsed, Usage};
+use crate::request::Parsed;
+use crate::vocab::{Info, RateLimitHeaders, Usage};
 
 /// Layer adding [`Limits`].
 #[derive(Clone)]

@@ -7,15 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::headers::RateLimitHeaders;
 use super::memory::MemoryStore;
-use super::plan::{self, BucketState, LimitKind, Refusal, Scope, Take};
+use super::plan::{self, BucketState, Refusal, Scope, Take};
 use super::redis::RedisStore;
-use crate::admission::GatewayShare;
 use crate::auth::Tenant;
 use crate::config::{LimitsStoreConfig, OnStoreFailure, StoreKind};
-use crate::request::Usage;
 use crate::store::{RedisClient, StoreError};
+use crate::vocab::{GatewayShare, LimitKind, RateLimitHeaders, Usage};
 
 /// Why the limiter did not let a request through.
 #[derive(Debug, Clone)]

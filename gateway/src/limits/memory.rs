@@ -7,7 +7,8 @@ use std::time::Instant;
 use hashbrown::HashMap;
 
 use super::bucket::TokenBucket;
-use super::plan::{BucketState, LimitKind, Scope, Take};
+use super::plan::{BucketState, Scope, Take};
+use crate::vocab::LimitKind;
 
 /// A row of buckets, indexed by [`LimitKind`] (see `slot`).
 type Row = [Option<TokenBucket>; 3];

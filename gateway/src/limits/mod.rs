@@ -3,7 +3,6 @@
 
 mod bucket;
 mod early;
-mod headers;
 mod layer;
 mod limiter;
 mod memory;
@@ -12,8 +11,7 @@ mod redis;
 
 pub use bucket::TokenBucket;
 pub use early::{EarlyLimits, EarlyLimitsLayer};
-pub use headers::RateLimitHeaders;
 pub use layer::{Limits, LimitsLayer};
 pub use limiter::{LimitError, Limiter, Reservation, Settle, StoreHealth};
 pub use memory::MemoryStore;
-pub use plan::{LimitKind, Refusal, Scope};
+pub use plan::{Refusal, Scope};

@@ -3,51 +3,8 @@
 
 use std::time::Duration;
 
-use super::headers::{BucketHeader, RateLimitHeaders};
 use crate::config::LimitsConfig;
-
-/// Which limit refused a request (in JSON, as [`LimitKind::as_str`] writes it).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum LimitKind {
-    /// Requests per minute.
-    Requests,
-    /// Input tokens per minute.
-    InputTokens,
-    /// Output tokens per minute.
-    OutputTokens,
-}
-
-impl LimitKind {
-    /// Label value on the rate-limited counter.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Requests => "requests",
-            Self::InputTokens => "input_tokens",
-            Self::OutputTokens => "output_tokens",
-        }
-    }
-
-    /// Short name in store keys.
-    pub fn key(self) -> &'static str {
-        match self {
-            Self::Requests => "rpm",
-            Self::InputTokens => "itpm",
-            Self::OutputTokens => "otpm",
-        }
-    }
-
-    /// This kind's quota in `limits`.
-    pub fn quota(self, limits: &LimitsConfig) -> Option<u64> {
-        match self {
-            Self::Requests => limits.requests_per_minute,
-            Self::InputTokens => limits.input_tokens_per_minute,
-            Self::OutputTokens => limits.output_tokens_per_minute,
-        }
-    }
-}
+use crate::vocab::{BucketHeader, LimitKind, RateLimitHeaders};
 
 /// Whose bucket: the tenant's on one model, or the tenant's across all its models.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -132,7 +89,7 @@ pub fn takes(
 ) {
     let Some(limits) = limits else { return };
     for (kind, amount) in amounts {
-        if let Some(per_minute) = kind.quota(limits) {
+        if let Some(per_minute) = limits.quota(kind) {
             out.push(Take::new(scope, kind, per_minute, amount));
         }
     }

@@ -94,7 +94,7 @@ fn parse_reply(reply: &[i64], buckets: usize) -> Option<(bool, Vec<BucketState>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::plan::LimitKind;
+    use crate::vocab::LimitKind;
 
     #[test]
     fn keys_share_the_tenants_hash_tag_and_escape_braces() {

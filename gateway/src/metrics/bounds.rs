@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 use tokenscale_common::metrics::gateway as names;
 
 use super::render::family;
-use crate::admission::GatewayShare;
 use crate::limits::Limiter;
+use crate::vocab::GatewayShare;
 
 /// Appends the bounds' and the limits store's families.
 pub fn render_bounds(

@@ -16,9 +16,10 @@ use tower::{Layer, Service};
 use super::{Metrics, ModelMetrics};
 use crate::Body;
 use crate::admission::QueueWait;
-use crate::body::{Report, Reporting};
+use crate::body::Reporting;
 use crate::error::{BoxError, GatewayError};
-use crate::request::{Info, Parsed};
+use crate::request::Parsed;
+use crate::vocab::{Info, Report};
 
 /// Layer adding [`Observe`].
 #[derive(Clone)]

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use hashbrown::HashMap;
 use tokenscale_common::metrics::gateway as names;
 
-use crate::request::Usage;
+use crate::vocab::Usage;
 
 /// Per-model request metrics.
 #[derive(Debug)]

@@ -11,9 +11,8 @@ use hashbrown::HashMap;
 use tokenscale_common::metrics::{LABEL_MODEL_NAME as MODEL, gateway as names};
 
 use super::render::{esc, family};
-use crate::limits::LimitKind;
-use crate::request::Usage;
 use crate::usage::{Counts, UsageWindows, WindowedRow};
+use crate::vocab::{LimitKind, Usage};
 
 /// One tenant's counters on one model.
 #[derive(Debug)]

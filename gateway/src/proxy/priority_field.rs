@@ -6,7 +6,7 @@ use bytes::Bytes;
 use tokenscale_common::engines::{EngineKind, EnginePriority};
 
 use super::json_members::{top_level_members, without_member};
-use crate::request::Priority;
+use crate::vocab::Priority;
 
 /// The body for a replica of a model whose replicas run `engine` (and, when its scrape told,
 /// `scraped`), carrying `class` as the engine's `priority`, or, for another engine than ours

@@ -18,11 +18,11 @@ use super::priority_field::engine_priority_body;
 use super::stream::{StreamSource, UpstreamStream};
 use super::usage::{estimate_completion_tokens, parse_usage};
 use crate::Body;
-use crate::body::Report;
 use crate::error::GatewayError;
 use crate::metrics::Metrics;
-use crate::request::{Info, Parsed, Usage};
+use crate::request::Parsed;
 use crate::routing::{ModelPool, Replica, ReplicaState, Routed, layer_missing as missing};
+use crate::vocab::{Info, Report, Usage};
 
 /// Settings of the upstream call.
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use serde::de::IgnoredAny;
 
 use super::json_members::{is_non_empty_array, top_level_values};
-use crate::request::Usage;
+use crate::vocab::Usage;
 
 /// `usage` as engines write it.
 #[derive(Deserialize)]

@@ -5,10 +5,9 @@ use std::time::Duration;
 
 use tokenscale_common::headers as names;
 
-use super::Priority;
 use crate::config::QueueConfig;
 use crate::error::GatewayError;
-use crate::routing::ColdStart;
+use crate::vocab::{ColdStart, Priority};
 
 /// `x-tokenscale-priority`, else the body's `priority` when it is a class name.
 pub(super) fn request_priority(

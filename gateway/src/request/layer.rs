@@ -11,8 +11,9 @@ use http_body_util::BodyExt;
 use tower::{Layer, Service};
 
 use super::deadline::{request_deadline, request_priority};
-use super::{Parsed, RequestInfo, parse_body, request_usage_in_stream, with_model};
+use super::{Parsed, parse_body, request_usage_in_stream, with_model};
 use crate::Body;
+use crate::vocab::{Info, RequestInfo};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::auth::Authed;
@@ -292,7 +293,7 @@ fn read(
     facts: Facts<'_>,
     router: &Router,
     settings: &ParseSettings,
-) -> Result<(super::Info, Arc<ModelPool>, Bytes, Option<Fallbacks>), GatewayError> {
+) -> Result<(Info, Arc<ModelPool>, Bytes, Option<Fallbacks>), GatewayError> {
     let Facts {
         headers,
         bytes,

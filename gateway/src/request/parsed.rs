@@ -6,10 +6,10 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::Request;
 
-use super::{Info, RequestInfo};
 use crate::auth::Tenant;
 use crate::error::GatewayError;
 use crate::routing::{Fallbacks, ModelPool};
+use crate::vocab::{Info, RequestInfo};
 
 /// A request read by the parse layer. The layers below it (observe, limits, admission,
 /// failover, pick, upstream) are `Service<Parsed>`: what they need is a field, so a stack

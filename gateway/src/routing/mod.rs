@@ -6,8 +6,10 @@ mod pool;
 mod replica;
 pub mod route;
 
+/// Kept here too: `ColdStart` is how discovery tells a pool about scale from zero.
+pub use crate::vocab::ColdStart;
 pub use layer::{Pick, PickLayer, Routed, missing as layer_missing};
-pub use pool::{ColdStart, ModelPool, ModelSettings, PoolSnapshot};
+pub use pool::{ModelPool, ModelSettings, PoolSnapshot};
 pub use replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
 pub use route::{Fallbacks, Route, RouteSpec, RouteTarget};
 
@@ -15,7 +17,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use hashbrown::HashMap;
 
-use crate::admission::GatewayShare;
+use crate::vocab::GatewayShare;
 
 /// All models the gateway routes, by served name.
 #[derive(Debug, Default)]

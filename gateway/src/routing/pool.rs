@@ -2,13 +2,13 @@
 //! rules live in `admission/`), so a change of capacity and its effect on waiters are one step.
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use tokenscale_common::engines::{EngineKind, EnginePriority};
 
 use super::picker::{self, Candidate};
 use super::replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
-use crate::admission::{GatewayShare, Slots, Waiter, dispatch};
+use crate::admission::{Slots, Waiter, dispatch};
+use crate::vocab::{ColdStart, GatewayShare};
 
 /// Per-model routing settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,23 +45,6 @@ struct PoolState {
     /// What its replicas run and how they take a request's class (tokenscale's engine and
     /// its header until discovery or the config say otherwise).
     engine: (EngineKind, EnginePriority),
-}
-
-/// What discovery knows of how long a model at zero replicas keeps its first requests
-/// waiting: they are held for the cold start plus the TTFT SLO (scale from zero).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ColdStart {
-    /// Time to a first ready replica, when measured; `None`: the configured expectation.
-    pub expected: Option<Duration>,
-    /// The model's p95 time-to-first-token target.
-    pub ttft_slo: Duration,
-}
-
-impl ColdStart {
-    /// How long a request without its own deadline waits for a first replica.
-    pub fn hold(&self, configured_cold_start: Duration) -> Duration {
-        self.expected.unwrap_or(configured_cold_start) + self.ttft_slo
-    }
 }
 
 /// A snapshot of a pool for metrics and `/v1/models`.

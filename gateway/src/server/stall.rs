@@ -20,8 +20,9 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use tokio::time::Instant;
 
 use crate::Body;
-use crate::body::{Report, Reporting};
+use crate::body::Reporting;
 use crate::error::BoxError;
+use crate::vocab::Report;
 
 /// One connection's bodies waiting on the client, and when a body last made progress.
 #[derive(Debug)]

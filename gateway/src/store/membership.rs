@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::RedisClient;
-use crate::admission::GatewayShare;
+use crate::vocab::GatewayShare;
 
 /// How often a pod announces itself.
 pub const INTERVAL: Duration = Duration::from_secs(1);

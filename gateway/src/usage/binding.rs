@@ -8,12 +8,12 @@
 
 use super::window::{Counts, KINDS};
 use crate::config::LimitsConfig;
-use crate::limits::LimitKind;
+use crate::vocab::LimitKind;
 
 /// Use of `kind` in `counts` over its per-minute quota in `limits` (0 without one). The
 /// window's length scales every quota alike, so the minute's quotas rank the hour too.
 pub fn ratio(counts: &Counts, limits: Option<&LimitsConfig>, kind: LimitKind) -> f64 {
-    match limits.and_then(|l| kind.quota(l)) {
+    match limits.and_then(|l| l.quota(kind)) {
         Some(quota) if quota > 0 => counts.used(kind) as f64 / quota as f64,
         _ => 0.0,
     }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::binding::binding;
 use super::window::{Counts, KINDS};
 use crate::config::LimitsConfig;
-use crate::limits::LimitKind;
+use crate::vocab::LimitKind;
 
 /// One limit's use in a window.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -66,7 +66,7 @@ impl WindowUsage {
     /// `counts` over a window of `minutes` against the per-minute `limits`.
     pub fn new(counts: &Counts, limits: Option<&LimitsConfig>, minutes: u64) -> Self {
         let [requests, input_tokens, output_tokens] = KINDS.map(|kind| {
-            let limit = limits.and_then(|l| kind.quota(l)).map(|q| q * minutes);
+            let limit = limits.and_then(|l| l.quota(kind)).map(|q| q * minutes);
             LimitUse::new(counts.used(kind), limit)
         });
         Self {

@@ -1,7 +1,7 @@
 //! `UsageWindows`: one tenant's use of one model over the last minute and the last hour, in
 //! rolling buckets (60 of one second, 60 of one minute) kept by a clock the caller passes in.
 
-use crate::limits::LimitKind;
+use crate::vocab::LimitKind;
 
 /// What a tenant used (and was refused) over some span.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -20,7 +20,7 @@ pub struct Counts {
 
 impl Counts {
     /// One finished request with the engine's token counts (`None`: none reported).
-    pub fn finished(usage: Option<crate::request::Usage>) -> Self {
+    pub fn finished(usage: Option<crate::vocab::Usage>) -> Self {
         let usage = usage.unwrap_or_default();
         Self {
             requests: 1,
@@ -156,7 +156,7 @@ impl UsageWindows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::request::Usage;
+    use crate::vocab::Usage;
 
     fn request(prompt: u64, cached: u64, completion: u64) -> Counts {
         Counts::finished(Some(Usage {

@@ -17,11 +17,12 @@ use http_body::{Body as HttpBody, Frame};
 use super::continuation::{self, Api, Next};
 use super::splice::{Continuation, Plan, Splice, Step};
 use crate::Body;
-use crate::body::{Report, Reporting};
+use crate::body::Reporting;
 use crate::error::{BoxError, GatewayError, error_json};
 use crate::metrics::Metrics;
 use crate::proxy::sse::{Cut, Events};
-use crate::request::{Info, Parsed, Usage};
+use crate::request::Parsed;
+use crate::vocab::{Info, Report, Usage};
 
 /// Sends a request down the stack below the failover layer (picker, upstream call).
 pub type Reissue =

@@ -12,7 +12,7 @@ use tokenscale_common::openai::TOKEN_IDS_MEMBER;
 
 use super::super::json_members::{Member, top_level_members, without_member};
 use super::super::usage::WireUsage;
-use crate::request::Usage;
+use crate::vocab::Usage;
 
 /// What the splice needs from one `data:` payload.
 #[derive(Debug, Default, PartialEq)]

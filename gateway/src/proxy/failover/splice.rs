@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use super::chunk::{self, Edit, Head, IdSource};
 use super::reshape::Reshape;
-use crate::request::Usage;
+use crate::vocab::Usage;
 
 /// How an answer is continued on another replica.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,10 +2,9 @@
 //! writes, `/metrics` reads) and rendered in the Prometheus text format under the names in
 //! `tokenscale_common::metrics::engine`, each labelled with `model_name`.
 
-use std::fmt::Write as _;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use tokenscale_common::exposition::{Family, Histogram, Kind, LeFormat, Series, Value, render};
 use tokenscale_common::metrics::{LABEL_MODEL_NAME, engine as names};
 
 /// Bucket bounds of latency histograms, in seconds (vLLM's, so dashboards line up).
@@ -25,50 +24,6 @@ const STEP_BUCKETS_S: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
-
-/// A histogram with fixed bucket bounds.
-#[derive(Debug)]
-pub struct Histogram {
-    bounds: &'static [f64],
-    state: Mutex<HistogramState>,
-}
-
-#[derive(Debug, Clone, Default)]
-struct HistogramState {
-    /// Per bucket (not cumulative), plus one for `+Inf`.
-    counts: Vec<u64>,
-    sum: f64,
-}
-
-impl Histogram {
-    fn new(bounds: &'static [f64]) -> Self {
-        Self {
-            bounds,
-            state: Mutex::new(HistogramState {
-                counts: vec![0; bounds.len() + 1],
-                sum: 0.0,
-            }),
-        }
-    }
-
-    /// Records one observation.
-    pub fn observe(&self, value: f64) {
-        let bucket = self.bounds.partition_point(|&b| b < value);
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.counts[bucket] += 1;
-        state.sum += value;
-    }
-
-    /// Observations so far.
-    pub fn count(&self) -> u64 {
-        self.state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .counts
-            .iter()
-            .sum()
-    }
-}
 
 /// A float gauge in an atomic.
 #[derive(Debug, Default)]
@@ -154,12 +109,12 @@ impl EngineMetrics {
             num_preemptions: Counter::default(),
             prefix_cache_queries: Counter::default(),
             prefix_cache_hits: Counter::default(),
-            time_to_first_token_s: Histogram::new(TTFT_BUCKETS_S),
-            inter_token_latency_s: Histogram::new(ITL_BUCKETS_S),
-            e2e_request_latency_s: Histogram::new(REQUEST_BUCKETS_S),
-            request_queue_time_s: Histogram::new(REQUEST_BUCKETS_S),
-            step_duration_s: Histogram::new(STEP_BUCKETS_S),
-            batch_size: Histogram::new(BATCH_BUCKETS),
+            time_to_first_token_s: Histogram::new(TTFT_BUCKETS_S, LeFormat::Decimal),
+            inter_token_latency_s: Histogram::new(ITL_BUCKETS_S, LeFormat::Decimal),
+            e2e_request_latency_s: Histogram::new(REQUEST_BUCKETS_S, LeFormat::Decimal),
+            request_queue_time_s: Histogram::new(REQUEST_BUCKETS_S, LeFormat::Decimal),
+            step_duration_s: Histogram::new(STEP_BUCKETS_S, LeFormat::Decimal),
+            batch_size: Histogram::new(BATCH_BUCKETS, LeFormat::Decimal),
         }
     }
 
@@ -186,175 +141,165 @@ impl EngineMetrics {
 
     /// The Prometheus text exposition (format 0.0.4) of every metric.
     pub fn render(&self) -> String {
-        let model = format!("{LABEL_MODEL_NAME}=\"{}\"", escape_label(&self.model_name));
-        let mut out = String::with_capacity(8192);
-        let gauges = [
-            (
-                names::NUM_REQUESTS_RUNNING,
-                "Requests in the running batch.",
-                self.num_requests_running.get(),
-            ),
-            (
-                names::NUM_REQUESTS_WAITING,
-                "Requests waiting to be scheduled.",
-                self.num_requests_waiting.get(),
-            ),
-            (
-                names::KV_CACHE_USAGE_PERC,
-                "Fraction (0-1) of KV-cache blocks in use.",
-                self.kv_cache_usage_perc.get(),
-            ),
-            (
-                names::MAX_NUM_SEQS,
-                "Running sequences allowed now: --max-num-seqs, or the lower number the TPOT target's measured step time allows.",
-                self.max_num_seqs.get(),
+        let one = |name, kind, help, value: Value| {
+            let labels = vec![(LABEL_MODEL_NAME, self.model_name.clone())];
+            Family::new(name, kind, help, vec![Series::new(labels, value)])
+        };
+        let gauges = GAUGES
+            .iter()
+            .map(|&(name, help, read)| one(name, Kind::Gauge, help, read(self).into()));
+        let mut families: Vec<Family> = gauges.collect();
+        families.extend(self.info_families());
+        let counters = COUNTERS
+            .iter()
+            .map(|&(name, help, read)| one(name, Kind::Counter, help, read(self).get().into()));
+        families.extend(counters);
+        let histograms = HISTOGRAMS.iter().map(|&(name, help, read)| {
+            one(
+                name,
+                Kind::Histogram,
+                help,
+                Value::Histogram(read(self).snapshot()),
+            )
+        });
+        families.extend(histograms);
+        render(&families)
+    }
+
+    /// The info gauges (value 1, the facts in labels); the model's only once it is known.
+    fn info_families(&self) -> Vec<Family<'_>> {
+        let info = |name, help, extra: [(&'static str, String); 2]| {
+            let labels = [
+                vec![(LABEL_MODEL_NAME, self.model_name.clone())],
+                extra.to_vec(),
+            ];
+            Family::new(
+                name,
+                Kind::Gauge,
+                help,
+                vec![Series::new(labels.concat(), 1u64)],
+            )
+        };
+        let cache = [
+            ("block_size", self.block_size.to_string()),
+            ("num_gpu_blocks", self.num_blocks.to_string()),
+        ];
+        let backend = [
+            ("backend", self.backend.clone()),
+            ("simulated", self.simulated.to_string()),
+        ];
+        let mut families = vec![
+            info(names::CACHE_CONFIG_INFO, "KV-cache configuration.", cache),
+            info(
+                names::BACKEND_INFO,
+                "Compute backend of this engine.",
+                backend,
             ),
         ];
-        for (name, help, value) in gauges {
-            family(&mut out, name, help, "gauge");
-            let _ = writeln!(out, "{name}{{{model}}} {value}");
-        }
-        let info = format!(
-            "{model},block_size=\"{}\",num_gpu_blocks=\"{}\"",
-            self.block_size, self.num_blocks
-        );
-        family(
-            &mut out,
-            names::CACHE_CONFIG_INFO,
-            "KV-cache configuration.",
-            "gauge",
-        );
-        let _ = writeln!(out, "{}{{{info}}} 1", names::CACHE_CONFIG_INFO);
-        let backend = format!(
-            "{model},backend=\"{}\",simulated=\"{}\"",
-            escape_label(&self.backend),
-            self.simulated
-        );
-        family(
-            &mut out,
-            names::BACKEND_INFO,
-            "Compute backend of this engine.",
-            "gauge",
-        );
-        let _ = writeln!(out, "{}{{{backend}}} 1", names::BACKEND_INFO);
         if let Some((source, format, revision)) = self.model_info.get() {
-            let labels = format!(
-                "{model},source=\"{}\",format=\"{}\",revision=\"{}\"",
-                escape_label(source),
-                escape_label(format),
-                escape_label(revision)
-            );
-            family(
-                &mut out,
+            let labels = vec![
+                (LABEL_MODEL_NAME, self.model_name.clone()),
+                ("source", source.clone()),
+                ("format", format.clone()),
+                ("revision", revision.clone()),
+            ];
+            let series = vec![Series::new(labels, 1u64)];
+            families.push(Family::new(
                 names::MODEL_INFO,
+                Kind::Gauge,
                 "Where the served model came from.",
-                "gauge",
-            );
-            let _ = writeln!(out, "{}{{{labels}}} 1", names::MODEL_INFO);
+                series,
+            ));
         }
-        let counters = [
-            (
-                names::PROMPT_TOKENS_TOTAL,
-                "Prompt tokens processed.",
-                &self.prompt_tokens,
-            ),
-            (
-                names::GENERATION_TOKENS_TOTAL,
-                "Tokens generated.",
-                &self.generation_tokens,
-            ),
-            (
-                names::NUM_PREEMPTIONS_TOTAL,
-                "Requests preempted to free KV blocks.",
-                &self.num_preemptions,
-            ),
-            (
-                names::PREFIX_CACHE_QUERIES_TOTAL,
-                "Prompt tokens looked up in the prefix cache.",
-                &self.prefix_cache_queries,
-            ),
-            (
-                names::PREFIX_CACHE_HITS_TOTAL,
-                "Prompt tokens found in the prefix cache.",
-                &self.prefix_cache_hits,
-            ),
-        ];
-        for (name, help, counter) in counters {
-            family(&mut out, name, help, "counter");
-            let _ = writeln!(out, "{name}{{{model}}} {}", counter.get());
-        }
-        let histograms = [
-            (
-                names::TIME_TO_FIRST_TOKEN_SECONDS,
-                "Arrival to first token, seconds.",
-                &self.time_to_first_token_s,
-            ),
-            (
-                names::INTER_TOKEN_LATENCY_SECONDS,
-                "Between consecutive output tokens, seconds.",
-                &self.inter_token_latency_s,
-            ),
-            (
-                names::E2E_REQUEST_LATENCY_SECONDS,
-                "Arrival to last token, seconds.",
-                &self.e2e_request_latency_s,
-            ),
-            (
-                names::REQUEST_QUEUE_TIME_SECONDS,
-                "Arrival to first scheduling, seconds.",
-                &self.request_queue_time_s,
-            ),
-            (
-                names::STEP_DURATION_SECONDS,
-                "One engine step, seconds.",
-                &self.step_duration_s,
-            ),
-            (
-                names::BATCH_SIZE,
-                "Sequences in one engine step.",
-                &self.batch_size,
-            ),
-        ];
-        for (name, help, histogram) in histograms {
-            family(&mut out, name, help, "histogram");
-            render_histogram(&mut out, name, &model, histogram);
-        }
-        out
+        families
     }
 }
 
-fn family(out: &mut String, name: &str, help: &str, kind: &str) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
+/// Reads one metric of [`EngineMetrics`].
+type Read<T> = for<'a> fn(&'a EngineMetrics) -> T;
 
-fn render_histogram(out: &mut String, name: &str, labels: &str, histogram: &Histogram) {
-    let state = histogram
-        .state
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
-    let mut cumulative = 0u64;
-    for (bound, count) in histogram.bounds.iter().zip(&state.counts) {
-        cumulative += count;
-        let _ = writeln!(
-            out,
-            "{name}_bucket{{{labels},le=\"{bound:?}\"}} {cumulative}"
-        );
-    }
-    cumulative += state.counts.last().copied().unwrap_or(0);
-    let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {cumulative}");
-    let _ = writeln!(out, "{name}_sum{{{labels}}} {}", state.sum);
-    let _ = writeln!(out, "{name}_count{{{labels}}} {cumulative}");
-}
+/// The gauges: name, help, value.
+const GAUGES: [(&str, &str, Read<f64>); 4] = [
+    (
+        names::NUM_REQUESTS_RUNNING,
+        "Requests in the running batch.",
+        |m| m.num_requests_running.get(),
+    ),
+    (
+        names::NUM_REQUESTS_WAITING,
+        "Requests waiting to be scheduled.",
+        |m| m.num_requests_waiting.get(),
+    ),
+    (
+        names::KV_CACHE_USAGE_PERC,
+        "Fraction (0-1) of KV-cache blocks in use.",
+        |m| m.kv_cache_usage_perc.get(),
+    ),
+    (
+        names::MAX_NUM_SEQS,
+        "Running sequences allowed now: --max-num-seqs, or the lower number the TPOT target's measured step time allows.",
+        |m| m.max_num_seqs.get(),
+    ),
+];
 
-/// Escapes a label value (backslash, double quote, newline), as the text format requires.
-fn escape_label(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
+/// The counters: name, help, counter.
+const COUNTERS: [(&str, &str, for<'a> fn(&'a EngineMetrics) -> &'a Counter); 5] = [
+    (
+        names::PROMPT_TOKENS_TOTAL,
+        "Prompt tokens processed.",
+        |m| &m.prompt_tokens,
+    ),
+    (names::GENERATION_TOKENS_TOTAL, "Tokens generated.", |m| {
+        &m.generation_tokens
+    }),
+    (
+        names::NUM_PREEMPTIONS_TOTAL,
+        "Requests preempted to free KV blocks.",
+        |m| &m.num_preemptions,
+    ),
+    (
+        names::PREFIX_CACHE_QUERIES_TOTAL,
+        "Prompt tokens looked up in the prefix cache.",
+        |m| &m.prefix_cache_queries,
+    ),
+    (
+        names::PREFIX_CACHE_HITS_TOTAL,
+        "Prompt tokens found in the prefix cache.",
+        |m| &m.prefix_cache_hits,
+    ),
+];
+
+/// The histograms: name, help, histogram.
+const HISTOGRAMS: [(&str, &str, for<'a> fn(&'a EngineMetrics) -> &'a Histogram); 6] = [
+    (
+        names::TIME_TO_FIRST_TOKEN_SECONDS,
+        "Arrival to first token, seconds.",
+        |m| &m.time_to_first_token_s,
+    ),
+    (
+        names::INTER_TOKEN_LATENCY_SECONDS,
+        "Between consecutive output tokens, seconds.",
+        |m| &m.inter_token_latency_s,
+    ),
+    (
+        names::E2E_REQUEST_LATENCY_SECONDS,
+        "Arrival to last token, seconds.",
+        |m| &m.e2e_request_latency_s,
+    ),
+    (
+        names::REQUEST_QUEUE_TIME_SECONDS,
+        "Arrival to first scheduling, seconds.",
+        |m| &m.request_queue_time_s,
+    ),
+    (
+        names::STEP_DURATION_SECONDS,
+        "One engine step, seconds.",
+        |m| &m.step_duration_s,
+    ),
+    (names::BATCH_SIZE, "Sequences in one engine step.", |m| {
+        &m.batch_size
+    }),
+];
 
 #[cfg(test)]
 mod tests {
@@ -399,7 +344,10 @@ mod tests {
         }
         m.batch_size.observe(5.0);
         let text = m.render();
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/metrics_golden.txt");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/metrics_golden.txt"
+        );
         if std::env::var_os("TOKENSCALE_BLESS").is_some() {
             let _ = std::fs::write(path, &text);
         }

@@ -1,6 +1,8 @@
 //! The gateway's metrics (names in `tokenscale_common::metrics::gateway`) and `/metrics`.
 
 mod bounds;
+#[cfg(test)]
+mod golden_tests;
 mod histogram;
 mod layer;
 pub(crate) mod render;

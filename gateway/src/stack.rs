@@ -44,7 +44,7 @@ use tower::{Layer, Service, ServiceBuilder};
 use tracing::Instrument;
 
 use crate::Body;
-use crate::admission::{AdmissionLayer, InFlightCounts, InFlightLayer};
+use crate::admission::{InFlightCounts, InFlightLayer};
 use crate::auth::{AuthLayer, Authed, TenantDirectory};
 use crate::error::GatewayError;
 use crate::limits::{EarlyLimitsLayer, Limiter, LimitsLayer};
@@ -52,7 +52,7 @@ use crate::metrics::{Metrics, MetricsLayer};
 use crate::proxy::{FailoverLayer, FailoverSettings, Upstream};
 use crate::request::{ParseLayer, ParseSettings};
 use crate::routing::route::FallbackLayer;
-use crate::routing::{PickLayer, Router};
+use crate::routing::{AdmissionLayer, PickLayer, Router};
 
 /// The built request path.
 pub type Stack = BoxCloneSyncService<Request<Incoming>, Response<Body>, Infallible>;

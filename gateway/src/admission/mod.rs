@@ -1,10 +1,11 @@
-//! Admission: requests wait here while every replica of their model is at this pod's share of
-//! its concurrency target, or while the model has no ready replica (scale from zero), in a
-//! fair queue; the pod's and the tenants' in-flight caps; and the pods' shares.
+//! Admission's rules: who may take a slot of a model's capacity now and in what order the
+//! others wait (the slot counts, the room rules, the fair queue), while every replica of the
+//! model is at this pod's share of its concurrency target or none is ready (scale from zero);
+//! and the pod's and the tenants' in-flight caps. A model's pool (`routing/`) keeps its slots
+//! under the lock of its replicas and hands out the permits: routing imports admission, never
+//! the other way.
 
 mod in_flight;
-mod layer;
-mod permit;
 mod queue;
 mod slots;
 
@@ -12,7 +13,5 @@ pub use in_flight::{
     InFlight, InFlightCounts, InFlightGuard, InFlightLayer, InFlightRefusal,
     refused as in_flight_refused,
 };
-pub use layer::{Admission, AdmissionLayer, QueueWait};
-pub use permit::{AdmissionPermit, Entry, Queued, Waiter, arrive, dispatch};
 pub use queue::{QueueKey, WaitQueue};
 pub use slots::Slots;

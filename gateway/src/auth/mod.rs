@@ -4,10 +4,12 @@
 mod credentials;
 mod layer;
 mod models;
+mod reload;
 
 pub use credentials::{Presented, presented_key};
 pub use layer::{Auth, AuthLayer, Authed, KeyRefused, authenticate};
 pub use models::{ModelAccess, glob_match};
+pub use reload::watch_tenants;
 
 use std::sync::{Arc, RwLock};
 

@@ -1,17 +1,15 @@
 //! The gateway's YAML configuration: models and their upstreams, tenants, keys and limits.
 //!
 //! Unknown fields and invalid values are rejected at start with the line and the reason
-//! (`validate`); tenants are reloaded on change (`reload`).
+//! (`validate`); tenants are reloaded on change by `auth`.
 
 mod cidr;
-mod reload;
 mod routes;
 #[cfg(test)]
 mod tests;
 mod validate;
 
 pub use cidr::Cidr;
-pub use reload::watch_tenants;
 pub use routes::{RouteConfig, TargetConfig};
 pub use validate::ConfigError;
 

@@ -4,8 +4,7 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use super::{Config, ConfigError};
-use crate::routing::route::{KnownModels, check_routes};
-use crate::routing::{RouteSpec, RouteTarget};
+use crate::vocab::{KnownModels, RouteSpec, RouteTarget, check_routes};
 
 /// One route (`routes[]`).
 #[derive(Debug, Clone, Deserialize)]

@@ -15,10 +15,10 @@ use tower::{Layer, Service};
 
 use super::{Metrics, ModelMetrics};
 use crate::Body;
-use crate::admission::QueueWait;
 use crate::body::Reporting;
 use crate::error::{BoxError, GatewayError};
 use crate::request::Parsed;
+use crate::routing::QueueWait;
 use crate::vocab::{Info, Report};
 
 /// Layer adding [`Observe`].

@@ -1,6 +1,9 @@
-//! Which replica serves a request: model pools, the pure picker, and the layer using them.
+//! Which replica serves a request: model pools (with their admission permits, taken under
+//! the pool's lock by the rules of `admission/`), the pure picker, and the layers using them.
 
+mod admit;
 mod layer;
+mod permit;
 pub mod picker;
 mod pool;
 mod replica;
@@ -8,7 +11,9 @@ pub mod route;
 
 /// Kept here too: `ColdStart` is how discovery tells a pool about scale from zero.
 pub use crate::vocab::ColdStart;
+pub use admit::{Admission, AdmissionLayer, QueueWait};
 pub use layer::{Pick, PickLayer, Routed, missing as layer_missing};
+pub use permit::{AdmissionPermit, Entry, Queued, Waiter, arrive, dispatch};
 pub use pool::{ModelPool, ModelSettings, PoolSnapshot};
 pub use replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
 pub use route::{Fallbacks, Route, RouteSpec, RouteTarget};

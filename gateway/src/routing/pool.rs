@@ -5,9 +5,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokenscale_common::engines::{EngineKind, EnginePriority};
 
+use super::permit::{Waiter, dispatch};
 use super::picker::{self, Candidate};
 use super::replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
-use crate::admission::{Slots, Waiter, dispatch};
+use crate::admission::Slots;
 use crate::vocab::{ColdStart, GatewayShare};
 
 /// Per-model routing settings.

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use tokenscale_gateway::auth::{TenantDirectory, hash_key};
-use tokenscale_gateway::config::{Config, watch_tenants};
+use tokenscale_gateway::auth::{TenantDirectory, hash_key, watch_tenants};
+use tokenscale_gateway::config::Config;
 
 #[test]
 fn invalid_files_are_rejected_with_line_and_reason() {

@@ -4,34 +4,14 @@
 //! is [`layer`].
 
 mod layer;
-mod table;
 #[cfg(test)]
 mod tests;
 
+/// Kept here too: routes are declared and checked in the words of `vocab/`.
+pub use crate::vocab::{KnownModels, RouteError, RouteSpec, RouteTarget, check_routes};
 pub use layer::{FallbackLayer, Fallbacks};
-pub use table::{KnownModels, RouteError, check_routes};
 
 use std::sync::Mutex;
-
-/// A route as declared (the gateway's `routes:`, or a `ModelRoute` object).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RouteSpec {
-    /// The name clients send as `model`.
-    pub name: String,
-    /// Models (or other routes) the traffic spreads over, each with its weight.
-    pub targets: Vec<RouteTarget>,
-    /// Tried in order after the targets.
-    pub fallback: Vec<String>,
-}
-
-/// One weighted target of a route.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RouteTarget {
-    /// A model's served name, or another route's name.
-    pub model: String,
-    /// Its share of the route's requests, relative to the others (0: fallback only).
-    pub weight: u32,
-}
 
 /// A route with its spread state.
 #[derive(Debug)]

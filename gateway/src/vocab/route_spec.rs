@@ -1,9 +1,28 @@
-//! Checks on a set of routes before any is used: what cannot work is refused with its reason,
-//! at load (the static file) or when discovered (`ModelRoute` objects).
+//! A route as declared (the gateway's `routes:`, or a `ModelRoute` object), and the checks
+//! on a set of routes before any is used: what cannot work is refused with its reason, at
+//! load (the static file) or when discovered.
 
 use std::collections::{HashMap, HashSet};
 
-use super::RouteSpec;
+/// A route as declared (the gateway's `routes:`, or a `ModelRoute` object).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteSpec {
+    /// The name clients send as `model`.
+    pub name: String,
+    /// Models (or other routes) the traffic spreads over, each with its weight.
+    pub targets: Vec<RouteTarget>,
+    /// Tried in order after the targets.
+    pub fallback: Vec<String>,
+}
+
+/// One weighted target of a route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteTarget {
+    /// A model's served name, or another route's name.
+    pub model: String,
+    /// Its share of the route's requests, relative to the others (0: fallback only).
+    pub weight: u32,
+}
 
 /// A route that cannot be used, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use super::{QueueKey, Slots};
+use super::{ModelPool, ReplicaState};
+use crate::admission::{QueueKey, Slots};
 use crate::error::GatewayError;
 use crate::metrics::Arrival;
-use crate::routing::{ModelPool, ReplicaState};
 use crate::vocab::Priority;
 
 /// How a queued request is told it was admitted.
@@ -55,9 +55,10 @@ pub fn dispatch(pool: &Arc<ModelPool>, slots: &mut Slots<Waiter>, capacity: usiz
 }
 
 /// A slot of `pool` for `tenant`, decided at once: the permit when a ready replica has room
-/// and nobody waits, else a place in the queue (see [`WaitQueue`](super::WaitQueue) for its
-/// order) to [`wait`](Queued::wait) on, else 503 when the queue is full. `arrived` is told
-/// what became of the request (demand as offered).
+/// and nobody waits, else a place in the queue (see
+/// [`WaitQueue`](crate::admission::WaitQueue) for its order) to [`wait`](Queued::wait) on,
+/// else 503 when the queue is full. `arrived` is told what became of the request (demand as
+/// offered).
 pub fn arrive(
     pool: &Arc<ModelPool>,
     priority: Priority,

@@ -8,7 +8,7 @@ use futures::future::{BoxFuture, Either, FutureExt, Ready, ready};
 use http::Response;
 use tower::{Layer, Service};
 
-use super::{AdmissionPermit, Entry};
+use super::permit::{AdmissionPermit, Entry};
 use crate::Body;
 use crate::body::{GuardResponse, Guarded};
 use crate::error::GatewayError;
@@ -44,7 +44,7 @@ impl<S> Layer<S> for AdmissionLayer {
 }
 
 /// Waits for an admission permit of the request's model (priority, then fair share between
-/// tenants, then arrival; see [`WaitQueue`](super::WaitQueue)) and holds it until the
+/// tenants, then arrival; see [`WaitQueue`](crate::admission::WaitQueue)) and holds it until the
 /// response body ends. Every request reaching it has passed its tenant's limits: it counts
 /// it as an arrival (the model's offered demand), whether admitted, queued or refused.
 #[derive(Clone)]
@@ -94,7 +94,7 @@ where
             );
         };
         let tenant = &request.tenant.name;
-        let entry = super::arrive(&request.pool, info.priority, tokens, tenant, arrived);
+        let entry = super::permit::arrive(&request.pool, info.priority, tokens, tenant, arrived);
         let queued = match entry {
             Err(error) => return Either::Left(ready(Err(error))),
             Ok(Entry::Admitted(permit)) => {

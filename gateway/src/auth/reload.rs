@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::{Config, TenantsFile};
-use crate::auth::TenantDirectory;
+use super::TenantDirectory;
+use crate::config::{Config, TenantsFile};
 
 /// Polls `path` every `interval` and swaps the tenants into `directory` when it changed.
 /// `is_tenants_file` says whether `path` holds only tenants or a whole config. An invalid

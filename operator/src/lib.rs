@@ -2,8 +2,6 @@
 //! Services and PodDisruptionBudgets, and scales them on output tokens/s per GPU against a
 //! p95 latency SLO.
 
-pub mod autoscaler;
-pub mod budget;
 pub mod children;
 pub mod controller;
 pub mod crd;
@@ -12,7 +10,8 @@ pub mod leader;
 pub mod metrics_source;
 pub mod render;
 pub mod scale;
-pub mod scaling;
 pub mod telemetry;
 
 pub use error::{Error, Result};
+/// The Kubernetes-free core, at the paths the operator has always used.
+pub use tokenscale_scaling::{autoscaler, budget, scaling};

@@ -7,7 +7,7 @@ use super::client::HttpClient;
 use super::report::{Hardware, ServerInfo};
 use tokenscale_common::metrics::engine as names;
 use tokenscale_common::metrics::gateway;
-use tokenscale_operator::metrics_source::text_format;
+use tokenscale_scaling::metrics_source::text_format;
 
 /// GETs `path` and returns the body, or `None` on any failure (servers need not have it).
 pub async fn get_text(client: &HttpClient, base_url: &str, path: &str) -> Option<String> {

@@ -11,8 +11,8 @@ use std::collections::VecDeque;
 
 use tokenscale_common::metrics::{LABEL_MODEL_NAME, gateway};
 use tokenscale_common::prom_text::Sample;
-use tokenscale_operator::metrics_source::readings::{Gauges, Reading, read};
-use tokenscale_operator::metrics_source::{ScrapeRound, TargetKind};
+use tokenscale_scaling::metrics_source::readings::{Gauges, Reading, read};
+use tokenscale_scaling::metrics_source::{ScrapeRound, TargetKind};
 
 /// The served model name the simulated gateway labels its series with.
 pub const MODEL: &str = "sim";

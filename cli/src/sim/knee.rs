@@ -5,7 +5,7 @@
 //! `tokenscale bench --slo-*` would report as the operating point).
 
 use tokenscale_common::perf_model::PerfProfile;
-use tokenscale_operator::autoscaler::Slo;
+use tokenscale_scaling::autoscaler::Slo;
 
 use super::metrics::Recorder;
 use super::replica::{Cohort, ReplicaState, TickContext};

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use tokenscale_common::perf_model::{PerfModelError, PerfProfile};
-use tokenscale_operator::autoscaler::Slo;
+use tokenscale_scaling::autoscaler::Slo;
 
 pub use batch::{BatchJob, BatchOutcome};
 pub use knee::Knee;

@@ -6,9 +6,9 @@
 use std::collections::VecDeque;
 use std::fmt;
 
-use tokenscale_operator::autoscaler::Clocks;
-use tokenscale_operator::scale::ReplicaCounts;
-use tokenscale_operator::scaling::ScalingLoop;
+use tokenscale_scaling::autoscaler::Clocks;
+use tokenscale_scaling::scale::ReplicaCounts;
+use tokenscale_scaling::scaling::ScalingLoop;
 
 use super::SimError;
 use super::exposition::BatchGauges;
@@ -210,7 +210,7 @@ fn clocks(now_s: f64) -> Clocks {
 }
 
 /// The simulated gateway's `/metrics` as a scrape now sees them (`scrape_delay_s` old).
-fn scrape(input: &DecideInput) -> tokenscale_operator::metrics_source::ScrapeRound {
+fn scrape(input: &DecideInput) -> tokenscale_scaling::metrics_source::ScrapeRound {
     let batch = BatchGauges {
         backlog_tokens: input.batch_backlog_tokens,
         required_tokens_per_s: input.batch_required_tokens_per_s,

@@ -14,7 +14,7 @@
 use std::collections::VecDeque;
 
 use tokenscale_common::perf_model::PerfProfile;
-use tokenscale_operator::autoscaler::Slo;
+use tokenscale_scaling::autoscaler::Slo;
 
 use super::metrics::Recorder;
 use super::trace::RequestClass;

@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use tokenscale_common::perf_model::PerfProfile;
-use tokenscale_operator::autoscaler::{PolicySpec, Slo};
-use tokenscale_operator::scaling::ScalingLoop;
+use tokenscale_scaling::autoscaler::{PolicySpec, Slo};
+use tokenscale_scaling::scaling::ScalingLoop;
 
 use super::batch::{BatchOutcome, Batches};
 use super::fleet::Fleet;

@@ -5,13 +5,13 @@
 use std::time::Duration;
 
 use tokenscale_gateway::routing::ColdStart;
-use tokenscale_operator::autoscaler::{Clocks, Decision, PolicySpec};
-use tokenscale_operator::metrics_source::readings::read;
-use tokenscale_operator::metrics_source::text_format::parse;
-use tokenscale_operator::metrics_source::{MetricsView, ScrapeRound, TargetKind};
-use tokenscale_operator::scale::{ReplicaCounts, ScaleTarget};
-use tokenscale_operator::scaling::attainment::Attainment;
-use tokenscale_operator::scaling::{ScalingLoop, apply};
+use tokenscale_scaling::autoscaler::{Clocks, Decision, PolicySpec};
+use tokenscale_scaling::metrics_source::readings::read;
+use tokenscale_scaling::metrics_source::text_format::parse;
+use tokenscale_scaling::metrics_source::{MetricsView, ScrapeRound, TargetKind};
+use tokenscale_scaling::scale::{ReplicaCounts, ScaleTarget};
+use tokenscale_scaling::scaling::attainment::Attainment;
+use tokenscale_scaling::scaling::{ScalingLoop, apply};
 
 use super::pool::ProcessPool;
 use super::probe::Probe;
@@ -169,8 +169,8 @@ pub fn status_line(
 
 #[cfg(test)]
 mod tests {
-    use tokenscale_operator::autoscaler::{DecisionReason, Slo};
-    use tokenscale_operator::scaling::attainment::{PeriodSample, SloHistory};
+    use tokenscale_scaling::autoscaler::{DecisionReason, Slo};
+    use tokenscale_scaling::scaling::attainment::{PeriodSample, SloHistory};
 
     use super::*;
 

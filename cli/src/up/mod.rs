@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 use tokenscale_common::engines::EnginePriority;
 use tokenscale_common::hub_source::HubSource;
 use tokenscale_gateway::routing::RouteSpec;
-use tokenscale_operator::autoscaler::PolicySpec;
+use tokenscale_scaling::autoscaler::PolicySpec;
 use tokenscale_operator::controller::scaling::policy_spec;
 use tokenscale_operator::crd::{Backend, EngineKind};
-use tokenscale_operator::scale::ScaleTarget;
+use tokenscale_scaling::scale::ScaleTarget;
 
 pub use control::status_line;
 pub use manifest::{DEFAULT_MANIFEST, Manifest};

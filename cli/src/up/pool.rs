@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use tokenscale_gateway::Registry;
 use tokenscale_gateway::routing::ColdStart;
-use tokenscale_operator::autoscaler::ReplicaLoad;
-use tokenscale_operator::scale::{
+use tokenscale_scaling::autoscaler::ReplicaLoad;
+use tokenscale_scaling::scale::{
     ReplicaCounts, ScaleError, ScaleTarget, least_loaded, removal_plan,
 };
 use tokio::process::Child;

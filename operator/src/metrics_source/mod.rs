@@ -1,23 +1,20 @@
 //! Where demand and latency come from: scrape the gateway's and the engines' Prometheus
-//! `/metrics` (found through EndpointSlices, or given as URLs), parse them, and reduce them
-//! to windowed rates and p95s from histogram bucket deltas; or ask a Prometheus server.
+//! `/metrics` (found through EndpointSlices, or given as URLs), or ask a Prometheus server.
+//! Parsing and windowing live in `tokenscale-scaling` (re-exported here), shared with the CLI.
 
 pub mod discovery;
-pub mod histogram;
-pub mod model;
 pub mod prometheus;
-pub mod readings;
 pub mod scrape;
 pub mod shared_scrape;
 pub mod source;
 pub mod waiting;
-pub mod window;
 
-/// The one Prometheus text parser (shared with the gateway and the CLI).
-pub use tokenscale_common::prom_text as text_format;
+pub use tokenscale_scaling::metrics_source::{
+    ModelRef, ScrapeTarget, ScrapeTargets, histogram, model, readings, text_format, window,
+};
 
 pub use model::{MetricsView, ModelMetrics, ScrapeRound};
 pub use readings::TargetKind;
 pub use source::{
-    FixedSource, GatewayTargets, MetricsSource, ModelRef, Observed, PrometheusSource, ScrapeSource,
+    FixedSource, GatewayTargets, MetricsSource, Observed, PrometheusSource, ScrapeSource,
 };

@@ -10,22 +10,8 @@ use super::model::{MetricsView, ScrapeRound};
 use super::prometheus;
 use super::readings::{TargetKind, read};
 use super::shared_scrape::SharedScrapes;
+use super::{ModelRef, ScrapeTarget, ScrapeTargets};
 use crate::children::ENGINE_PORT;
-
-/// The model a source is asked about.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelRef {
-    /// Namespace of the ModelDeployment.
-    pub namespace: String,
-    /// Name of its engine Service.
-    pub service: String,
-    /// The served model name (the gateway's `model_name` label).
-    pub served_name: String,
-    /// Stable window, seconds.
-    pub stable_s: f64,
-    /// Panic window, seconds.
-    pub panic_s: f64,
-}
 
 /// What a source returns: raw readings to fold into the model's memory, or a finished view.
 #[derive(Debug, Clone)]
@@ -109,13 +95,19 @@ impl ScrapeSource {
             .map(|(_, url)| url)
             .collect()
     }
+}
 
-    async fn targets(&self, model: &ModelRef) -> Vec<(String, String, TargetKind)> {
+impl ScrapeTargets for ScrapeSource {
+    async fn scrape_targets(&self, model: &ModelRef) -> Vec<ScrapeTarget> {
         let mut targets: Vec<_> = self
             .gateways()
             .await
             .into_iter()
-            .map(|(name, url)| (name, url, TargetKind::Gateway))
+            .map(|(name, url)| ScrapeTarget {
+                name,
+                url,
+                kind: TargetKind::Gateway,
+            })
             .collect();
         match self
             .endpoints
@@ -127,7 +119,11 @@ impl ScrapeSource {
             )
             .await
         {
-            Ok(eps) => targets.extend(eps.into_iter().map(|e| (e.name, e.url, TargetKind::Engine))),
+            Ok(eps) => targets.extend(eps.into_iter().map(|e| ScrapeTarget {
+                name: e.name,
+                url: e.url,
+                kind: TargetKind::Engine,
+            })),
             Err(e) => {
                 tracing::warn!(error = %e, service = %model.service, "listing engine endpoints failed")
             }
@@ -142,10 +138,12 @@ impl MetricsSource for ScrapeSource {
     }
     fn observe<'a>(&'a self, model: &'a ModelRef) -> BoxFuture<'a, Observed> {
         Box::pin(async move {
-            let targets = self.targets(model).await;
-            let fetches = targets.iter().map(|(_, url, _)| self.scrapes.get(url));
+            let targets = self.scrape_targets(model).await;
+            let fetches = targets.iter().map(|t| self.scrapes.get(&t.url));
             let mut round = ScrapeRound::default();
-            for ((name, _, kind), scraped) in targets.iter().zip(join_all(fetches).await) {
+            for (ScrapeTarget { name, kind, .. }, scraped) in
+                targets.iter().zip(join_all(fetches).await)
+            {
                 match scraped {
                     Ok(exposition) => {
                         if !exposition.errors.is_empty() {

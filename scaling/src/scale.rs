@@ -1,14 +1,10 @@
-//! Scale targets: what the autoscaler's decisions act on, behind one trait. Kubernetes uses
-//! the engine Deployment's `scale` subresource; `tokenscale up` implements a local process
-//! pool against the same trait.
-
-pub mod kubernetes;
+//! Scale targets: what the autoscaler's decisions act on, behind one trait. The operator
+//! implements it on the engine Deployment's `scale` subresource; `tokenscale up` on a local
+//! process pool.
 
 use std::future::Future;
 
 use crate::autoscaler::ReplicaLoad;
-
-pub use kubernetes::KubernetesScaleTarget;
 
 /// Replica counts of a scale target.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 
-use k8s_openapi::jiff::Timestamp;
+use jiff::Timestamp;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -34,10 +34,23 @@ pub mod engine {
     pub const E2E_REQUEST_LATENCY_SECONDS: &str = "vllm:e2e_request_latency_seconds";
     /// Histogram (seconds): arrival to first scheduling.
     pub const REQUEST_QUEUE_TIME_SECONDS: &str = "vllm:request_queue_time_seconds";
+    /// Counter: speculative verify steps (one per sequence whose draft was verified).
+    pub const SPEC_DECODE_NUM_DRAFTS_TOTAL: &str = "vllm:spec_decode_num_drafts_total";
+    /// Counter: draft tokens verified.
+    pub const SPEC_DECODE_NUM_DRAFT_TOKENS_TOTAL: &str = "vllm:spec_decode_num_draft_tokens_total";
+    /// Counter: draft tokens accepted.
+    pub const SPEC_DECODE_NUM_ACCEPTED_TOKENS_TOTAL: &str =
+        "vllm:spec_decode_num_accepted_tokens_total";
+    /// Counter with label `position` (0-based place in the draft): draft tokens accepted there.
+    pub const SPEC_DECODE_NUM_ACCEPTED_TOKENS_PER_POS_TOTAL: &str =
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total";
     /// Histogram (seconds): one engine step (forward pass plus bookkeeping).
     pub const STEP_DURATION_SECONDS: &str = "tokenscale_engine_step_duration_seconds";
     /// Histogram: sequences in one engine step.
     pub const BATCH_SIZE: &str = "tokenscale_engine_batch_size";
+    /// Info gauge (value: Unix time of the last change) with vLLM's labels `max_lora`,
+    /// `running_lora_adapters` and `waiting_lora_adapters` (comma-separated adapter names).
+    pub const LORA_REQUESTS_INFO: &str = "vllm:lora_requests_info";
     /// Gauge: running sequences allowed now (`--max-num-seqs`, or the lower number a TPOT
     /// target's measured step time allows: the replica's operating point).
     pub const MAX_NUM_SEQS: &str = "tokenscale_engine_max_num_seqs";

@@ -122,6 +122,10 @@ pub struct SamplingFields {
     /// tokenscale extension: this request continues an answer that was cut off elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenscale_resume: Option<Resume>,
+    /// tokenscale extension: `false` turns speculative decoding off for this request (the
+    /// output is the same either way; speculation only changes its speed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<bool>,
 }
 
 /// The start of an answer already generated (and streamed) by another replica, which this
@@ -414,6 +418,12 @@ pub struct ModelCard {
     /// The Hub commit the model was fetched at, for `hf://` sources (tokenscale extension).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
+    /// What the model was loaded from (vLLM's `root`; a LoRA adapter's source).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+    /// The base model of a LoRA adapter (vLLM's `parent`); `None` for a base model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 /// `GET /v1/models` response.

@@ -136,6 +136,7 @@ fn request(max_tokens: u32) -> GenerateRequest {
         arrival: Instant::now(),
         resumed_tokens: 0,
         constraint: None,
+        adapter: None,
     }
 }
 
@@ -156,6 +157,7 @@ fn spawn_engine(backend: LosesDevice) -> EngineHandle {
         max_model_len: 4096,
         eos_token_ids: Vec::new(),
         tpot_target: None,
+        speculative: Default::default(),
     };
     EngineHandle::spawn(Box::new(backend), config, metrics).expect("spawn")
 }

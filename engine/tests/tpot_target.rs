@@ -67,6 +67,7 @@ fn run(max_num_seqs: usize, tpot_target: Option<Duration>) -> Run {
         max_model_len: 4096,
         eos_token_ids: Vec::new(),
         tpot_target,
+        speculative: Default::default(),
     };
     let engine = EngineHandle::spawn(Box::new(backend), config, metrics.clone()).expect("spawn");
     let started = Instant::now();
@@ -85,6 +86,7 @@ fn run(max_num_seqs: usize, tpot_target: Option<Duration>) -> Run {
                 arrival: Instant::now(),
                 resumed_tokens: 0,
                 constraint: None,
+                adapter: None,
             };
             engine.submit(request).expect("submit")
         })

@@ -76,6 +76,12 @@ pub trait Backend: Send {
     fn computes_every_row(&self) -> bool {
         false
     }
+    /// Whether speculative drafts may be verified on this backend: every row's logits, and
+    /// step times that are the backend's own (the simulator's tokens would make its
+    /// acceptance, and so its speed-up, an artefact).
+    fn verifies_drafts(&self) -> bool {
+        self.computes_every_row()
+    }
     /// Like [`forward`](Self::forward), and also the logits of every token of the sequences
     /// whose `every_row[i]` is set (a prompt chunk of a request that asked for prompt
     /// logprobs): one row per token, in token order, the last being the row `want_logits`

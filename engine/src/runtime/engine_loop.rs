@@ -13,10 +13,15 @@ use super::{Command, EngineConfig, EngineMetrics, GenerateRequest, RequestUsage,
 use crate::backend::{Backend, SeqStep, StepOutput};
 use crate::grammar::{Constraint, GrammarError, MaskJob, MaskWorker, TokenMask};
 use crate::kv::{KvCacheManager, RequestId};
+use crate::lora::LoraAdapter;
 use crate::sampling::{FinishReason, SampledToken, Sampler, finish_on_token};
 use crate::sched::{
     SchedRequest, Scheduler, SchedulerConfig, SchedulerOutput, StepLimits, StepTimeModel,
 };
+use crate::spec::{DraftPolicy, SpeculativeConfig, SpeculativeMode};
+
+#[path = "speculate.rs"]
+mod speculate;
 
 /// A request the loop is serving: its sampler, its grammar, its event channel and its timings.
 struct Active {
@@ -35,6 +40,10 @@ struct Active {
     /// The prompt logprobs gathered so far (entry `p` scores prompt token `p + 1`), while the
     /// request asked for them and they have not been sent.
     prompt_logprobs: Option<Vec<SampledToken>>,
+    /// Its acceptance so far, while it may speculate (`None`: never, e.g. a grammar).
+    spec: Option<DraftPolicy>,
+    /// The LoRA adapter of its rows (`None`: the base model).
+    adapter: Option<Arc<LoraAdapter>>,
 }
 
 /// Everything the loop owns.
@@ -51,6 +60,8 @@ pub(super) struct EngineLoop {
     masks: Option<MaskWorker>,
     /// Measured step times, for the TPOT target's limits.
     step_time: StepTimeModel,
+    /// Speculative decoding as this backend allows it.
+    speculative: SpeculativeConfig,
 }
 
 impl EngineLoop {
@@ -71,6 +82,14 @@ impl EngineLoop {
         });
         let vocab_size = backend.model_config().vocab_size;
         metrics.max_num_seqs.set(scheduler.seat_limit() as f64);
+        let speculative = if backend.verifies_drafts() {
+            config.speculative
+        } else {
+            SpeculativeConfig::off()
+        };
+        metrics
+            .spec_decode
+            .enable(speculative.mode != SpeculativeMode::Off);
         Self {
             backend,
             config,
@@ -82,6 +101,7 @@ impl EngineLoop {
             vocab_size,
             masks: None,
             step_time: StepTimeModel::default(),
+            speculative,
         }
     }
 
@@ -94,6 +114,7 @@ impl EngineLoop {
                 return Ok(());
             }
             self.apply_tpot_target();
+            self.propose_drafts();
             let out = self.scheduler.schedule(&mut self.kv);
             self.record_schedule(&out);
             // Blocks are taken at scheduling time: show them before any token of this step leaves.
@@ -183,6 +204,7 @@ impl EngineLoop {
             arrival,
             resumed_tokens,
             constraint,
+            adapter,
         } = request;
         let max_len = self
             .config
@@ -208,6 +230,14 @@ impl EngineLoop {
             let _ = events.send(TokenEvent::Failed(message));
             return;
         }
+        if adapter.is_some() && !self.backend.computes_lora() {
+            let message = format!(
+                "LoRA adapters are not supported by the {} backend",
+                self.backend.name()
+            );
+            let _ = events.send(TokenEvent::Failed(message));
+            return;
+        }
         if constraint.is_some() && self.masks.is_none() {
             match MaskWorker::spawn() {
                 Ok(worker) => self.masks = Some(worker),
@@ -220,6 +250,7 @@ impl EngineLoop {
         }
         let (prompt, output) = prompt_tokens.split_at(prompt_tokens.len() - resumed_tokens);
         let sampler = Sampler::resume(&params, prompt, output);
+        let constrained = constraint.is_some();
         let mut request = SchedRequest::new(id, prompt_tokens, priority, cache_salt);
         request.prompt_logits = params.prompt_logprobs.is_some();
         self.scheduler.add(request);
@@ -235,6 +266,12 @@ impl EngineLoop {
                 num_generated: resumed_tokens as u32,
                 resumed: resumed_tokens,
                 prompt_logprobs: params.prompt_logprobs.map(|_| Vec::new()),
+                // A grammar's mask covers one position per step: no drafts.
+                spec: (self.speculative.mode != SpeculativeMode::Off
+                    && params.speculative
+                    && !constrained)
+                    .then(DraftPolicy::default),
+                adapter,
             },
         );
     }
@@ -246,27 +283,35 @@ impl EngineLoop {
     fn step(&mut self, out: &SchedulerOutput) -> crate::Result<()> {
         let started = Instant::now();
         let lent = self.lend_constraints(out);
+        let drafted = self.drafted_tokens(out);
         let result = {
             let mut batch = Vec::with_capacity(out.seqs.len());
             let mut every_row = Vec::with_capacity(out.seqs.len());
-            for seq in &out.seqs {
+            let mut adapters = Vec::with_capacity(out.seqs.len());
+            for (seq, drafted) in out.seqs.iter().zip(&drafted) {
                 let Some(request) = self.scheduler.request(seq.id) else {
                     continue;
                 };
+                // A verify step runs the decode token and the draft, which is not in `tokens`.
+                let tokens = match drafted {
+                    Some(tokens) => tokens.as_slice(),
+                    None => &request.tokens[seq.start_pos..seq.start_pos + seq.num_tokens],
+                };
                 batch.push(SeqStep {
-                    tokens: &request.tokens[seq.start_pos..seq.start_pos + seq.num_tokens],
+                    tokens,
                     start_pos: seq.start_pos,
                     block_table: self.kv.block_table(seq.id),
                     want_logits: seq.want_logits,
                 });
-                every_row.push(seq.prompt_logits);
+                every_row.push(seq.prompt_logits || seq.num_draft > 0);
+                adapters.push(self.active.get(&seq.id).and_then(|a| a.adapter.as_deref()));
             }
-            // Only a step that holds a prompt-logprobs chunk pays for the extra head rows.
-            if every_row.contains(&true) {
-                self.backend.forward_every_row(&batch, &every_row)
-            } else {
-                self.backend.forward(&batch)
-            }
+            // Only a step that holds a prompt-logprobs chunk or a draft pays for the extra rows.
+            let every_row: &[bool] = match every_row.contains(&true) {
+                true => &every_row,
+                false => &[],
+            };
+            self.backend.forward_lora(&batch, every_row, &adapters)
         };
         let masks = self.take_back_constraints(lent);
         match result {
@@ -416,6 +461,10 @@ impl EngineLoop {
                 );
                 continue;
             };
+            if seq.num_draft > 0 {
+                self.verify_and_send(index, seq, output, now);
+                continue;
+            }
             let Some(active) = self.active.get_mut(&seq.id) else {
                 continue;
             };
@@ -458,67 +507,81 @@ impl EngineLoop {
                     continue;
                 }
             };
-            if let Some(constraint) = &mut active.constraint {
-                constraint.record(token.token_id);
+            if let Some(spec) = &mut active.spec {
+                spec.on_token(token.token_id);
             }
-            active.num_generated += 1;
-            match active.last_token_at {
-                None => self
-                    .metrics
-                    .time_to_first_token_s
-                    .observe((now - active.arrival).as_secs_f64()),
-                Some(last) => self
-                    .metrics
-                    .inter_token_latency_s
-                    .observe((now - last).as_secs_f64()),
-            }
-            active.last_token_at = Some(now);
-            self.metrics.generation_tokens.add(1);
-            let token_id = token.token_id;
-            let finish = finish_on_token(
-                active.sampler.params(),
-                token_id,
-                active.num_generated,
-                &self.config.eos_token_ids,
-            );
-            self.scheduler.append_token(seq.id, token_id);
-            let Some(request) = self.scheduler.request(seq.id) else {
-                continue;
-            };
-            let cached = request.num_cached_tokens.unwrap_or(0);
-            let finish = finish.or_else(|| {
-                (request.tokens.len() >= self.config.max_model_len).then_some(FinishReason::Length)
-            });
-            // EOS and stop tokens end the request without joining the output.
-            let is_output = !matches!(finish, Some(FinishReason::Eos | FinishReason::StopToken(_)));
-            if is_output
-                && active
-                    .events
-                    .send(TokenEvent::Token {
-                        token,
-                        num_cached_tokens: cached,
-                    })
-                    .is_err()
-            {
-                // The receiver is gone: the client disconnected.
-                self.scheduler.remove(seq.id, &mut self.kv);
-                self.active.remove(&seq.id);
-                continue;
-            }
-            if let Some(reason) = finish {
-                // A resumed start is output, not prompt, of the answer this request completes.
-                let prompt_tokens = request.num_prompt_tokens - active.resumed;
-                let usage = RequestUsage {
-                    prompt_tokens,
-                    completion_tokens: active.num_generated as usize - usize::from(!is_output),
-                    cached_tokens: cached.min(prompt_tokens),
-                };
-                self.metrics
-                    .e2e_request_latency_s
-                    .observe((now - active.arrival).as_secs_f64());
-                self.finish(seq.id, TokenEvent::Finished { reason, usage });
-            }
+            self.deliver(seq.id, token, now);
         }
+    }
+
+    /// Records a sampled token of `id`, sends it, and ends the request when it stops there.
+    /// True while the request goes on.
+    fn deliver(&mut self, id: RequestId, token: SampledToken, now: Instant) -> bool {
+        let Some(active) = self.active.get_mut(&id) else {
+            return false;
+        };
+        if let Some(constraint) = &mut active.constraint {
+            constraint.record(token.token_id);
+        }
+        active.num_generated += 1;
+        match active.last_token_at {
+            None => self
+                .metrics
+                .time_to_first_token_s
+                .observe((now - active.arrival).as_secs_f64()),
+            Some(last) => self
+                .metrics
+                .inter_token_latency_s
+                .observe((now - last).as_secs_f64()),
+        }
+        active.last_token_at = Some(now);
+        self.metrics.generation_tokens.add(1);
+        let token_id = token.token_id;
+        let finish = finish_on_token(
+            active.sampler.params(),
+            token_id,
+            active.num_generated,
+            &self.config.eos_token_ids,
+        );
+        self.scheduler.append_token(id, token_id);
+        let Some(request) = self.scheduler.request(id) else {
+            return false;
+        };
+        let cached = request.num_cached_tokens.unwrap_or(0);
+        let finish = finish.or_else(|| {
+            (request.tokens.len() >= self.config.max_model_len).then_some(FinishReason::Length)
+        });
+        // EOS and stop tokens end the request without joining the output.
+        let is_output = !matches!(finish, Some(FinishReason::Eos | FinishReason::StopToken(_)));
+        if is_output
+            && active
+                .events
+                .send(TokenEvent::Token {
+                    token,
+                    num_cached_tokens: cached,
+                })
+                .is_err()
+        {
+            // The receiver is gone: the client disconnected.
+            self.scheduler.remove(id, &mut self.kv);
+            self.active.remove(&id);
+            return false;
+        }
+        let Some(reason) = finish else {
+            return true;
+        };
+        // A resumed start is output, not prompt, of the answer this request completes.
+        let prompt_tokens = request.num_prompt_tokens - active.resumed;
+        let usage = RequestUsage {
+            prompt_tokens,
+            completion_tokens: active.num_generated as usize - usize::from(!is_output),
+            cached_tokens: cached.min(prompt_tokens),
+        };
+        self.metrics
+            .e2e_request_latency_s
+            .observe((now - active.arrival).as_secs_f64());
+        self.finish(id, TokenEvent::Finished { reason, usage });
+        false
     }
 
     /// Sends the last event of a request and forgets it.
@@ -553,5 +616,17 @@ impl EngineLoop {
             .num_requests_waiting
             .set(self.scheduler.num_waiting() as f64);
         self.metrics.kv_cache_usage_perc.set(self.kv.usage());
+        let names = |ids: &mut dyn Iterator<Item = &RequestId>| {
+            let mut names: Vec<&str> = ids
+                .filter_map(|id| self.active.get(id)?.adapter.as_deref())
+                .map(|a| a.name.as_str())
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            names
+        };
+        let running = names(&mut self.scheduler.running().iter());
+        let waiting = names(&mut self.scheduler.waiting().iter());
+        self.metrics.lora.set(&running, &waiting);
     }
 }

@@ -7,6 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokenscale_common::exposition::{Family, Histogram, Kind, LeFormat, Series, Value, render};
 use tokenscale_common::metrics::{LABEL_MODEL_NAME, engine as names};
 
+#[path = "spec_metrics.rs"]
+mod spec_metrics;
+pub use spec_metrics::SpecDecodeMetrics;
+
 /// Bucket bounds of latency histograms, in seconds (vLLM's, so dashboards line up).
 const TTFT_BUCKETS_S: &[f64] = &[
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
@@ -82,6 +86,10 @@ pub struct EngineMetrics {
     pub request_queue_time_s: Histogram,
     pub step_duration_s: Histogram,
     pub batch_size: Histogram,
+    /// Speculative decoding's acceptance (exported only while the engine speculates).
+    pub spec_decode: SpecDecodeMetrics,
+    /// The LoRA adapters in use (exported only by a backend that computes adapters).
+    pub lora: super::lora_metrics::LoraMetrics,
 }
 
 impl EngineMetrics {
@@ -115,6 +123,8 @@ impl EngineMetrics {
             request_queue_time_s: Histogram::new(REQUEST_BUCKETS_S, LeFormat::Decimal),
             step_duration_s: Histogram::new(STEP_BUCKETS_S, LeFormat::Decimal),
             batch_size: Histogram::new(BATCH_BUCKETS, LeFormat::Decimal),
+            spec_decode: SpecDecodeMetrics::default(),
+            lora: Default::default(),
         }
     }
 
@@ -163,6 +173,8 @@ impl EngineMetrics {
             )
         });
         families.extend(histograms);
+        families.extend(self.spec_decode.families(&self.model_name));
+        families.extend(self.lora.families());
         render(&families)
     }
 

@@ -64,6 +64,9 @@ pub struct SamplingParams {
     /// route's `echo` with `logprobs`). Such a request never reads the prefix cache (cached
     /// positions have no logits), and it may set `max_tokens` to 0 to only score its prompt.
     pub prompt_logprobs: Option<u32>,
+    /// Whether this request may decode speculatively (the request's `speculative`; the
+    /// engine's `--speculative` decides whether it does). The tokens are the same either way.
+    pub speculative: bool,
 }
 
 impl Default for SamplingParams {
@@ -84,6 +87,7 @@ impl Default for SamplingParams {
             logprobs: None,
             logit_bias: BTreeMap::new(),
             prompt_logprobs: None,
+            speculative: true,
         }
     }
 }

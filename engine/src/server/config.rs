@@ -49,6 +49,11 @@ pub struct ServeConfig {
     pub tool_call_parser: Option<String>,
     /// Reasoning syntax (`qwen3`, `deepseek_r1`, `none`); default: read from the template.
     pub reasoning_parser: Option<String>,
+    /// Speculative decoding (`--speculative`, `--num-speculative-tokens`,
+    /// `--prompt-lookup-max`, `--prompt-lookup-min`).
+    pub speculative: crate::spec::SpeculativeConfig,
+    /// LoRA adapters served beside the model (`--lora`, `--max-loras`, `--max-lora-rank`).
+    pub lora: crate::lora::LoraConfig,
 }
 
 impl Default for ServeConfig {
@@ -75,6 +80,8 @@ impl Default for ServeConfig {
             max_connections: 2048,
             tool_call_parser: None,
             reasoning_parser: None,
+            speculative: crate::spec::SpeculativeConfig::default(),
+            lora: crate::lora::LoraConfig::default(),
         }
     }
 }

@@ -43,6 +43,8 @@ pub struct Resolved {
     pub tool_calls: Option<ToolCallStreamer>,
     /// Splits the text into reasoning and content (chat with a reasoning model).
     pub reasoning: Option<ReasoningStreamer>,
+    /// The LoRA adapter the request's `model` names (`None`: the base model).
+    pub adapter: Option<std::sync::Arc<crate::lora::LoraAdapter>>,
 }
 
 /// Reads the shared fields; `max_tokens` is the endpoint's own (chat's
@@ -109,6 +111,7 @@ pub fn resolve(
         logit_bias: parse_logit_bias(logit_bias)?,
         // Set by the completions route when it echoes with logprobs.
         prompt_logprobs: None,
+        speculative: fields.speculative.unwrap_or(true),
     };
     params.validate(vocab_size)?;
     let include_usage = fields
@@ -135,6 +138,7 @@ pub fn resolve(
         constraint: None,
         tool_calls: None,
         reasoning: None,
+        adapter: None,
     })
 }
 

@@ -118,6 +118,12 @@ impl Backend for SimBackend {
         true
     }
 
+    /// Refused: the simulator's deterministic tokens would give an acceptance rate, and so a
+    /// speed-up, that no model has.
+    fn verifies_drafts(&self) -> bool {
+        false
+    }
+
     fn forward_every_row(
         &mut self,
         batch: &[SeqStep<'_>],

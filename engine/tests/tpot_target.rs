@@ -86,7 +86,6 @@ fn run(max_num_seqs: usize, tpot_target: Option<Duration>) -> Run {
                 arrival: Instant::now(),
                 resumed_tokens: 0,
                 constraint: None,
-                adapter: None,
             };
             engine.submit(request).expect("submit")
         })

@@ -1,6 +1,5 @@
-//! `tokenscale-engine serve`: runs the OpenAI-compatible server until SIGTERM or Ctrl-C (and
-//! `--shutdown-delay` after it), then drains (health 503, new requests 503, running ones
-//! finish within `--drain-timeout`).
+//! `tokenscale-engine serve`: runs the OpenAI-compatible server until SIGTERM or Ctrl-C, then
+//! drains (health 503, new requests 503, running ones finish within `--drain-timeout`).
 
 use anyhow::Context;
 
@@ -42,11 +41,6 @@ pub struct ServeArgs {
     /// Seconds running requests may take to finish after SIGTERM.
     #[arg(long, default_value_t = ServeConfig::default().drain_timeout_s)]
     pub drain_timeout: f64,
-    /// Seconds to keep serving as usual after SIGTERM before draining: the time the pod's
-    /// removal from the Service takes to reach every client (what a pre-stop `sleep` did, in
-    /// the binary, so it needs no shell or `sleep` in the image nor Kubernetes 1.30).
-    #[arg(long, default_value_t = 0.0)]
-    pub shutdown_delay: f64,
     /// Name clients use in `model` (default: the alias or the file's stem).
     #[arg(long)]
     pub served_model_name: Option<String>,
@@ -109,17 +103,6 @@ pub struct ServeArgs {
     /// Shortest n-gram looked up (vLLM's `prompt_lookup_min`).
     #[arg(long, default_value_t = crate::spec::SpeculativeConfig::default().prompt_lookup_min)]
     pub prompt_lookup_min: usize,
-    /// A LoRA adapter served beside the model as NAME: SOURCE is a PEFT folder
-    /// (`adapter_config.json` + `adapter_model.safetensors`) or `hf://ORG/REPO`. Repeatable.
-    #[arg(long = "lora", value_name = "NAME=SOURCE")]
-    pub lora: Vec<String>,
-    /// LoRA adapters kept in memory at a time; the least recently used is evicted and read
-    /// again from its source on its next request.
-    #[arg(long, default_value_t = crate::lora::LoraConfig::default().max_loras)]
-    pub max_loras: usize,
-    /// Largest LoRA rank `r` accepted.
-    #[arg(long, default_value_t = crate::lora::LoraConfig::default().max_lora_rank)]
-    pub max_lora_rank: usize,
 }
 
 impl ServeArgs {
@@ -133,10 +116,6 @@ impl ServeArgs {
         anyhow::ensure!(
             self.drain_timeout.is_finite() && self.drain_timeout >= 0.0,
             "--drain-timeout must be ≥ 0 seconds"
-        );
-        anyhow::ensure!(
-            self.shutdown_delay.is_finite() && (0.0..=3600.0).contains(&self.shutdown_delay),
-            "--shutdown-delay must be 0 to 3600 seconds"
         );
         anyhow::ensure!(
             self.gpu_memory_utilization > 0.0 && self.gpu_memory_utilization <= 1.0,
@@ -194,36 +173,6 @@ impl ServeArgs {
             tool_call_parser: self.tool_call_parser.clone(),
             reasoning_parser: self.reasoning_parser.clone(),
             speculative,
-            lora: self.lora_config()?,
-        })
-    }
-}
-
-impl ServeArgs {
-    /// `--lora NAME=SOURCE` (each), `--max-loras`, `--max-lora-rank`.
-    fn lora_config(&self) -> anyhow::Result<crate::lora::LoraConfig> {
-        anyhow::ensure!(self.max_loras > 0, "--max-loras must be at least 1");
-        anyhow::ensure!(
-            (1..=crate::lora::MAX_RANK).contains(&self.max_lora_rank),
-            "--max-lora-rank must be 1 to {}",
-            crate::lora::MAX_RANK
-        );
-        let mut adapters: Vec<(String, String)> = Vec::new();
-        for spec in &self.lora {
-            let (name, source) = spec
-                .split_once('=')
-                .filter(|(n, s)| !n.is_empty() && !s.is_empty())
-                .ok_or_else(|| anyhow::anyhow!("--lora {spec:?}: expected NAME=SOURCE"))?;
-            anyhow::ensure!(
-                adapters.iter().all(|(n, _)| n != name),
-                "--lora: the name {name:?} is given twice"
-            );
-            adapters.push((name.to_string(), source.to_string()));
-        }
-        Ok(crate::lora::LoraConfig {
-            adapters,
-            max_loras: self.max_loras,
-            max_lora_rank: self.max_lora_rank,
         })
     }
 }
@@ -250,34 +199,21 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         // Printed so a parent process that passed --port 0 learns the port.
         eprintln!("listening on http://{}", listener.local_addr()?);
         let loader_config = config.clone();
-        let delay = std::time::Duration::from_secs_f64(args.shutdown_delay);
         if args.backend == "sim" {
             let profile = crate::backend::sim::read_profile(args.sim_profile.as_deref())?;
             let loader = move || crate::backend::sim::load_sim(&loader_config, profile);
-            server::serve_on(listener, config, loader, delayed(shutdown_signal(), delay)).await?;
+            server::serve_on(listener, config, loader, shutdown_signal()).await?;
             return anyhow::Ok(());
         }
         server::serve_on(
             listener,
             config,
             move || server::load_model(&loader_config),
-            delayed(shutdown_signal(), delay),
+            shutdown_signal(),
         )
         .await?;
         anyhow::Ok(())
     })
-}
-
-/// Resolves `delay` after `signal`: the engine serves as usual meanwhile.
-async fn delayed(signal: impl std::future::Future<Output = ()>, delay: std::time::Duration) {
-    signal.await;
-    if !delay.is_zero() {
-        tracing::info!(
-            delay_s = delay.as_secs_f64(),
-            "shutdown signal: serving on before draining"
-        );
-        tokio::time::sleep(delay).await;
-    }
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

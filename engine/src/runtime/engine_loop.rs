@@ -13,7 +13,6 @@ use super::{Command, EngineConfig, EngineMetrics, GenerateRequest, RequestUsage,
 use crate::backend::{Backend, SeqStep, StepOutput};
 use crate::grammar::{Constraint, GrammarError, MaskJob, MaskWorker, TokenMask};
 use crate::kv::{KvCacheManager, RequestId};
-use crate::lora::LoraAdapter;
 use crate::sampling::{FinishReason, SampledToken, Sampler, finish_on_token};
 use crate::sched::{
     SchedRequest, Scheduler, SchedulerConfig, SchedulerOutput, StepLimits, StepTimeModel,
@@ -42,8 +41,6 @@ struct Active {
     prompt_logprobs: Option<Vec<SampledToken>>,
     /// Its acceptance so far, while it may speculate (`None`: never, e.g. a grammar).
     spec: Option<DraftPolicy>,
-    /// The LoRA adapter of its rows (`None`: the base model).
-    adapter: Option<Arc<LoraAdapter>>,
 }
 
 /// Everything the loop owns.
@@ -204,7 +201,6 @@ impl EngineLoop {
             arrival,
             resumed_tokens,
             constraint,
-            adapter,
         } = request;
         let max_len = self
             .config
@@ -225,14 +221,6 @@ impl EngineLoop {
         if params.prompt_logprobs.is_some() && !self.backend.computes_every_row() {
             let message = format!(
                 "the {} backend does not compute prompt logprobs (echo with logprobs, prompt_logprobs) yet",
-                self.backend.name()
-            );
-            let _ = events.send(TokenEvent::Failed(message));
-            return;
-        }
-        if adapter.is_some() && !self.backend.computes_lora() {
-            let message = format!(
-                "LoRA adapters are not supported by the {} backend",
                 self.backend.name()
             );
             let _ = events.send(TokenEvent::Failed(message));
@@ -271,7 +259,6 @@ impl EngineLoop {
                     && params.speculative
                     && !constrained)
                     .then(DraftPolicy::default),
-                adapter,
             },
         );
     }
@@ -287,7 +274,6 @@ impl EngineLoop {
         let result = {
             let mut batch = Vec::with_capacity(out.seqs.len());
             let mut every_row = Vec::with_capacity(out.seqs.len());
-            let mut adapters = Vec::with_capacity(out.seqs.len());
             for (seq, drafted) in out.seqs.iter().zip(&drafted) {
                 let Some(request) = self.scheduler.request(seq.id) else {
                     continue;
@@ -304,14 +290,13 @@ impl EngineLoop {
                     want_logits: seq.want_logits,
                 });
                 every_row.push(seq.prompt_logits || seq.num_draft > 0);
-                adapters.push(self.active.get(&seq.id).and_then(|a| a.adapter.as_deref()));
             }
             // Only a step that holds a prompt-logprobs chunk or a draft pays for the extra rows.
-            let every_row: &[bool] = match every_row.contains(&true) {
-                true => &every_row,
-                false => &[],
-            };
-            self.backend.forward_lora(&batch, every_row, &adapters)
+            if every_row.contains(&true) {
+                self.backend.forward_every_row(&batch, &every_row)
+            } else {
+                self.backend.forward(&batch)
+            }
         };
         let masks = self.take_back_constraints(lent);
         match result {
@@ -616,17 +601,5 @@ impl EngineLoop {
             .num_requests_waiting
             .set(self.scheduler.num_waiting() as f64);
         self.metrics.kv_cache_usage_perc.set(self.kv.usage());
-        let names = |ids: &mut dyn Iterator<Item = &RequestId>| {
-            let mut names: Vec<&str> = ids
-                .filter_map(|id| self.active.get(id)?.adapter.as_deref())
-                .map(|a| a.name.as_str())
-                .collect();
-            names.sort_unstable();
-            names.dedup();
-            names
-        };
-        let running = names(&mut self.scheduler.running().iter());
-        let waiting = names(&mut self.scheduler.waiting().iter());
-        self.metrics.lora.set(&running, &waiting);
     }
 }

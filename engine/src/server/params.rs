@@ -43,8 +43,6 @@ pub struct Resolved {
     pub tool_calls: Option<ToolCallStreamer>,
     /// Splits the text into reasoning and content (chat with a reasoning model).
     pub reasoning: Option<ReasoningStreamer>,
-    /// The LoRA adapter the request's `model` names (`None`: the base model).
-    pub adapter: Option<std::sync::Arc<crate::lora::LoraAdapter>>,
 }
 
 /// Reads the shared fields; `max_tokens` is the endpoint's own (chat's
@@ -138,7 +136,6 @@ pub fn resolve(
         constraint: None,
         tool_calls: None,
         reasoning: None,
-        adapter: None,
     })
 }
 

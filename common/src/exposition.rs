@@ -7,11 +7,13 @@
 //! sorts families by name and writes a bound of `1.0` as `le="1"`, where the engine writes
 //! vLLM's `le="1.0"`. Either would have needed a rewriting pass on its output.
 
+mod atomics;
 mod histogram;
 mod quantile;
 
 use std::fmt::Write as _;
 
+pub use atomics::{Counter, Gauge};
 pub use histogram::{Histogram, HistogramSnapshot, LeFormat};
 pub use quantile::quantile;
 
@@ -63,14 +65,14 @@ impl From<f64> for Value {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Series<'a> {
     /// `(name, value)`; values are escaped when written.
-    pub labels: Vec<(&'a str, String)>,
+    pub labels: Labels<'a>,
     /// The value.
     pub value: Value,
 }
 
 impl<'a> Series<'a> {
     /// A series labelled `labels`.
-    pub fn new(labels: Vec<(&'a str, String)>, value: impl Into<Value>) -> Self {
+    pub fn new(labels: Labels<'a>, value: impl Into<Value>) -> Self {
         Self {
             labels,
             value: value.into(),
@@ -107,6 +109,28 @@ impl<'a> Family<'a> {
             series,
         }
     }
+}
+
+/// A series' labels: `(name, value)` in the order written.
+pub type Labels<'a> = Vec<(&'a str, String)>;
+
+/// A table's row: a family's name and help, and how to read its value off one item.
+pub type Row<'a, T, V> = (&'a str, &'a str, fn(&T) -> V);
+
+/// One family of `kind` per row, each with one series per `(labels, item)`, in order.
+pub fn table<'a, T, V: Into<Value>>(
+    kind: Kind,
+    rows: &[Row<'a, T, V>],
+    items: &[(Labels<'a>, &T)],
+) -> Vec<Family<'a>> {
+    let family = |&(name, help, read): &Row<'a, T, V>| {
+        let series = items
+            .iter()
+            .map(|(labels, item)| Series::new(labels.clone(), read(item)))
+            .collect();
+        Family::new(name, kind, help, series)
+    };
+    rows.iter().map(family).collect()
 }
 
 /// Writes every family in order: the whole exposition.

@@ -261,6 +261,17 @@ pub mod operator {
     /// Label: namespace of the ModelDeployment (two namespaces may serve the same name).
     pub const LABEL_NAMESPACE: &str = "namespace";
 
+    /// Counter: reconciles started.
+    pub const RECONCILIATIONS_TOTAL: &str = "tokenscale_operator_reconciliations_total";
+    /// Counter, label `reason`: reconciles that failed.
+    pub const RECONCILE_FAILURES_TOTAL: &str = "tokenscale_operator_reconcile_failures_total";
+    /// Histogram (seconds): one reconcile.
+    pub const RECONCILE_DURATION_SECONDS: &str = "tokenscale_operator_reconcile_duration_seconds";
+    /// Counter, labels `direction`, `reason`: replica changes made.
+    pub const SCALE_DECISIONS_TOTAL: &str = "tokenscale_operator_scale_decisions_total";
+    /// Gauge: 1 while this replica holds the leader lease.
+    pub const LEADER: &str = "tokenscale_operator_leader";
+
     /// Gauge (replicas), labels `model_name`, `namespace`: replicas the autoscaler asks for.
     pub const DESIRED_REPLICAS: &str = "tokenscale_operator_desired_replicas";
     /// Gauge (replicas), labels `model_name`, `namespace`: engine replicas passing readiness.

@@ -1,31 +1,34 @@
 //! The operator's own Prometheus metrics: reconciles, failures by reason, durations, scale
-//! decisions, leadership, and the per-model gauges of [`ModelGauges`].
+//! decisions, leadership, and the per-model gauges of [`ModelGauges`], written by
+//! `tokenscale_common::exposition`.
 
+use std::collections::BTreeMap;
+use std::sync::Mutex;
 use std::time::Instant;
 
-use prometheus_client::encoding::text::encode;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
+use tokenscale_common::exposition::{
+    Counter, Family, Gauge, Histogram, Kind, LeFormat, Series, Value, render,
+};
+use tokenscale_common::metrics::operator as names;
 
 use super::model_gauges::ModelGauges;
 use crate::error::Error;
 
-type Labels = Vec<(String, String)>;
+/// 1 ms to ~33 s: a reconcile is a handful of API calls plus one scrape round.
+const DURATION_BUCKETS_S: &[f64] = &[
+    0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
 
-/// All operator metrics, registered in one registry.
+/// All operator metrics.
 pub struct Metrics {
-    registry: Registry,
     /// Reconciles started.
     pub reconciliations: Counter,
     /// Reconciles that failed, by `reason` ([`Error::metric_label`]).
-    pub failures: Family<Labels, Counter>,
+    failures: Mutex<BTreeMap<String, u64>>,
     /// Reconcile durations, seconds.
     pub duration: Histogram,
-    /// Replica changes made, by `direction` (up/down) and `reason`.
-    pub decisions: Family<Labels, Counter>,
+    /// Replica changes made, by `(direction, reason)`.
+    decisions: Mutex<BTreeMap<(String, String), u64>>,
     /// 1 while this replica holds the leader lease.
     pub leader: Gauge,
     /// Per-model replicas, GPUs and SLO targets.
@@ -34,50 +37,13 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("tokenscale_operator");
-        let reconciliations = Counter::default();
-        let failures = Family::<Labels, Counter>::default();
-        // 1 ms to ~33 s: a reconcile is a handful of API calls plus one scrape round.
-        let duration = Histogram::new([
-            0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-        ]);
-        let decisions = Family::<Labels, Counter>::default();
-        let leader = Gauge::default();
-        registry.register(
-            "reconciliations",
-            "Reconciles started",
-            reconciliations.clone(),
-        );
-        registry.register(
-            "reconcile_failures",
-            "Reconciles that failed, by reason",
-            failures.clone(),
-        );
-        registry.register(
-            "reconcile_duration_seconds",
-            "Reconcile duration",
-            duration.clone(),
-        );
-        registry.register(
-            "scale_decisions",
-            "Replica changes made, by direction and reason",
-            decisions.clone(),
-        );
-        registry.register(
-            "leader",
-            "1 while this replica holds the leader lease",
-            leader.clone(),
-        );
-        let models = ModelGauges::default();
-        models.register(&mut registry);
         Self {
-            registry,
-            reconciliations,
-            failures,
-            duration,
-            decisions,
-            leader,
-            models,
+            reconciliations: Counter::default(),
+            failures: Mutex::default(),
+            duration: Histogram::new(DURATION_BUCKETS_S, LeFormat::Decimal),
+            decisions: Mutex::default(),
+            leader: Gauge::default(),
+            models: ModelGauges::default(),
         }
     }
 }
@@ -106,32 +72,71 @@ impl Metrics {
 
     /// Counts a failed reconcile.
     pub fn reconcile_failure(&self, error: &Error) {
-        self.failures
-            .get_or_create(&vec![("reason".into(), error.metric_label())])
-            .inc();
+        *crate::controller::lock(&self.failures)
+            .entry(error.metric_label())
+            .or_default() += 1;
     }
 
     /// Counts a replica change.
     pub fn decision(&self, direction: &str, reason: &str) {
-        let labels = vec![
-            ("direction".into(), direction.into()),
-            ("reason".into(), reason.into()),
-        ];
-        self.decisions.get_or_create(&labels).inc();
+        let key = (direction.to_string(), reason.to_string());
+        *crate::controller::lock(&self.decisions)
+            .entry(key)
+            .or_default() += 1;
     }
 
     /// Failures counted so far for `reason`.
     pub fn failures_for(&self, reason: &str) -> u64 {
-        self.failures
-            .get_or_create(&vec![("reason".into(), reason.into())])
-            .get()
+        let failures = crate::controller::lock(&self.failures);
+        failures.get(reason).copied().unwrap_or(0)
     }
 
     /// The text exposition of every metric, in the classic Prometheus text format 0.0.4.
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = encode(&mut out, &self.registry);
-        super::exposition::to_classic_text(&out)
+        let failures: Vec<_> = crate::controller::lock(&self.failures)
+            .iter()
+            .map(|(reason, &n)| Series::new(vec![("reason", reason.clone())], n))
+            .collect();
+        let decisions: Vec<_> = crate::controller::lock(&self.decisions)
+            .iter()
+            .map(|((d, r), &n)| {
+                Series::new(vec![("direction", d.clone()), ("reason", r.clone())], n)
+            })
+            .collect();
+        let duration = Value::Histogram(self.duration.snapshot());
+        let mut families = vec![
+            Family::new(
+                names::RECONCILIATIONS_TOTAL,
+                Kind::Counter,
+                "Reconciles started.",
+                vec![Series::bare(self.reconciliations.get())],
+            ),
+            Family::new(
+                names::RECONCILE_FAILURES_TOTAL,
+                Kind::Counter,
+                "Reconciles that failed, by reason.",
+                failures,
+            ),
+            Family::new(
+                names::RECONCILE_DURATION_SECONDS,
+                Kind::Histogram,
+                "Reconcile duration.",
+                vec![Series::bare(duration)],
+            ),
+            Family::new(
+                names::SCALE_DECISIONS_TOTAL,
+                Kind::Counter,
+                "Replica changes made, by direction and reason.",
+                decisions,
+            ),
+            Family::new(
+                names::LEADER,
+                Kind::Gauge,
+                "1 while this replica holds the leader lease.",
+                vec![Series::bare(self.leader.get())],
+            ),
+        ];
+        families.extend(self.models.families());
+        render(&families)
     }
 }

@@ -1,7 +1,6 @@
 //! The operator's own telemetry: Prometheus metrics, the `/metrics` and `/health` endpoint,
 //! and JSON logs.
 
-pub mod exposition;
 pub mod metrics;
 pub mod model_gauges;
 pub mod server;

@@ -13,6 +13,7 @@
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
@@ -36,9 +37,18 @@ impl Body {
         B: HttpBody<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<BoxError>,
     {
+        Self::with_report(inner, Report::default())
+    }
+
+    /// Any body, with what is known of it from the start (the replica that answers it).
+    pub fn with_report<B>(inner: B, report: Report) -> Self
+    where
+        B: HttpBody<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: Into<BoxError>,
+    {
         Self::reporting(Fixed {
             inner: inner.map_err(Into::into),
-            report: Report::default(),
+            report,
         })
     }
 
@@ -48,6 +58,11 @@ impl Body {
             inner: http_body_util::Full::new(bytes).map_err(|never| match never {}),
             report,
         })
+    }
+
+    /// This body, its report adding that its request waited `wait` in the admission queue.
+    pub fn queued(self, wait: Duration) -> Self {
+        Self::reporting(Queued { inner: self, wait })
     }
 
     /// A body that reports for itself.
@@ -123,7 +138,42 @@ where
     B: HttpBody<Data = Bytes, Error = BoxError> + Unpin + Send + 'static,
 {
     fn report(&self) -> Report {
-        self.report
+        self.report.clone()
+    }
+}
+
+/// A body whose request waited in the admission queue (see [`Body::queued`]).
+struct Queued {
+    inner: Body,
+    wait: Duration,
+}
+
+impl HttpBody for Queued {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Reporting for Queued {
+    fn report(&self) -> Report {
+        Report {
+            queue_wait: Some(self.wait),
+            ..self.inner.report()
+        }
     }
 }
 
@@ -328,13 +378,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_queue_wait_rides_up_in_the_report_through_the_wrappers_above_it() {
+        let waited = Some(Duration::from_millis(40));
+        let body = Body::reporting(Streamed(0)).queued(Duration::from_millis(40));
+        let mut body = Guarded::wrap(body, ());
+        assert_eq!(body.report().queue_wait, waited, "known from the head on");
+        while body.frame().await.is_some() {}
+        let report = body.report();
+        assert_eq!(
+            report.usage,
+            Some(USAGE),
+            "the answer's usage passes through"
+        );
+        assert_eq!(report.queue_wait, waited);
+    }
+
+    #[tokio::test]
     async fn a_whole_answer_reports_from_the_start() {
         let report = Report {
             usage: Some(USAGE),
             estimated: true,
-            first_content: None,
+            ..Report::default()
         };
-        let body = Body::full(Bytes::from_static(b"{}"), report);
+        let body = Body::full(Bytes::from_static(b"{}"), report.clone());
         assert_eq!(body.report(), report, "known before the first frame");
         let body = Guarded::settle_with(body, 3u32, record);
         body.collect().await.expect("body");

@@ -1,12 +1,13 @@
 //! Every way a request can fail, and the one place failures become OpenAI-style responses.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 
 use crate::Body;
-use crate::vocab::RateLimitHeaders;
+use crate::vocab::{KeyRefused, RateLimitHeaders, Report};
 
 pub use crate::vocab::BoxError;
 
@@ -31,7 +32,7 @@ pub enum GatewayError {
         /// Why, for the client.
         reason: &'static str,
         /// What the audit line says of it.
-        refused: Box<crate::auth::KeyRefused>,
+        refused: Box<KeyRefused>,
     },
     /// The model is not served by this gateway (404).
     #[error("The model `{0}` does not exist or you do not have access to it.")]
@@ -190,8 +191,15 @@ impl GatewayError {
             Self::BadRequest { param, .. } => *param,
             _ => None,
         };
-        let body = error_json(&self.to_string(), kind, param, code);
-        let mut response = Response::new(full_body(Bytes::from(body)));
+        let body = Bytes::from(error_json(&self.to_string(), kind, param, code));
+        let report = match &self {
+            Self::Unauthorized { refused, .. } => Report {
+                refused: Some(Arc::from(refused.clone())),
+                ..Report::default()
+            },
+            _ => Report::default(),
+        };
+        let mut response = Response::new(Body::full(body, report));
         *response.status_mut() = self.status();
         let headers = response.headers_mut();
         headers.insert(
@@ -214,9 +222,6 @@ impl GatewayError {
         {
             limits.write(headers);
         }
-        if let Self::Unauthorized { refused, .. } = self {
-            response.extensions_mut().insert(*refused);
-        }
         response
     }
 }
@@ -231,7 +236,7 @@ pub fn error_json(message: &str, kind: &str, param: Option<&str>, code: Option<&
 
 /// A complete body from bytes.
 pub fn full_body(bytes: Bytes) -> Body {
-    Body::full(bytes, crate::vocab::Report::default())
+    Body::full(bytes, Report::default())
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod config;
 pub mod discovery;
 pub mod error;
 pub mod health;
+pub(crate) mod json_members;
 pub mod limits;
 pub mod metrics;
 pub mod proxy;

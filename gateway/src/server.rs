@@ -25,7 +25,7 @@ use tower::ServiceExt;
 
 use crate::Body;
 use crate::admission::InFlightCounts;
-use crate::auth::{KeyRefused, TenantDirectory, authenticate};
+use crate::auth::{TenantDirectory, authenticate};
 use crate::batch::Batches;
 use crate::batch::runner::Runner;
 use crate::body::Guarded;
@@ -521,7 +521,7 @@ async fn serve_request(
     };
     let response = gateway.handle(request).await;
     // The audit line of a refused credential, with the client's address.
-    if let Some(refused) = response.extensions().get::<KeyRefused>() {
+    if let Some(refused) = &response.body().report().refused {
         refused.log(peer);
     }
     Ok(response.map(|body| Guarded::wrap(stall.watch(body), (open, client_slot))))

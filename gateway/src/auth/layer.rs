@@ -1,17 +1,16 @@
 //! `Auth<S>`: finds the tenant from `Authorization: Bearer` or `x-api-key`, or refuses (401)
 //! with an audit log line that names the client and a fingerprint of the key, never the key.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::future::{Either, Ready, ready};
 use http::Request;
-use sha2::{Digest, Sha256};
 use tower::{Layer, Service};
 
 use super::{Presented, Tenant, TenantDirectory, presented_key};
 use crate::error::GatewayError;
+use crate::vocab::KeyRefused;
 
 /// A request whose tenant is known: what the layers between authentication and the parse
 /// layer take (the in-flight caps, the early limits), and what the batch runner sends.
@@ -104,53 +103,10 @@ pub fn authenticate<B>(
     }
 }
 
-/// A refused credential, as the `tokenscale::audit` line tells it: why, the request's id and
-/// path, and the first 12 hex digits of the key's SHA-256, which correlate attempts with one
-/// key without revealing it (the config holds the full hashes of the real keys anyway).
-///
-/// It travels on the 401 response, and the server writes the line with the client's address
-/// ([`KeyRefused::log`]): the address is the connection's, and putting it on every request
-/// for the few refused ones cost two allocations per request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeyRefused {
-    reason: &'static str,
-    key_sha256_prefix: Option<String>,
-    request_id: Option<String>,
-    path: String,
-}
-
-impl KeyRefused {
-    fn of<B>(request: &Request<B>, reason: &'static str, key: Option<&str>) -> Self {
-        let request_id = request
-            .headers()
-            .get(tokenscale_common::headers::REQUEST_ID)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        Self {
-            reason,
-            key_sha256_prefix: key.map(|key| hex::encode(&Sha256::digest(key.as_bytes())[..6])),
-            request_id,
-            path: request.uri().path().to_string(),
-        }
-    }
-
-    /// Writes the audit line, naming the client at `client`.
-    pub fn log(&self, client: SocketAddr) {
-        tracing::warn!(
-            target: "tokenscale::audit",
-            event = "key_refused",
-            reason = self.reason,
-            key_sha256_prefix = self.key_sha256_prefix.as_deref(),
-            %client,
-            request_id = self.request_id.as_deref(),
-            path = %self.path,
-            "refused a request's credentials"
-        );
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use sha2::{Digest, Sha256};
+
     use super::*;
     use crate::config::Config;
 
@@ -171,9 +127,10 @@ mod tests {
         let error = authenticate(&request, &directory).expect_err("unknown key");
         let response = error.into_response();
         assert_eq!(response.status(), http::StatusCode::UNAUTHORIZED);
-        let refused = response
-            .extensions()
-            .get::<KeyRefused>()
+        let report = response.body().report();
+        let refused = report
+            .refused
+            .as_deref()
             .expect("the refusal rides on the 401");
         let fingerprint = hex::encode(&Sha256::digest(b"stolen-key")[..6]);
         assert_eq!(

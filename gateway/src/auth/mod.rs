@@ -7,7 +7,7 @@ mod models;
 mod reload;
 
 pub use credentials::{Presented, presented_key};
-pub use layer::{Auth, AuthLayer, Authed, KeyRefused, authenticate};
+pub use layer::{Auth, AuthLayer, Authed, authenticate};
 pub use models::{ModelAccess, glob_match};
 pub use reload::watch_tenants;
 
@@ -16,7 +16,7 @@ use std::sync::{Arc, RwLock};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::config::{LimitsConfig, TenantConfig};
+use crate::config::{LimitsConfig, TenantConfig, parse_key_hash};
 
 /// A tenant as the request path sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -77,19 +77,6 @@ pub struct TenantDirectory {
     current: RwLock<Arc<Directory>>,
     /// Keys no tenant owns go to the anonymous tenant (`anonymous_any_key`).
     any_key: bool,
-}
-
-/// Parses `sha256:<64 hex digits>` into the hash; anything else (a plain key) is refused.
-pub fn parse_key_hash(text: &str) -> Result<[u8; 32], String> {
-    let Some(hex_digits) = text.strip_prefix("sha256:") else {
-        return Err(
-            "keys must be given as `sha256:<hex>` of the key; plain keys are refused".into(),
-        );
-    };
-    let mut hash = [0u8; 32];
-    hex::decode_to_slice(hex_digits, &mut hash)
-        .map_err(|e| format!("`sha256:` must be followed by 64 hex digits ({e})"))?;
-    Ok(hash)
 }
 
 /// The `sha256:<hex>` form of a key, as written in the config file.

@@ -2,7 +2,7 @@
 //! files, through `object_store`: a local directory by default, an S3-compatible bucket when
 //! several gateway pods share the work.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -10,44 +10,10 @@ use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt};
 
+pub use crate::config::{Location, parse_location};
+
 /// A local upload's part: a write to the staging file.
 const LOCAL_PART_BYTES: usize = 256 << 10;
-
-/// Where the files go, as `batch.objects` names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Location {
-    /// A local folder.
-    Dir(PathBuf),
-    /// An S3-compatible bucket and a key prefix.
-    S3 {
-        /// The bucket.
-        bucket: String,
-        /// Keys start with this (no leading or trailing `/`; may be empty).
-        prefix: String,
-    },
-}
-
-/// Parses `s3://BUCKET[/PREFIX]` or `file:///ABSOLUTE/PATH`.
-pub fn parse_location(text: &str) -> Result<Location, String> {
-    if let Some(rest) = text.strip_prefix("s3://") {
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        if bucket.is_empty() {
-            return Err(format!("`{text}` names no bucket"));
-        }
-        return Ok(Location::S3 {
-            bucket: bucket.to_string(),
-            prefix: prefix.trim_matches('/').to_string(),
-        });
-    }
-    if let Some(path) = text.strip_prefix("file://")
-        && path.starts_with('/')
-    {
-        return Ok(Location::Dir(PathBuf::from(path)));
-    }
-    Err(format!(
-        "`{text}` is neither `s3://BUCKET/PREFIX` nor `file:///ABSOLUTE/PATH`"
-    ))
-}
 
 /// Why a file's bytes could not be read or written.
 #[derive(Debug, thiserror::Error)]

@@ -5,20 +5,23 @@
 
 mod cidr;
 mod routes;
+mod syntax;
 #[cfg(test)]
 mod tests;
 mod validate;
 
 pub use cidr::Cidr;
 pub use routes::{RouteConfig, TargetConfig};
+pub use syntax::{Location, parse_key_hash, parse_location};
 pub use validate::ConfigError;
 
 use std::path::{Path, PathBuf};
 
-use crate::vocab::LimitKind;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 use tokenscale_common::engines::EngineKind;
+
+use crate::vocab::LimitKind;
 
 /// The whole `gateway.yaml`.
 #[derive(Debug, Clone, Deserialize)]

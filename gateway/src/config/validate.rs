@@ -113,7 +113,7 @@ impl Config {
                 ));
             }
             for url in &model.upstreams {
-                if let Err(reason) = crate::routing::ReplicaAddr::parse(&url.value) {
+                if let Err(reason) = crate::vocab::ReplicaAddr::parse(&url.value) {
                     return Err(ConfigError::invalid(url, reason));
                 }
             }
@@ -224,7 +224,7 @@ impl Config {
                 self.batch
                     .objects
                     .as_deref()
-                    .is_some_and(|o| crate::batch::objects::parse_location(o).is_err()),
+                    .is_some_and(|o| super::parse_location(o).is_err()),
                 "batch.objects must be `s3://BUCKET[/PREFIX]` or `file:///ABSOLUTE/PATH`",
             ),
         ];
@@ -334,7 +334,7 @@ pub(super) fn tenants(
             return Err(ConfigError::invalid(&tenant.name, reason));
         }
         for key in &tenant.keys {
-            crate::auth::parse_key_hash(&key.value)
+            super::parse_key_hash(&key.value)
                 .map_err(|reason| ConfigError::invalid(key, reason))?;
             if !keys.insert(key.value.to_ascii_lowercase()) {
                 return Err(ConfigError::invalid(

@@ -18,7 +18,6 @@ use crate::Body;
 use crate::body::Reporting;
 use crate::error::{BoxError, GatewayError};
 use crate::request::Parsed;
-use crate::routing::QueueWait;
 use crate::vocab::{Info, Report};
 
 /// Layer adding [`Observe`].
@@ -74,10 +73,7 @@ where
             match call.await {
                 Ok(response) => {
                     let status = response.status().as_u16();
-                    let queue_wait = response
-                        .extensions()
-                        .get::<QueueWait>()
-                        .map_or(Duration::ZERO, |wait| wait.0);
+                    let queue_wait = response.body().report().queue_wait.unwrap_or_default();
                     let replica = response.headers().get(UPSTREAM).cloned();
                     Ok(response.map(|inner| {
                         Body::reporting(Observed {
@@ -166,7 +162,7 @@ impl Observed {
             &self.tenant,
             &self.info,
             status,
-            report,
+            report.clone(),
             self.replica.as_ref(),
         );
         if !(200..300).contains(&status) {

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use tokenscale_common::engines::{EngineKind, EnginePriority};
 
-use super::json_members::{top_level_members, without_member};
+use crate::json_members::{top_level_members, without_member};
 use crate::vocab::Priority;
 
 /// The body for a replica of a model whose replicas run `engine` (and, when its scrape told,

@@ -203,12 +203,16 @@ impl Inner {
             };
             let first_timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
             let idle = self.settings.stream_idle_timeout;
-            // Only a stream is continued elsewhere, so only a stream names its replica (an
-            // extension costs two allocations).
-            parts.extensions.insert(super::AnsweredBy(replica.clone()));
             match UpstreamStream::start(body, idle, first_timeout, source).await {
                 // The failover layer's stream reads the usage and the first content from it.
-                Ok(stream) => Body::new(stream),
+                // Only a stream is continued elsewhere, so only a stream names its replica.
+                Ok(stream) => Body::with_report(
+                    stream,
+                    Report {
+                        replica: Some(Arc::from(replica.addr.url.as_str())),
+                        ..Report::default()
+                    },
+                ),
                 // Nothing reached the client yet: another replica may serve it whole.
                 Err(why) => {
                     return Err(retryable(
@@ -248,7 +252,7 @@ impl Inner {
                 cached_tokens: 0,
             }),
             estimated: estimate.is_some(),
-            first_content: None,
+            ..Report::default()
         }
     }
 

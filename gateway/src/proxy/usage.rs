@@ -4,7 +4,7 @@
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
-use super::json_members::{is_non_empty_array, top_level_values};
+use crate::json_members::{is_non_empty_array, top_level_values};
 use crate::vocab::Usage;
 
 /// `usage` as engines write it.

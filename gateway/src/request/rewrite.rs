@@ -63,7 +63,7 @@ pub fn request_usage_in_stream(body: &Bytes, stream_options: Option<&RawValue>) 
 /// they do not serve). A body whose keys use escapes goes through a full parse instead.
 pub fn with_model(body: &Bytes, model: &str) -> Bytes {
     let name = serde_json::Value::from(model).to_string();
-    if let Some([Some(member)]) = crate::proxy::json_members::top_level_members(body, [b"model"]) {
+    if let Some([Some(member)]) = crate::json_members::top_level_members(body, [b"model"]) {
         let mut out = Vec::with_capacity(body.len() + name.len());
         out.extend_from_slice(&body[..member.value]);
         out.extend_from_slice(name.as_bytes());

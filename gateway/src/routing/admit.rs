@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::future::{BoxFuture, Either, FutureExt, Ready, ready};
 use http::Response;
@@ -14,11 +14,6 @@ use crate::body::{GuardResponse, Guarded};
 use crate::error::GatewayError;
 use crate::metrics::Metrics;
 use crate::request::Parsed;
-
-/// How long a request waited in the admission queue: put on the response of one that waited,
-/// for the metrics layer above.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QueueWait(pub Duration);
 
 /// Layer adding [`Admission`].
 #[derive(Clone)]
@@ -108,13 +103,12 @@ where
         let call = async move {
             let (pool, deadline) = (request.pool.clone(), request.info.deadline);
             let permit = queued.wait(&pool, deadline).await?;
-            let queue_wait = QueueWait(started.elapsed());
+            let queue_wait = started.elapsed();
             futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-            let mut response = inner.call(request).await?;
-            // Only a request that waited carries its wait up (the metrics layer reads none
-            // as zero): an extension costs two allocations, on every response otherwise.
-            response.extensions_mut().insert(queue_wait);
-            Ok(response.map(|body| Guarded::wrap(body, permit)))
+            let response = inner.call(request).await?;
+            // Only a request that waited carries its wait up in its report (the metrics layer
+            // reads none as zero): the note costs an allocation, on every response otherwise.
+            Ok(response.map(|body| Guarded::wrap(body.queued(queue_wait), permit)))
         };
         Either::Right(Either::Right(call.boxed()))
     }

@@ -10,12 +10,12 @@ mod replica;
 pub mod route;
 
 /// Kept here too: `ColdStart` is how discovery tells a pool about scale from zero.
-pub use crate::vocab::ColdStart;
-pub use admit::{Admission, AdmissionLayer, QueueWait};
+pub use crate::vocab::{ColdStart, ReplicaAddr};
+pub use admit::{Admission, AdmissionLayer};
 pub use layer::{Pick, PickLayer, Routed, missing as layer_missing};
 pub use permit::{AdmissionPermit, Entry, Queued, Waiter, arrive, dispatch};
 pub use pool::{ModelPool, ModelSettings, PoolSnapshot};
-pub use replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
+pub use replica::{Replica, ReplicaLease, ReplicaState};
 pub use route::{Fallbacks, Route, RouteSpec, RouteTarget};
 
 use std::sync::{Arc, Mutex, RwLock};

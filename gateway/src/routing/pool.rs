@@ -7,9 +7,9 @@ use tokenscale_common::engines::{EngineKind, EnginePriority};
 
 use super::permit::{Waiter, dispatch};
 use super::picker::{self, Candidate};
-use super::replica::{Replica, ReplicaAddr, ReplicaLease, ReplicaState};
+use super::replica::{Replica, ReplicaLease, ReplicaState};
 use crate::admission::Slots;
-use crate::vocab::{ColdStart, GatewayShare};
+use crate::vocab::{ColdStart, GatewayShare, ReplicaAddr};
 
 /// Per-model routing settings.
 #[derive(Debug, Clone, PartialEq)]

@@ -10,6 +10,8 @@
 mod cold_start;
 mod limit_kind;
 mod rate_limit_headers;
+mod refused_key;
+mod replica_addr;
 mod report;
 mod request_info;
 mod route_spec;
@@ -18,6 +20,8 @@ mod share;
 pub use cold_start::ColdStart;
 pub use limit_kind::LimitKind;
 pub use rate_limit_headers::{BucketHeader, RateLimitHeaders};
+pub use refused_key::KeyRefused;
+pub use replica_addr::ReplicaAddr;
 pub use report::{Report, Usage};
 pub use request_info::{Info, RequestInfo};
 pub use route_spec::{KnownModels, RouteError, RouteSpec, RouteTarget, check_routes};

@@ -10,6 +10,7 @@ mod config_file;
 mod engine_answers;
 mod engines;
 mod failover;
+mod layering;
 mod limits;
 mod observability;
 mod priority;

@@ -6,9 +6,9 @@
 use bytes::Bytes;
 use tokenscale_common::engines::EngineKind;
 
-use super::super::json_members::{Member, top_level_members};
 use super::continuation::{Api, Edits};
 use super::splice::Shape;
+use crate::json_members::{Member, top_level_members};
 
 /// The body for a replica running `engine` (when known), asking for token ids; `None` when
 /// it stays as it is: the engine reports none, the endpoint is not a generation one, or the

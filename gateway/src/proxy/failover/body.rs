@@ -399,14 +399,14 @@ impl HttpBody for Resuming {
 impl Reporting for Resuming {
     fn report(&self) -> Report {
         if self.ended || self.report.usage.is_some() {
-            return self.report;
+            return self.report.clone();
         }
         // Read before the end: the body is being dropped (its client left, or was cut for not
         // reading it), so the limits settle what was sent, not the whole reservation.
         Report {
             usage: Some(self.sent_usage()),
             estimated: true,
-            ..self.report
+            ..self.report.clone()
         }
     }
 }

@@ -10,8 +10,8 @@ use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use tokenscale_common::openai::TOKEN_IDS_MEMBER;
 
-use super::super::json_members::{Member, top_level_members, without_member};
 use super::super::usage::WireUsage;
+use crate::json_members::{Member, top_level_members, without_member};
 use crate::vocab::Usage;
 
 /// What the splice needs from one `data:` payload.

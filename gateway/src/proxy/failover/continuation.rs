@@ -6,10 +6,10 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokenscale_common::openai::Resume;
 
-use super::super::json_members::{Member, top_level_members};
 use super::chunk::IdSource;
 use super::splice::{Continuation, Splice};
 use super::token_prompt::{self, PromptStart};
+use crate::json_members::{Member, top_level_members};
 
 /// `max_tokens` of a completion that does not say (OpenAI's, vLLM's and tokenscale's default).
 pub(super) const COMPLETIONS_DEFAULT_MAX_TOKENS: u64 = 16;

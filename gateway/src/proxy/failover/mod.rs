@@ -191,9 +191,11 @@ where
 /// that names none (nothing is excluded for it then).
 fn upstream_of(response: &Response<Body>) -> Option<String> {
     response
-        .extensions()
-        .get::<super::AnsweredBy>()
-        .map(|answered| answered.0.addr.url.clone())
+        .body()
+        .report()
+        .replica
+        .as_deref()
+        .map(str::to_string)
 }
 
 /// Whether `error` is the picker's "no replica left to try".

@@ -3,13 +3,14 @@
 //! capacity from; it reads the batch backlog below instead).
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::sync::Mutex;
+
+use tokenscale_common::exposition::{Family, Kind, Row, Series, Value, render, table};
 
 use tokenscale_common::metrics::{LABEL_MODEL_NAME as MODEL, gateway as names};
 
 use super::types::BatchStatus;
-use crate::metrics::render::{esc, family};
+use crate::metrics::render::{counted, model};
 
 /// Counters by (model, tenant), and gauges the runner sets.
 #[derive(Debug, Default)]
@@ -99,120 +100,115 @@ impl BatchMetrics {
     /// Appends the families to a `/metrics` exposition.
     pub fn render(&self, out: &mut String) {
         let inner = self.lock();
-        family(
-            out,
+        let mut families = vec![counted(
             names::BATCH_REQUESTS_TOTAL,
-            "counter",
             "Batch API lines answered, by outcome: completed (2xx, output file) or failed (error file).",
-        );
-        for ((model, tenant), lines) in &inner.lines {
-            for (outcome, n) in [("completed", lines.completed), ("failed", lines.failed)] {
-                let _ = writeln!(
-                    out,
-                    "{}{{{MODEL}=\"{}\",{}=\"{}\",{}=\"{outcome}\"}} {n}",
-                    names::BATCH_REQUESTS_TOTAL,
-                    esc(model),
-                    names::LABEL_TENANT,
-                    esc(tenant),
-                    names::LABEL_OUTCOME,
-                );
-            }
-        }
-        type Read = fn(&Lines) -> u64;
-        let tokens: [(&str, &str, Read); 2] = [
-            (
-                names::BATCH_PROMPT_TOKENS_TOTAL,
-                "Prompt tokens of batch lines answered (engines' usage).",
-                |l| l.prompt_tokens,
-            ),
-            (
-                names::BATCH_GENERATION_TOKENS_TOTAL,
-                "Completion tokens of batch lines answered (engines' usage).",
-                |l| l.generation_tokens,
-            ),
-        ];
-        for (name, help, read) in tokens {
-            family(out, name, "counter", help);
-            for ((model, tenant), lines) in &inner.lines {
-                let _ = writeln!(
-                    out,
-                    "{name}{{{MODEL}=\"{}\",{}=\"{}\"}} {}",
-                    esc(model),
-                    names::LABEL_TENANT,
-                    esc(tenant),
-                    read(lines)
-                );
-            }
-        }
-        family(
-            out,
-            names::BATCH_IN_FLIGHT_REQUESTS,
-            "gauge",
-            "Batch lines this gateway pod has in flight.",
-        );
-        for (model, n) in &inner.in_flight {
-            let _ = writeln!(
-                out,
-                "{}{{{MODEL}=\"{}\"}} {n}",
+            &outcomes(&inner.lines),
+            |(model, tenant, outcome)| {
+                let outcome = (names::LABEL_OUTCOME, outcome.to_string());
+                vec![
+                    (MODEL, model.clone()),
+                    (names::LABEL_TENANT, tenant.clone()),
+                    outcome,
+                ]
+            },
+        )];
+        let items: Vec<_> = inner
+            .lines
+            .iter()
+            .map(|((model, tenant), lines)| {
+                let labels = vec![
+                    (MODEL, model.clone()),
+                    (names::LABEL_TENANT, tenant.clone()),
+                ];
+                (labels, lines)
+            })
+            .collect();
+        families.extend(table(Kind::Counter, &TOKENS, &items));
+        let per_model = |name, help, values: Vec<(&String, Value)>| {
+            let series = values.into_iter().map(|(m, v)| Series::new(model(m), v));
+            Family::new(name, Kind::Gauge, help, series.collect())
+        };
+        let in_flight = inner
+            .in_flight
+            .iter()
+            .map(|(m, &n)| (m, n.into()))
+            .collect();
+        let pace = inner
+            .pace
+            .iter()
+            .map(|(m, &n)| (m, u64::from(n).into()))
+            .collect();
+        let backlog = inner
+            .backlog
+            .iter()
+            .map(|(m, &(t, _))| (m, t.into()))
+            .collect();
+        let rate = inner
+            .backlog
+            .iter()
+            .map(|(m, &(_, r))| (m, r.into()))
+            .collect();
+        families.extend([
+            per_model(
                 names::BATCH_IN_FLIGHT_REQUESTS,
-                esc(model)
-            );
-        }
-        family(
-            out,
-            names::BATCH_PACE_LIMIT,
-            "gauge",
-            "Batch lines this gateway pod lets run at once, paced by interactive latency.",
-        );
-        for (model, n) in &inner.pace {
-            let _ = writeln!(
-                out,
-                "{}{{{MODEL}=\"{}\"}} {n}",
+                "Batch lines this gateway pod has in flight.",
+                in_flight,
+            ),
+            per_model(
                 names::BATCH_PACE_LIMIT,
-                esc(model)
-            );
-        }
-        family(
-            out,
-            names::BATCH_BACKLOG_OUTPUT_TOKENS,
-            "gauge",
-            "Output tokens the unanswered lines of running batches may still generate.",
-        );
-        for (model, (tokens, _)) in &inner.backlog {
-            let _ = writeln!(
-                out,
-                "{}{{{MODEL}=\"{}\"}} {tokens}",
+                "Batch lines this gateway pod lets run at once, paced by interactive latency.",
+                pace,
+            ),
+            per_model(
                 names::BATCH_BACKLOG_OUTPUT_TOKENS,
-                esc(model)
-            );
-        }
-        family(
-            out,
-            names::BATCH_REQUIRED_OUTPUT_TOKENS_PER_SECOND,
-            "gauge",
-            "Output tokens per second needed to finish every running batch by its deadline.",
-        );
-        for (model, (_, rate)) in &inner.backlog {
-            let _ = writeln!(
-                out,
-                "{}{{{MODEL}=\"{}\"}} {rate}",
+                "Output tokens the unanswered lines of running batches may still generate.",
+                backlog,
+            ),
+            per_model(
                 names::BATCH_REQUIRED_OUTPUT_TOKENS_PER_SECOND,
-                esc(model)
-            );
-        }
-        family(
-            out,
+                "Output tokens per second needed to finish every running batch by its deadline.",
+                rate,
+            ),
+        ]);
+        let statuses = inner
+            .statuses
+            .iter()
+            .map(|(status, &n)| Series::new(vec![(names::LABEL_STATUS, status.to_string())], n));
+        let help = "Unfinished Batch API jobs by status.";
+        families.push(Family::new(
             names::BATCHES,
-            "gauge",
-            "Unfinished Batch API jobs by status.",
-        );
-        for (status, n) in &inner.statuses {
-            let _ = writeln!(
-                out,
-                "{}{{{}=\"{status}\"}} {n}",
-                names::BATCHES,
-                names::LABEL_STATUS
-            );
-        }
+            Kind::Gauge,
+            help,
+            statuses.collect(),
+        ));
+        out.push_str(&render(&families));
     }
 }
+
+/// Lines answered by (model, tenant, outcome).
+fn outcomes(
+    lines: &BTreeMap<(String, String), Lines>,
+) -> BTreeMap<(String, String, &'static str), u64> {
+    let mut counts = BTreeMap::new();
+    for ((model, tenant), l) in lines {
+        for (outcome, n) in [("completed", l.completed), ("failed", l.failed)] {
+            counts.insert((model.clone(), tenant.clone(), outcome), n);
+        }
+    }
+    counts
+}
+
+/// The token counters: name, help, count.
+const TOKENS: [Row<'static, Lines, u64>; 2] = [
+    (
+        names::BATCH_PROMPT_TOKENS_TOTAL,
+        "Prompt tokens of batch lines answered (engines' usage).",
+        |l| l.prompt_tokens,
+    ),
+    (
+        names::BATCH_GENERATION_TOKENS_TOTAL,
+        "Completion tokens of batch lines answered (engines' usage).",
+        |l| l.generation_tokens,
+    ),
+];

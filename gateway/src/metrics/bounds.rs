@@ -1,12 +1,12 @@
 //! The pod's bounds and its limits store on `/metrics`: open connections, requests in flight,
 //! how many gateway pods share the limits, and whether Redis answers.
 
-use std::fmt::Write;
 use std::sync::atomic::Ordering;
+
+use tokenscale_common::exposition::{Family, Kind, Series, render};
 
 use tokenscale_common::metrics::gateway as names;
 
-use super::render::family;
 use crate::limits::Limiter;
 use crate::vocab::GatewayShare;
 
@@ -21,58 +21,57 @@ pub fn render_bounds(
 ) {
     let health = &limiter.health;
     let (pods, _) = share.get();
-    let gauges: [(&str, &str, &str, u64); 8] = [
+    let families: [(&str, Kind, &str, u64); 8] = [
         (
             names::CONNECTIONS,
-            "gauge",
+            Kind::Gauge,
             "Client connections open on this pod.",
             connections as u64,
         ),
         (
             names::CONNECTIONS_REFUSED_TOTAL,
-            "counter",
+            Kind::Counter,
             "Client connections refused because the pod was at bounds.max_connections.",
             connections_refused,
         ),
         (
             names::POD_IN_FLIGHT_REQUESTS,
-            "gauge",
+            Kind::Gauge,
             "Requests on this pod from headers read to response end (capped by bounds.max_in_flight).",
             in_flight as u64,
         ),
         (
             names::GATEWAY_PODS,
-            "gauge",
+            Kind::Gauge,
             "Gateway pods sharing limits and capacity, as this pod last saw them (1 in memory mode).",
             u64::from(pods),
         ),
         (
             names::LIMITS_STORE_UP,
-            "gauge",
+            Kind::Gauge,
             "1 when the last call to the limits store succeeded (always 1 in memory mode).",
             u64::from(health.up.load(Ordering::Relaxed)),
         ),
         (
             names::LIMITS_STORE_FAILURES_TOTAL,
-            "counter",
+            Kind::Counter,
             "Calls to the limits store that failed or timed out.",
             health.failures.load(Ordering::Relaxed),
         ),
         (
             names::LIMITS_LOCAL_FALLBACK_TOTAL,
-            "counter",
+            Kind::Counter,
             "Requests limited by this pod alone, at its share of each quota, while the limits store was down.",
             health.local_fallbacks.load(Ordering::Relaxed),
         ),
         (
             names::LIMITS_LOST_SETTLEMENTS_TOTAL,
-            "counter",
+            Kind::Counter,
             "Settlements the limits store could not take (the reservation stayed charged).",
             health.lost_settlements.load(Ordering::Relaxed),
         ),
     ];
-    for (name, kind, help, value) in gauges {
-        family(out, name, kind, help);
-        let _ = writeln!(out, "{name} {value}");
-    }
+    let families = families
+        .map(|(name, kind, help, value)| Family::new(name, kind, help, vec![Series::bare(value)]));
+    out.push_str(&render(&families));
 }

@@ -3,14 +3,12 @@
 mod bounds;
 #[cfg(test)]
 mod golden_tests;
-mod histogram;
 mod layer;
 pub(crate) mod render;
 mod routes;
 mod tenants;
 
 pub use bounds::render_bounds;
-pub use histogram::Histogram;
 pub use layer::{MetricsLayer, Observe};
 pub use routes::RouteCounts;
 pub use tenants::{TenantModelUsage, TenantUsage};
@@ -20,6 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use hashbrown::HashMap;
+pub use tokenscale_common::exposition::Histogram;
+use tokenscale_common::exposition::LeFormat;
 use tokenscale_common::metrics::gateway as names;
 
 use crate::vocab::Usage;
@@ -79,10 +79,10 @@ impl Default for ModelMetrics {
     fn default() -> Self {
         Self {
             requests_by_status: Mutex::default(),
-            ttft: Histogram::new(names::TTFT_BUCKETS_S),
-            tpot: Histogram::new(names::TPOT_BUCKETS_S),
-            e2e: Histogram::new(names::E2E_BUCKETS_S),
-            queue_time: Histogram::new(names::E2E_BUCKETS_S),
+            ttft: Histogram::new(names::TTFT_BUCKETS_S, LeFormat::Shortest),
+            tpot: Histogram::new(names::TPOT_BUCKETS_S, LeFormat::Shortest),
+            e2e: Histogram::new(names::E2E_BUCKETS_S, LeFormat::Shortest),
+            queue_time: Histogram::new(names::E2E_BUCKETS_S, LeFormat::Shortest),
             prompt_tokens: AtomicU64::new(0),
             cached_tokens: AtomicU64::new(0),
             generation_tokens: AtomicU64::new(0),

@@ -1,12 +1,13 @@
 //! Routes' counters: which model answered a route's requests, and every fallback by reason.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 use std::sync::Mutex;
+
+use tokenscale_common::exposition::Family;
 
 use tokenscale_common::metrics::{LABEL_MODEL_NAME as MODEL, gateway as names};
 
-use super::render::{esc, family};
+use super::render::{counted, lock};
 
 /// A fallback's labels: route, from, to, reason.
 type FallbackKey = (String, String, String, &'static str);
@@ -33,44 +34,26 @@ impl RouteCounts {
         *map.entry(key).or_default() += 1;
     }
 
-    /// Both families in the exposition format (headers even before the first request, so a
-    /// reader can tell a gateway without routes' traffic from one that does not count).
-    pub fn render(&self, out: &mut String) {
-        family(
-            out,
-            names::ROUTE_REQUESTS_TOTAL,
-            "counter",
-            "Requests for a route, by the model that answered them.",
-        );
-        for ((route, model), count) in self.served.lock().unwrap_or_else(|p| p.into_inner()).iter()
-        {
-            let _ = writeln!(
-                out,
-                "{}{{{}=\"{}\",{MODEL}=\"{}\"}} {count}",
+    /// Both families (headers even before the first request, so a reader can tell a
+    /// gateway without routes' traffic from one that does not count).
+    pub fn families(&self) -> [Family<'static>; 2] {
+        [
+            counted(
                 names::ROUTE_REQUESTS_TOTAL,
-                names::LABEL_ROUTE,
-                esc(route),
-                esc(model)
-            );
-        }
-        family(
-            out,
-            names::ROUTE_FALLBACKS_TOTAL,
-            "counter",
-            "A route's request moving on from one model to the next, by reason (to=\"none\": no model was left).",
-        );
-        let fallbacks = self.fallbacks.lock().unwrap_or_else(|p| p.into_inner());
-        for ((route, from, to, reason), count) in fallbacks.iter() {
-            let _ = writeln!(
-                out,
-                "{}{{{}=\"{}\",from=\"{}\",to=\"{}\",{}=\"{reason}\"}} {count}",
+                "Requests for a route, by the model that answered them.",
+                &lock(&self.served),
+                |(route, model)| vec![(names::LABEL_ROUTE, route.clone()), (MODEL, model.clone())],
+            ),
+            counted(
                 names::ROUTE_FALLBACKS_TOTAL,
-                names::LABEL_ROUTE,
-                esc(route),
-                esc(from),
-                esc(to),
-                names::LABEL_REASON
-            );
-        }
+                "A route's request moving on from one model to the next, by reason (to=\"none\": no model was left).",
+                &lock(&self.fallbacks),
+                |(route, from, to, reason)| {
+                    let route = (names::LABEL_ROUTE, route.clone());
+                    let reason = (names::LABEL_REASON, reason.to_string());
+                    vec![route, ("from", from.clone()), ("to", to.clone()), reason]
+                },
+            ),
+        ]
     }
 }

@@ -2,15 +2,14 @@
 //! can be shown what it used beside which of its limits refused it (`rate_limited_total`):
 //! lifetime counters for `/metrics`, and the same counts in rolling windows for `/v1/usage`.
 
-use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use hashbrown::HashMap;
+use tokenscale_common::exposition::{Family, Kind, Row, table};
 use tokenscale_common::metrics::{LABEL_MODEL_NAME as MODEL, gateway as names};
 
-use super::render::{esc, family};
 use crate::usage::{Counts, UsageWindows, WindowedRow};
 use crate::vocab::{LimitKind, Usage};
 
@@ -125,52 +124,51 @@ impl TenantUsage {
         rows
     }
 
-    /// Appends the four families.
-    pub fn render(&self, out: &mut String) {
+    /// The four families, a series per tenant and model.
+    pub fn families(&self) -> Vec<Family<'static>> {
         let all = self.by_tenant.read().unwrap_or_else(|p| p.into_inner());
         let mut rows: Vec<(&Arc<str>, &String, &Arc<TenantModelUsage>)> = all
             .iter()
             .flat_map(|(tenant, models)| models.iter().map(move |(m, u)| (tenant, m, u)))
             .collect();
         rows.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-        type Read = fn(&TenantModelUsage) -> &AtomicU64;
-        let families: [(&str, &str, Read); 4] = [
-            (
-                names::TENANT_REQUESTS_TOTAL,
-                "Requests of a tenant on a model that passed its limits and finished, any status.",
-                |u| &u.requests,
-            ),
-            (
-                names::TENANT_PROMPT_TOKENS_TOTAL,
-                "Prompt tokens of a tenant on a model, from the engines' usage.",
-                |u| &u.prompt_tokens,
-            ),
-            (
-                names::TENANT_CACHED_PROMPT_TOKENS_TOTAL,
-                "Prompt tokens of a tenant served from the prefix cache (not charged to its input limit).",
-                |u| &u.cached_tokens,
-            ),
-            (
-                names::TENANT_GENERATION_TOKENS_TOTAL,
-                "Completion tokens of a tenant on a model, from the engines' usage.",
-                |u| &u.generation_tokens,
-            ),
-        ];
-        for (name, help, read) in families {
-            family(out, name, "counter", help);
-            for (tenant, model, usage) in &rows {
-                let _ = writeln!(
-                    out,
-                    "{name}{{{}=\"{}\",{MODEL}=\"{}\"}} {}",
-                    names::LABEL_TENANT,
-                    esc(tenant),
-                    esc(model),
-                    read(usage).load(Ordering::Relaxed)
-                );
-            }
-        }
+        let items: Vec<_> = rows
+            .iter()
+            .map(|(tenant, model, usage)| {
+                let labels = vec![
+                    (names::LABEL_TENANT, tenant.to_string()),
+                    (MODEL, model.to_string()),
+                ];
+                (labels, &***usage)
+            })
+            .collect();
+        table(Kind::Counter, &FAMILIES, &items)
     }
 }
+
+/// The tenant families: name, help, counter.
+const FAMILIES: [Row<'static, TenantModelUsage, u64>; 4] = [
+    (
+        names::TENANT_REQUESTS_TOTAL,
+        "Requests of a tenant on a model that passed its limits and finished, any status.",
+        |u| u.requests.load(Ordering::Relaxed),
+    ),
+    (
+        names::TENANT_PROMPT_TOKENS_TOTAL,
+        "Prompt tokens of a tenant on a model, from the engines' usage.",
+        |u| u.prompt_tokens.load(Ordering::Relaxed),
+    ),
+    (
+        names::TENANT_CACHED_PROMPT_TOKENS_TOTAL,
+        "Prompt tokens of a tenant served from the prefix cache (not charged to its input limit).",
+        |u| u.cached_tokens.load(Ordering::Relaxed),
+    ),
+    (
+        names::TENANT_GENERATION_TOKENS_TOTAL,
+        "Completion tokens of a tenant on a model, from the engines' usage.",
+        |u| u.generation_tokens.load(Ordering::Relaxed),
+    ),
+];
 
 #[cfg(test)]
 mod tests {
@@ -188,8 +186,7 @@ mod tests {
         usage.of(&a, "m").finished(Some(counted));
         usage.of(&a, "m").finished(None);
         usage.of(&a, "n").finished(Some(counted));
-        let mut out = String::new();
-        usage.render(&mut out);
+        let out = tokenscale_common::exposition::render(&usage.families());
         assert!(
             out.contains(
                 "tokenscale_gateway_tenant_requests_total{tenant=\"a\",model_name=\"m\"} 2"

@@ -2,8 +2,7 @@
 //! writes, `/metrics` reads) and rendered in the Prometheus text format under the names in
 //! `tokenscale_common::metrics::engine`, each labelled with `model_name`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
+pub use tokenscale_common::exposition::{Counter, Gauge};
 use tokenscale_common::exposition::{Family, Histogram, Kind, LeFormat, Series, Value, render};
 use tokenscale_common::metrics::{LABEL_MODEL_NAME, engine as names};
 
@@ -28,36 +27,6 @@ const STEP_BUCKETS_S: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
-
-/// A float gauge in an atomic.
-#[derive(Debug, Default)]
-pub struct Gauge(AtomicU64);
-
-impl Gauge {
-    /// Sets the value.
-    pub fn set(&self, value: f64) {
-        self.0.store(value.to_bits(), Ordering::Relaxed);
-    }
-    /// The value.
-    pub fn get(&self) -> f64 {
-        f64::from_bits(self.0.load(Ordering::Relaxed))
-    }
-}
-
-/// A monotonically increasing counter.
-#[derive(Debug, Default)]
-pub struct Counter(AtomicU64);
-
-impl Counter {
-    /// Adds `n`.
-    pub fn add(&self, n: u64) {
-        self.0.fetch_add(n, Ordering::Relaxed);
-    }
-    /// The value.
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
 
 /// Every metric one engine exports.
 #[derive(Debug)]

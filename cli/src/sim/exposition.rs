@@ -4,11 +4,16 @@
 //! goes through (metric names to logical series, bucket labels to bounds).
 //!
 //! Samples are built as parsed ones rather than rendered to text and parsed back: the project
-//! has one Prometheus text parser and no writer outside the gateway's registry, and the text
-//! would only round-trip the same numbers.
+//! has one Prometheus text parser (`tokenscale_common::prom_text`) and one writer
+//! (`tokenscale_common::exposition`, which the gateway, engine and operator render with), and
+//! the text would only round-trip the same numbers. The bucket labels are spelled by that
+//! writer's rule for the gateway's histograms ([`LeFormat::Shortest`]). The counts here are
+//! weights (a simulated request can be a fraction), which the writer's integer histogram
+//! cannot hold.
 
 use std::collections::VecDeque;
 
+use tokenscale_common::exposition::LeFormat;
 use tokenscale_common::metrics::{LABEL_MODEL_NAME, gateway};
 use tokenscale_common::prom_text::Sample;
 use tokenscale_scaling::metrics_source::readings::{Gauges, Reading, read};
@@ -34,7 +39,7 @@ impl Buckets {
     fn new(bounds_s: &'static [f64]) -> Self {
         let les = bounds_s
             .iter()
-            .map(f64::to_string)
+            .map(|&bound| LeFormat::Shortest.label(bound))
             .chain(["+Inf".to_string()])
             .collect();
         Self {

@@ -60,11 +60,6 @@ impl Body {
         })
     }
 
-    /// This body, its report adding that its request waited `wait` in the admission queue.
-    pub fn queued(self, wait: Duration) -> Self {
-        Self::reporting(Queued { inner: self, wait })
-    }
-
     /// A body that reports for itself.
     pub fn reporting(body: impl Reporting) -> Self {
         Self(Box::pin(body))
@@ -142,53 +137,31 @@ where
     }
 }
 
-/// A body whose request waited in the admission queue (see [`Body::queued`]).
-struct Queued {
-    inner: Body,
-    wait: Duration,
-}
-
-impl HttpBody for Queued {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl Reporting for Queued {
-    fn report(&self) -> Report {
-        Report {
-            queue_wait: Some(self.wait),
-            ..self.inner.report()
-        }
-    }
-}
-
 /// A body with a guard that ends with it.
 pub struct Guarded<G: Send + 'static> {
     inner: Body,
     guard: Option<G>,
     /// Called with the guard and the body's report when the body ends or is dropped.
     end: fn(G, Report),
+    /// How long the request waited in the admission queue, added to the body's report.
+    queue_wait: Option<Duration>,
 }
 
 impl<G: Send + 'static> Guarded<G> {
     /// Wraps `inner` so that `guard` lives until the body ends or is dropped.
     pub fn wrap(inner: Body, guard: G) -> Body {
         Self::settle_with(inner, guard, |guard, _| drop(guard))
+    }
+
+    /// Wraps `inner` as [`wrap`](Self::wrap) does, its report adding that its request waited
+    /// `wait` in the admission queue (for the metrics layer above).
+    pub fn queued(inner: Body, guard: G, wait: Duration) -> Body {
+        Body::reporting(Guarded {
+            inner,
+            guard: Some(guard),
+            end: |guard, _| drop(guard),
+            queue_wait: Some(wait),
+        })
     }
 
     /// Wraps `inner` so that `end` gets `guard` and the body's final report when the body
@@ -202,12 +175,13 @@ impl<G: Send + 'static> Guarded<G> {
             inner,
             guard: Some(guard),
             end,
+            queue_wait: None,
         })
     }
 
     fn finish(&mut self) {
         if let Some(guard) = self.guard.take() {
-            (self.end)(guard, self.inner.report());
+            (self.end)(guard, self.report());
         }
     }
 }
@@ -242,7 +216,14 @@ impl<G: Send + 'static> HttpBody for Guarded<G> {
 
 impl<G: Send + 'static> Reporting for Guarded<G> {
     fn report(&self) -> Report {
-        self.inner.report()
+        let report = self.inner.report();
+        match self.queue_wait {
+            Some(wait) => Report {
+                queue_wait: Some(wait),
+                ..report
+            },
+            None => report,
+        }
     }
 }
 
@@ -380,7 +361,11 @@ mod tests {
     #[tokio::test]
     async fn the_queue_wait_rides_up_in_the_report_through_the_wrappers_above_it() {
         let waited = Some(Duration::from_millis(40));
-        let body = Body::reporting(Streamed(0)).queued(Duration::from_millis(40));
+        let body = Guarded::queued(
+            Body::reporting(Streamed(0)),
+            6u32,
+            Duration::from_millis(40),
+        );
         let mut body = Guarded::wrap(body, ());
         assert_eq!(body.report().queue_wait, waited, "known from the head on");
         while body.frame().await.is_some() {}

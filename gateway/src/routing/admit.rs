@@ -106,9 +106,9 @@ where
             let queue_wait = started.elapsed();
             futures::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
             let response = inner.call(request).await?;
-            // Only a request that waited carries its wait up in its report (the metrics layer
-            // reads none as zero): the note costs an allocation, on every response otherwise.
-            Ok(response.map(|body| Guarded::wrap(body.queued(queue_wait), permit)))
+            // Only a request that waited carries its wait up in its report, on the guard its
+            // permit needs anyway (the metrics layer reads none as zero).
+            Ok(response.map(|body| Guarded::queued(body, permit, queue_wait)))
         };
         Either::Right(Either::Right(call.boxed()))
     }

@@ -33,36 +33,53 @@ pub fn slo_ratio(spec: &PolicySpec, obs: &Observations) -> Option<f64> {
     }
 }
 
-/// Updates `state.capacity_tokens_per_s_per_replica` from this period's observations.
+/// What one period's observations teach about capacity; [`remember`](super::decide) keeps it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Learned {
+    /// Requests queued now (a shrinking queue next period is spare capacity, not a knee).
+    pub queued_requests: u64,
+    /// This period's short-window throughput per ready replica.
+    pub burst_per_replica: f64,
+    /// Per-replica throughput where the SLO last broke under real load.
+    pub ceiling_tokens_per_s: Option<f64>,
+    /// Output tokens/s one replica sustains within the SLO.
+    pub capacity_tokens_per_s_per_replica: Option<f64>,
+}
+
+/// The capacity learned from this period's observations, `state` as it was before them and
+/// the ready count steady since `ready_since_s`.
 pub(crate) fn learn(
     spec: &PolicySpec,
     obs: &Observations,
     demand: &Demand,
-    state: &mut PolicyState,
+    state: &PolicyState,
+    ready_since_s: f64,
     now_s: f64,
-) {
+) -> Learned {
     let draining = state
         .last_queued_requests
         .is_some_and(|before| demand.queued_requests < before);
-    state.last_queued_requests = Some(demand.queued_requests);
     let ready = obs.ready_replicas;
     let window_s = spec.stable_window.as_secs_f64();
-    let peak = state.note_burst_load(
-        now_s,
-        window_s,
-        demand.output_tokens_per_s.panic / f64::from(ready.max(1)),
-    );
-    let settled = now_s - state.ready_since_s >= window_s;
+    let burst_per_replica = demand.output_tokens_per_s.panic / f64::from(ready.max(1));
+    let unchanged = Learned {
+        queued_requests: demand.queued_requests,
+        burst_per_replica,
+        ceiling_tokens_per_s: state.capacity_ceiling_tokens_per_s,
+        capacity_tokens_per_s_per_replica: state.capacity_tokens_per_s_per_replica,
+    };
+    let peak = state.burst_load(now_s, window_s, burst_per_replica);
+    let settled = now_s - ready_since_s >= window_s;
     if ready == 0 || !settled || demand.completed_requests < MIN_COMPLETED_REQUESTS {
-        return;
+        return unchanged;
     }
     let Some(ratio) = slo_ratio(spec, obs) else {
-        return;
+        return unchanged;
     };
     // Per-replica throughput over the same window the p95s cover.
     let x = demand.output_tokens_per_s.stable / f64::from(ready);
     if !(x.is_finite() && x > 0.0) {
-        return;
+        return unchanged;
     }
     let saturated = demand.queued_requests > u64::from(ready);
     let current = state.capacity_tokens_per_s_per_replica;
@@ -75,21 +92,14 @@ pub(crate) fn learn(
     // window held (a 30 s spike breaks a minute's p95 while the minute's mean stays low), so
     // that is the throughput the knee is at or below, not the mean.
     let x_break = x.max(peak);
+    let mut learned_ceiling = state.capacity_ceiling_tokens_per_s;
     if ratio > 1.0 && current.is_none_or(real_load) {
-        state.capacity_ceiling_tokens_per_s = Some(
-            state
-                .capacity_ceiling_tokens_per_s
-                .map_or(x_break, |ceiling| ceiling.min(x_break)),
-        );
-    } else if ratio <= 1.0
-        && state
-            .capacity_ceiling_tokens_per_s
-            .is_some_and(|ceiling| x > ceiling)
-    {
+        learned_ceiling = Some(learned_ceiling.map_or(x_break, |ceiling| ceiling.min(x_break)));
+    } else if ratio <= 1.0 && learned_ceiling.is_some_and(|ceiling| x > ceiling) {
         // The SLO held above the old ceiling: the knee moved (a lighter mix, a faster engine).
-        state.capacity_ceiling_tokens_per_s = Some(x);
+        learned_ceiling = Some(x);
     }
-    let ceiling = state.capacity_ceiling_tokens_per_s.unwrap_or(f64::INFINITY);
+    let ceiling = learned_ceiling.unwrap_or(f64::INFINITY);
     // Batch lines share the replicas, filling what interactive traffic leaves: the latency
     // then depends on how much batch work the gateway sends, not on the interactive load `x`,
     // and replicas added for batch work spread `x` thin. Headroom seen meanwhile says nothing
@@ -121,5 +131,9 @@ pub(crate) fn learn(
         }
         Some(c) => c,
     };
-    state.capacity_tokens_per_s_per_replica = Some(next);
+    Learned {
+        ceiling_tokens_per_s: learned_ceiling,
+        capacity_tokens_per_s_per_replica: Some(next),
+        ..unchanged
+    }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::*;
 
-fn spec() -> PolicySpec {
+pub(super) fn spec() -> PolicySpec {
     let mut spec = PolicySpec::new(
         1,
         100,
@@ -19,7 +19,7 @@ fn spec() -> PolicySpec {
 }
 
 /// Observations with `tokens_per_s` offered and served, all replicas ready unless `pending`.
-fn obs(ready: u32, pending: u32, tokens_per_s: f64) -> Observations {
+pub(super) fn obs(ready: u32, pending: u32, tokens_per_s: f64) -> Observations {
     let rate = WindowedRate {
         stable: tokens_per_s,
         panic: tokens_per_s,
@@ -47,18 +47,29 @@ fn obs(ready: u32, pending: u32, tokens_per_s: f64) -> Observations {
     }
 }
 
+/// The trend of this period's demand, then the period kept, as a decision does.
+fn trend(state: &mut PolicyState, now_s: f64, tokens_per_s: f64) -> f64 {
+    let slope = state.demand_trend(now_s, 60.0, tokens_per_s);
+    state.record_demand(now_s, 60.0, tokens_per_s);
+    slope
+}
+
 #[test]
 fn a_step_is_not_extrapolated_but_a_steady_rise_is() {
     let mut state = PolicyState::default();
     for k in 0..6 {
-        state.demand_trend(f64::from(k) * 10.0, 60.0, 1000.0);
+        trend(&mut state, f64::from(k) * 10.0, 1000.0);
     }
-    assert_eq!(state.demand_trend(60.0, 60.0, 5000.0), 0.0);
+    assert_eq!(trend(&mut state, 60.0, 5000.0), 0.0);
 
     let mut state = PolicyState::default();
     let mut rise = 0.0;
     for k in 0..7 {
-        rise = state.demand_trend(f64::from(k) * 10.0, 60.0, 1000.0 + 50.0 * f64::from(k));
+        rise = trend(
+            &mut state,
+            f64::from(k) * 10.0,
+            1000.0 + 50.0 * f64::from(k),
+        );
     }
     assert!((rise - 5.0).abs() < 1e-9, "rise {rise} tokens/s per s");
 }

@@ -1,6 +1,14 @@
 //! The autoscaling policy: a pure function from a model's spec, this period's observations
 //! and the policy's memory to a desired replica count and the reason, in words.
 //!
+//! `decide` is a pipeline read top to bottom (as Knative's KPA): `estimate` (replica
+//! tracking, the capacity learned this period, demand from the stable and burst windows, the
+//! trend and the backlog) → `target` (a typed result: hold for missing metrics or unknown
+//! capacity, from zero, to zero, or replicas with what they are made of) → `stabilise` (rate
+//! caps, the scale-down window, one step down, the bounds) → `remember`, the only stage that
+//! writes the memory. The reason comes from one match on the stabilised step; the message is
+//! a pure function of the stages' outputs (`explain`).
+//!
 //! The rules, in order:
 //! - **Capacity** `C` (output tokens/s one replica sustains within the SLO) starts from the
 //!   spec's hint and is learned at the knee: the SLO holding at per-replica throughput x means
@@ -52,13 +60,19 @@ mod decide;
 mod decision;
 #[cfg(test)]
 mod edge_tests;
+mod estimate;
+mod explain;
 mod observations;
 mod oscillation;
+#[cfg(test)]
+mod pipeline_tests;
 #[cfg(test)]
 mod props;
 pub mod snapshot;
 mod spec;
+mod stabilise;
 mod state;
+mod target;
 #[cfg(test)]
 mod tests;
 mod zero;

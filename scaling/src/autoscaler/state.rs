@@ -74,41 +74,25 @@ impl PolicyState {
         self
     }
 
-    /// Tracks how long the ready count has held steady.
-    pub(crate) fn note_ready(&mut self, ready: u32, now_s: f64) {
-        if self.ready_count.is_some_and(|before| ready > before) && self.pending_since_s.is_some() {
-            self.pending_since_s = Some(now_s);
-        }
-        if self.ready_count != Some(ready) {
-            self.ready_count = Some(ready);
-            self.ready_since_s = now_s;
-        }
-    }
-
-    /// Tracks since when replicas have been pending; returns how long, in seconds.
-    pub(crate) fn note_pending(&mut self, pending: u32, now_s: f64) -> f64 {
-        if pending == 0 {
-            self.pending_since_s = None;
-            return 0.0;
-        }
-        now_s - *self.pending_since_s.get_or_insert(now_s)
-    }
-
-    /// Remembers this period's demand and returns its change per second over the last
-    /// `window_s` (0 when the two halves disagree, or with too little history). A trend must
-    /// show in both halves of the window: the gentler of the two halves' slopes counts, so a
-    /// one-off step (already fully in the current demand) is not extrapolated as if it went on.
-    pub(crate) fn demand_trend(&mut self, now_s: f64, window_s: f64, tokens_per_s: f64) -> f64 {
-        self.demand_history.push_back((now_s, tokens_per_s));
-        forget_before(&mut self.demand_history, now_s - window_s);
-        let Some(&(first_s, first)) = self.demand_history.front() else {
+    /// This period's demand against the last `window_s` of it: its change per second (0 when
+    /// the two halves disagree, or with too little history). A trend must show in both halves
+    /// of the window: the gentler of the two halves' slopes counts, so a one-off step (already
+    /// fully in the current demand) is not extrapolated as if it went on.
+    pub(crate) fn demand_trend(&self, now_s: f64, window_s: f64, tokens_per_s: f64) -> f64 {
+        let history: Vec<(f64, f64)> = window_with(
+            &self.demand_history,
+            Some((now_s, tokens_per_s)),
+            now_s - window_s,
+        )
+        .collect();
+        let Some(&(first_s, first)) = history.first() else {
             return 0.0;
         };
         if now_s - first_s < 0.5 * window_s {
             return 0.0;
         }
         let mid_target_s = 0.5 * (first_s + now_s);
-        let Some(&(mid_s, mid)) = self.demand_history.iter().min_by(|a, b| {
+        let Some(&(mid_s, mid)) = history.iter().min_by(|a, b| {
             (a.0 - mid_target_s)
                 .abs()
                 .total_cmp(&(b.0 - mid_target_s).abs())
@@ -129,45 +113,92 @@ impl PolicyState {
         }
     }
 
-    /// Remembers this period's short-window throughput per replica and returns the highest
-    /// within `window_s`.
-    pub(crate) fn note_burst_load(&mut self, now_s: f64, window_s: f64, per_replica: f64) -> f64 {
-        if per_replica.is_finite() {
-            self.burst_history.push_back((now_s, per_replica));
-        }
-        forget_before(&mut self.burst_history, now_s - window_s);
-        self.burst_history
-            .iter()
-            .map(|&(_, x)| x)
+    /// The highest short-window throughput per replica within `window_s`, this period's
+    /// included.
+    pub(crate) fn burst_load(&self, now_s: f64, window_s: f64, per_replica: f64) -> f64 {
+        let sample = per_replica.is_finite().then_some((now_s, per_replica));
+        window_with(&self.burst_history, sample, now_s - window_s)
+            .map(|(_, x)| x)
             .fold(0.0, f64::max)
     }
 
-    /// Remembers this period's required batch rate and returns the lowest within `window_s`:
-    /// the rate that has held that long.
+    /// The lowest required batch rate within `window_s`, this period's included: the rate
+    /// that has held that long.
     pub(crate) fn sustained_batch_required(
-        &mut self,
+        &self,
         now_s: f64,
         window_s: f64,
         tokens_per_s: f64,
     ) -> f64 {
-        self.batch_required_history.push_back((now_s, tokens_per_s));
-        forget_before(&mut self.batch_required_history, now_s - window_s);
-        self.batch_required_history
-            .iter()
-            .map(|&(_, r)| r)
-            .fold(tokens_per_s, f64::min)
+        window_with(
+            &self.batch_required_history,
+            Some((now_s, tokens_per_s)),
+            now_s - window_s,
+        )
+        .map(|(_, r)| r)
+        .fold(tokens_per_s, f64::min)
     }
 
-    /// Remembers a raw recommendation and returns the highest one within `window_s`.
-    pub(crate) fn stabilized(&mut self, now_s: f64, window_s: f64, raw: u32) -> u32 {
-        self.recommendations.push_back((now_s, raw));
-        forget_before(&mut self.recommendations, now_s - window_s);
-        self.recommendations
-            .iter()
-            .map(|&(_, r)| r)
+    /// The highest raw recommendation within `window_s`, this period's `raw` included.
+    pub(crate) fn stabilized(&self, now_s: f64, window_s: f64, raw: u32) -> u32 {
+        window_with(&self.recommendations, Some((now_s, raw)), now_s - window_s)
+            .map(|(_, r)| r)
             .max()
             .unwrap_or(raw)
     }
+
+    /// Keeps this period's offered demand for the trend.
+    pub(crate) fn record_demand(&mut self, now_s: f64, window_s: f64, tokens_per_s: f64) {
+        record(
+            &mut self.demand_history,
+            Some((now_s, tokens_per_s)),
+            now_s - window_s,
+        );
+    }
+
+    /// Keeps this period's short-window throughput per replica (when it is a number).
+    pub(crate) fn record_burst_load(&mut self, now_s: f64, window_s: f64, per_replica: f64) {
+        let sample = per_replica.is_finite().then_some((now_s, per_replica));
+        record(&mut self.burst_history, sample, now_s - window_s);
+    }
+
+    /// Keeps this period's required batch rate.
+    pub(crate) fn record_batch_required(&mut self, now_s: f64, window_s: f64, tokens_per_s: f64) {
+        record(
+            &mut self.batch_required_history,
+            Some((now_s, tokens_per_s)),
+            now_s - window_s,
+        );
+    }
+
+    /// Keeps this period's raw recommendation for the scale-down window.
+    pub(crate) fn record_recommendation(&mut self, now_s: f64, window_s: f64, raw: u32) {
+        record(
+            &mut self.recommendations,
+            Some((now_s, raw)),
+            now_s - window_s,
+        );
+    }
+}
+
+/// A time-ordered window as it is once `sample` joins it and the samples before `start_s`
+/// leave it (the leading run, as [`record`] drops them), without changing it.
+fn window_with<T: Copy>(
+    samples: &VecDeque<(f64, T)>,
+    sample: Option<(f64, T)>,
+    start_s: f64,
+) -> impl Iterator<Item = (f64, T)> + '_ {
+    samples
+        .iter()
+        .copied()
+        .chain(sample)
+        .skip_while(move |(t, _)| *t < start_s)
+}
+
+/// Adds `sample` to a time-ordered window and drops the samples taken before `start_s`.
+fn record<T>(samples: &mut VecDeque<(f64, T)>, sample: Option<(f64, T)>, start_s: f64) {
+    samples.extend(sample);
+    forget_before(samples, start_s);
 }
 
 /// Drops the samples of a time-ordered window taken before `start_s`.

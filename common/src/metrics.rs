@@ -48,6 +48,9 @@ pub mod engine {
     pub const STEP_DURATION_SECONDS: &str = "tokenscale_engine_step_duration_seconds";
     /// Histogram: sequences in one engine step.
     pub const BATCH_SIZE: &str = "tokenscale_engine_batch_size";
+    /// Info gauge (value: Unix time of the last change) with vLLM's labels `max_lora`,
+    /// `running_lora_adapters` and `waiting_lora_adapters` (comma-separated adapter names).
+    pub const LORA_REQUESTS_INFO: &str = "vllm:lora_requests_info";
     /// Gauge: running sequences allowed now (`--max-num-seqs`, or the lower number a TPOT
     /// target's measured step time allows: the replica's operating point).
     pub const MAX_NUM_SEQS: &str = "tokenscale_engine_max_num_seqs";

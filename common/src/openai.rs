@@ -418,6 +418,12 @@ pub struct ModelCard {
     /// The Hub commit the model was fetched at, for `hf://` sources (tokenscale extension).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
+    /// What the model was loaded from (vLLM's `root`; a LoRA adapter's source).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+    /// The base model of a LoRA adapter (vLLM's `parent`); `None` for a base model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 /// `GET /v1/models` response.

@@ -116,6 +116,7 @@ fn run_round(
             arrival: Instant::now(),
             resumed_tokens: 0,
             constraint: constraint.clone(),
+            adapter: None,
         })?);
     }
     let mut generated = 0usize;

@@ -7,6 +7,7 @@
 //! - `model`: model configuration and the Llama-family forward (CPU reference).
 //! - `backend`: the trait every compute backend implements, and the backends.
 //! - `kv`: KV block pool, block tables, prefix cache (pure bookkeeping, no tensors).
+//! - `lora`: LoRA adapters beside the base model: PEFT folders, the LRU set, the per-row delta.
 //! - `sched`: the iteration-level scheduler (pure).
 //! - `runtime`: the engine loop (owns scheduler, KV manager and backend; channels in and out).
 //! - `server`: the OpenAI-compatible HTTP server (`serve`), metrics, graceful drain.
@@ -26,6 +27,7 @@ pub mod fetch;
 pub mod gguf;
 pub mod grammar;
 pub mod kv;
+pub mod lora;
 pub mod model;
 pub mod quant;
 pub mod reasoning;

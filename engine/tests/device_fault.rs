@@ -136,6 +136,7 @@ fn request(max_tokens: u32) -> GenerateRequest {
         arrival: Instant::now(),
         resumed_tokens: 0,
         constraint: None,
+        adapter: None,
     }
 }
 

@@ -60,6 +60,7 @@ fn generate(engine: &EngineHandle, prompts: &[Vec<u32>], params: &SamplingParams
                 arrival: Instant::now(),
                 resumed_tokens: 0,
                 constraint: None,
+                adapter: None,
             };
             engine.submit(request).expect("submit")
         })

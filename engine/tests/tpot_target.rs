@@ -86,6 +86,7 @@ fn run(max_num_seqs: usize, tpot_target: Option<Duration>) -> Run {
                 arrival: Instant::now(),
                 resumed_tokens: 0,
                 constraint: None,
+                adapter: None,
             };
             engine.submit(request).expect("submit")
         })

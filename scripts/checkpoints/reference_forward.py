@@ -8,9 +8,12 @@ output head.
 
     reference_forward.py CHECKPOINT_DIR --tokens N --seed S [--top 5] > reference.json
     reference_forward.py CHECKPOINT_DIR --ids 1,2,3 > reference.json
+    reference_forward.py CHECKPOINT_DIR --lora ADAPTER_DIR --greedy 8 --prompts "1,2;3,4"
 
 Feeds N seeded random token ids (or the given ones) and prints, for every position, the top-k
-logits."""
+logits. `--lora` merges a PEFT adapter into the weights first (W + B A · alpha / r, in float64:
+the reference for the engine's unmerged per-row deltas); `--greedy N --prompts` decodes N
+tokens greedily after each prompt and prints, per prompt, the tokens and each step's top-k."""
 
 import argparse
 import json
@@ -19,7 +22,7 @@ import os
 
 import numpy as np
 
-from hf_layout import read_checkpoint
+from hf_layout import read_checkpoint, read_safetensors
 
 
 def rms_norm(x, w, eps):
@@ -66,11 +69,23 @@ def rotate_half(x):
     return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
 
 
-def forward(directory, tokens):
+def merge_lora(w, adapter):
+    """Adds a PEFT adapter's deltas to the weights `w`, in place."""
+    with open(os.path.join(adapter, "adapter_config.json")) as f:
+        a = json.load(f)
+    scale = a["lora_alpha"] / a["r"]
+    t = read_safetensors(os.path.join(adapter, "adapter_model.safetensors"))
+    for name in t:
+        if ".lora_A." in name:
+            target = name.replace("base_model.model.", "", 1).replace(".lora_A", "")
+            w[target] = w[target] + scale * t[name.replace("lora_A", "lora_B")] @ t[name]
+
+
+def forward(directory, tokens, w=None):
     with open(os.path.join(directory, "config.json")) as f:
         c = json.load(f)
     arch = c["architectures"][0]
-    w = read_checkpoint(directory)
+    w = read_checkpoint(directory) if w is None else w
     h, heads = c["hidden_size"], c["num_attention_heads"]
     kv_heads = c.get("num_key_value_heads", heads)
     hd = c.get("head_dim") or h // heads
@@ -122,7 +137,12 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--top", type=int, default=5)
     p.add_argument("--ids", help="comma-separated token ids to feed instead of random ones")
+    p.add_argument("--lora", help="a PEFT adapter folder to merge into the weights")
+    p.add_argument("--greedy", type=int, help="tokens to decode after each of --prompts")
+    p.add_argument("--prompts", help="prompts as comma-separated ids, separated by ';'")
     args = p.parse_args()
+    if args.greedy:
+        return greedy(args)
     with open(os.path.join(args.checkpoint, "config.json")) as f:
         vocab = json.load(f)["vocab_size"]
     if args.ids:
@@ -136,6 +156,24 @@ def main():
         "top": top.tolist(),
         "top_logits": np.take_along_axis(logits, top, axis=-1).tolist(),
     }))
+
+
+def greedy(args):
+    """Per prompt: greedy tokens and each step's top-k, under the merged adapter if any."""
+    w = read_checkpoint(args.checkpoint)
+    if args.lora:
+        merge_lora(w, args.lora)
+    out = []
+    for prompt in args.prompts.split(";"):
+        tokens, tops, top_logits = [int(t) for t in prompt.split(",")], [], []
+        for _ in range(args.greedy):
+            last = forward(args.checkpoint, tokens, w)[-1]
+            top = np.argsort(-last, kind="stable")[:args.top]
+            tops.append(top.tolist())
+            top_logits.append(last[top].tolist())
+            tokens.append(int(top[0]))
+        out.append({"tokens": tokens, "top": tops, "top_logits": top_logits})
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -97,4 +97,29 @@ pub trait Backend: Send {
             message: "prompt logprobs are not computed by this backend".into(),
         })
     }
+    /// Whether [`forward_lora`](Self::forward_lora) computes adapters (LoRA serving).
+    fn computes_lora(&self) -> bool {
+        false
+    }
+    /// Like [`forward_every_row`](Self::forward_every_row), with `adapters[i]` the LoRA
+    /// adapter of batch entry `i` (`None`: the base model; empty: none for any): each row gets
+    /// its own adapter's delta, unmerged, in one step.
+    fn forward_lora(
+        &mut self,
+        batch: &[SeqStep<'_>],
+        every_row: &[bool],
+        adapters: &[Option<&crate::lora::LoraAdapter>],
+    ) -> Result<StepOutput> {
+        if adapters.iter().any(Option::is_some) {
+            return Err(crate::Error::Backend {
+                backend: self.name(),
+                message: "LoRA adapters are not computed by this backend".into(),
+            });
+        }
+        if every_row.contains(&true) {
+            self.forward_every_row(batch, every_row)
+        } else {
+            self.forward(batch)
+        }
+    }
 }

@@ -103,6 +103,17 @@ pub struct ServeArgs {
     /// Shortest n-gram looked up (vLLM's `prompt_lookup_min`).
     #[arg(long, default_value_t = crate::spec::SpeculativeConfig::default().prompt_lookup_min)]
     pub prompt_lookup_min: usize,
+    /// A LoRA adapter served beside the model as NAME: SOURCE is a PEFT folder
+    /// (`adapter_config.json` + `adapter_model.safetensors`) or `hf://ORG/REPO`. Repeatable.
+    #[arg(long = "lora", value_name = "NAME=SOURCE")]
+    pub lora: Vec<String>,
+    /// LoRA adapters kept in memory at a time; the least recently used is evicted and read
+    /// again from its source on its next request.
+    #[arg(long, default_value_t = crate::lora::LoraConfig::default().max_loras)]
+    pub max_loras: usize,
+    /// Largest LoRA rank `r` accepted.
+    #[arg(long, default_value_t = crate::lora::LoraConfig::default().max_lora_rank)]
+    pub max_lora_rank: usize,
 }
 
 impl ServeArgs {
@@ -173,6 +184,36 @@ impl ServeArgs {
             tool_call_parser: self.tool_call_parser.clone(),
             reasoning_parser: self.reasoning_parser.clone(),
             speculative,
+            lora: self.lora_config()?,
+        })
+    }
+}
+
+impl ServeArgs {
+    /// `--lora NAME=SOURCE` (each), `--max-loras`, `--max-lora-rank`.
+    fn lora_config(&self) -> anyhow::Result<crate::lora::LoraConfig> {
+        anyhow::ensure!(self.max_loras > 0, "--max-loras must be at least 1");
+        anyhow::ensure!(
+            (1..=crate::lora::MAX_RANK).contains(&self.max_lora_rank),
+            "--max-lora-rank must be 1 to {}",
+            crate::lora::MAX_RANK
+        );
+        let mut adapters: Vec<(String, String)> = Vec::new();
+        for spec in &self.lora {
+            let (name, source) = spec
+                .split_once('=')
+                .filter(|(n, s)| !n.is_empty() && !s.is_empty())
+                .ok_or_else(|| anyhow::anyhow!("--lora {spec:?}: expected NAME=SOURCE"))?;
+            anyhow::ensure!(
+                adapters.iter().all(|(n, _)| n != name),
+                "--lora: the name {name:?} is given twice"
+            );
+            adapters.push((name.to_string(), source.to_string()));
+        }
+        Ok(crate::lora::LoraConfig {
+            adapters,
+            max_loras: self.max_loras,
+            max_lora_rank: self.max_lora_rank,
         })
     }
 }

@@ -13,6 +13,7 @@ use super::{Command, EngineConfig, EngineMetrics, GenerateRequest, RequestUsage,
 use crate::backend::{Backend, SeqStep, StepOutput};
 use crate::grammar::{Constraint, GrammarError, MaskJob, MaskWorker, TokenMask};
 use crate::kv::{KvCacheManager, RequestId};
+use crate::lora::LoraAdapter;
 use crate::sampling::{FinishReason, SampledToken, Sampler, finish_on_token};
 use crate::sched::{
     SchedRequest, Scheduler, SchedulerConfig, SchedulerOutput, StepLimits, StepTimeModel,
@@ -41,6 +42,8 @@ struct Active {
     prompt_logprobs: Option<Vec<SampledToken>>,
     /// Its acceptance so far, while it may speculate (`None`: never, e.g. a grammar).
     spec: Option<DraftPolicy>,
+    /// The LoRA adapter of its rows (`None`: the base model).
+    adapter: Option<Arc<LoraAdapter>>,
 }
 
 /// Everything the loop owns.
@@ -201,6 +204,7 @@ impl EngineLoop {
             arrival,
             resumed_tokens,
             constraint,
+            adapter,
         } = request;
         let max_len = self
             .config
@@ -221,6 +225,14 @@ impl EngineLoop {
         if params.prompt_logprobs.is_some() && !self.backend.computes_every_row() {
             let message = format!(
                 "the {} backend does not compute prompt logprobs (echo with logprobs, prompt_logprobs) yet",
+                self.backend.name()
+            );
+            let _ = events.send(TokenEvent::Failed(message));
+            return;
+        }
+        if adapter.is_some() && !self.backend.computes_lora() {
+            let message = format!(
+                "LoRA adapters are not supported by the {} backend",
                 self.backend.name()
             );
             let _ = events.send(TokenEvent::Failed(message));
@@ -259,6 +271,7 @@ impl EngineLoop {
                     && params.speculative
                     && !constrained)
                     .then(DraftPolicy::default),
+                adapter,
             },
         );
     }
@@ -274,6 +287,7 @@ impl EngineLoop {
         let result = {
             let mut batch = Vec::with_capacity(out.seqs.len());
             let mut every_row = Vec::with_capacity(out.seqs.len());
+            let mut adapters = Vec::with_capacity(out.seqs.len());
             for (seq, drafted) in out.seqs.iter().zip(&drafted) {
                 let Some(request) = self.scheduler.request(seq.id) else {
                     continue;
@@ -290,13 +304,14 @@ impl EngineLoop {
                     want_logits: seq.want_logits,
                 });
                 every_row.push(seq.prompt_logits || seq.num_draft > 0);
+                adapters.push(self.active.get(&seq.id).and_then(|a| a.adapter.as_deref()));
             }
             // Only a step that holds a prompt-logprobs chunk or a draft pays for the extra rows.
-            if every_row.contains(&true) {
-                self.backend.forward_every_row(&batch, &every_row)
-            } else {
-                self.backend.forward(&batch)
-            }
+            let every_row: &[bool] = match every_row.contains(&true) {
+                true => &every_row,
+                false => &[],
+            };
+            self.backend.forward_lora(&batch, every_row, &adapters)
         };
         let masks = self.take_back_constraints(lent);
         match result {
@@ -601,5 +616,17 @@ impl EngineLoop {
             .num_requests_waiting
             .set(self.scheduler.num_waiting() as f64);
         self.metrics.kv_cache_usage_perc.set(self.kv.usage());
+        let names = |ids: &mut dyn Iterator<Item = &RequestId>| {
+            let mut names: Vec<&str> = ids
+                .filter_map(|id| self.active.get(id)?.adapter.as_deref())
+                .map(|a| a.name.as_str())
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            names
+        };
+        let running = names(&mut self.scheduler.running().iter());
+        let waiting = names(&mut self.scheduler.waiting().iter());
+        self.metrics.lora.set(&running, &waiting);
     }
 }

@@ -57,6 +57,8 @@ pub struct EngineMetrics {
     pub batch_size: Histogram,
     /// Speculative decoding's acceptance (exported only while the engine speculates).
     pub spec_decode: SpecDecodeMetrics,
+    /// The LoRA adapters in use (exported only by a backend that computes adapters).
+    pub lora: super::lora_metrics::LoraMetrics,
 }
 
 impl EngineMetrics {
@@ -91,6 +93,7 @@ impl EngineMetrics {
             step_duration_s: Histogram::new(STEP_BUCKETS_S, LeFormat::Decimal),
             batch_size: Histogram::new(BATCH_BUCKETS, LeFormat::Decimal),
             spec_decode: SpecDecodeMetrics::default(),
+            lora: Default::default(),
         }
     }
 
@@ -140,6 +143,7 @@ impl EngineMetrics {
         });
         families.extend(histograms);
         families.extend(self.spec_decode.families(&self.model_name));
+        families.extend(self.lora.families());
         render(&families)
     }
 

@@ -3,6 +3,7 @@
 //! strings stay outside, in the request handlers.
 
 mod engine_loop;
+mod lora_metrics;
 pub mod metrics;
 
 use std::any::Any;
@@ -60,6 +61,8 @@ pub struct GenerateRequest {
     pub resumed_tokens: usize,
     /// A grammar every sampled token must follow (structured outputs, enforced tool calls).
     pub constraint: Option<Constraint>,
+    /// The LoRA adapter whose deltas this request's rows take (`None`: the base model).
+    pub adapter: Option<Arc<crate::lora::LoraAdapter>>,
 }
 
 /// What the loop sends back for one request.

@@ -17,9 +17,10 @@ use tokenscale_common::openai::{
 use super::body::read_json;
 use super::choice::{ChoiceDelta, TokenLogprobs};
 use super::generate::{self, ChunkFormat, Collected, ResponseHead};
+use super::lora::response_model;
 use super::params::{Resolved, resolve};
 use super::state::{AppState, LoadedModel};
-use super::{ApiError, check_model, fields, structured};
+use super::{ApiError, fields, structured};
 use crate::reasoning::{ReasoningParser, ReasoningStreamer, THINK_CLOSE, THINK_OPEN};
 use crate::tokenizer::{EncodeOptions, SERVER_CONTEXT_KEYS, TemplateKwargs, Tokenizer};
 use crate::tools::{ToolCallStreamer, ToolSet, template_inputs};
@@ -40,7 +41,7 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
     let (model, in_flight) = state.admit()?;
     let (headers, body): (_, ChatCompletionRequest) =
         read_json(request, state.max_body_bytes()).await?;
-    check_model(body.model.as_deref(), state.served_model_name())?;
+    let adapter = super::lora::adapter_for(body.model.as_deref(), &state, model).await?;
     fields::check_extra(&body.extra, &["logit_bias", KWARGS])?;
     if body.messages.is_empty() {
         return Err(ApiError::invalid_param(
@@ -69,6 +70,7 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
         &headers,
         model.vocab_size,
     )?;
+    resolved.adapter = adapter;
     let tools = ToolSet::from_request(
         body.tools.as_deref(),
         body.tool_choice.as_ref(),
@@ -79,7 +81,10 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
     shape_output(model, &body, tools.as_ref(), &mut resolved).await?;
     // A chat without max_tokens may use whatever room the context leaves.
     let runners = generate::start(model, &[prompt], &resolved, None, arrival)?;
-    let format = Format(ResponseHead::new("chatcmpl", state.served_model_name()));
+    let format = Format(ResponseHead::new(
+        "chatcmpl",
+        response_model(&state, &resolved),
+    ));
     let choice = |c: Collected| ChatChoice {
         index: c.index,
         logprobs: logprobs.map(|_| chat_logprobs(&c.logprobs)),

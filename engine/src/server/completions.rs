@@ -16,9 +16,10 @@ use tokenscale_common::openai::{
 use super::body::read_json;
 use super::choice::{ChoiceDelta, Echo, TokenLogprobs};
 use super::generate::{self, ChunkFormat, Collected, ResponseHead};
+use super::lora::response_model;
 use super::params::{DEFAULT_COMPLETION_MAX_TOKENS, resolve};
 use super::state::{AppState, LoadedModel};
-use super::{ApiError, check_model, fields, structured};
+use super::{ApiError, fields, structured};
 
 /// The handler.
 pub async fn completions(State(state): State<AppState>, request: Request<Body>) -> Response {
@@ -32,7 +33,7 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
     let (model, in_flight) = state.admit()?;
     let (headers, body): (_, CompletionRequest) =
         read_json(request, state.max_body_bytes()).await?;
-    check_model(body.model.as_deref(), state.served_model_name())?;
+    let adapter = super::lora::adapter_for(body.model.as_deref(), &state, model).await?;
     fields::check_extra(&body.extra, &["logit_bias"])?;
     let echo = body.echo == Some(true);
     let logprobs = match body.logprobs {
@@ -51,6 +52,7 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
         &headers,
         model.vocab_size,
     )?;
+    resolved.adapter = adapter;
     if echo {
         if resolved.resume.is_some() {
             return Err(ApiError::invalid_param(
@@ -108,7 +110,7 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
     } else {
         runners
     };
-    let format = Format(ResponseHead::new("cmpl", state.served_model_name()));
+    let format = Format(ResponseHead::new("cmpl", response_model(&state, &resolved)));
     let choice = |c: Collected| CompletionChoice {
         index: c.index,
         logprobs: logprobs.map(|_| legacy_logprobs(&c.logprobs, 0)),

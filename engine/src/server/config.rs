@@ -52,6 +52,8 @@ pub struct ServeConfig {
     /// Speculative decoding (`--speculative`, `--num-speculative-tokens`,
     /// `--prompt-lookup-max`, `--prompt-lookup-min`).
     pub speculative: crate::spec::SpeculativeConfig,
+    /// LoRA adapters served beside the model (`--lora`, `--max-loras`, `--max-lora-rank`).
+    pub lora: crate::lora::LoraConfig,
 }
 
 impl Default for ServeConfig {
@@ -79,6 +81,7 @@ impl Default for ServeConfig {
             tool_call_parser: None,
             reasoning_parser: None,
             speculative: crate::spec::SpeculativeConfig::default(),
+            lora: crate::lora::LoraConfig::default(),
         }
     }
 }

@@ -106,10 +106,15 @@ pub fn start(
                     prompt_tokens: [prompt.as_slice(), resumed].concat(),
                     params,
                     priority: resolved.priority,
-                    cache_salt: resolved.cache_salt.clone(),
+                    // Blocks computed with an adapter's weights are that adapter's alone.
+                    cache_salt: match &resolved.adapter {
+                        Some(a) => Some(a.cache_salt(resolved.cache_salt.as_deref())),
+                        None => resolved.cache_salt.clone(),
+                    },
                     arrival,
                     resumed_tokens: resumed.len(),
                     constraint,
+                    adapter: resolved.adapter.clone(),
                 };
                 let stream = model
                     .engine

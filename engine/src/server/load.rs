@@ -8,6 +8,7 @@ use super::config::ServeConfig;
 use super::state::LoadedModel;
 use crate::backend::Backend;
 use crate::grammar::LazyCompiler;
+use crate::lora::{LoraLimits, LoraRegistry};
 use crate::model::Checkpoint;
 use crate::reasoning::ReasoningParser;
 use crate::runtime::{EngineConfig, EngineHandle, EngineMetrics};
@@ -28,6 +29,8 @@ pub enum LoadError {
     Spawn(#[from] std::io::Error),
     #[error("invalid configuration: {0}")]
     Config(String),
+    #[error(transparent)]
+    Lora(#[from] crate::lora::LoraError),
 }
 
 /// Loads `config.model` on its backend and starts its engine loop.
@@ -110,6 +113,10 @@ pub fn start_engine(
         )));
     }
     let scores_prompts = backend.computes_every_row();
+    if backend.computes_lora() {
+        metrics.lora.enable(config.lora.max_loras);
+    }
+    let loras = start_loras(backend.as_ref(), &name, config)?;
     let engine = EngineHandle::spawn(backend, engine_config, metrics)?;
     let tokenizer = Arc::new(tokenizer);
     tracing::info!(tool_call_parser = tool_parser.name(), "tool calls");
@@ -133,7 +140,31 @@ pub fn start_engine(
         tool_parser,
         reasoning_parser,
         scores_prompts,
+        loras,
     })
+}
+
+/// The adapter registry, with every `--lora` loaded (a broken one fails the start).
+fn start_loras(
+    backend: &dyn Backend,
+    name: &str,
+    config: &ServeConfig,
+) -> Result<Arc<LoraRegistry>, LoadError> {
+    let c = &config.lora;
+    let registry = LoraRegistry::new(
+        backend.model_config().clone(),
+        name.to_string(),
+        LoraLimits {
+            max_rank: c.max_lora_rank,
+        },
+        c.max_loras,
+        (!backend.computes_lora()).then(|| backend.name()),
+    );
+    for (adapter, source) in &c.adapters {
+        registry.load(adapter, source)?;
+        tracing::info!(adapter, source, "LoRA adapter loaded");
+    }
+    Ok(Arc::new(registry))
 }
 
 /// A path as given; an alias or `hf://` source through the fetch module (downloaded on first

@@ -17,6 +17,7 @@ mod fields;
 mod generate;
 mod listen;
 mod load;
+mod lora;
 mod params;
 mod routes;
 mod state;
@@ -61,6 +62,8 @@ pub fn router(state: AppState, body_timeout: Duration) -> Router {
         .route("/v1/completions", post(completions::completions))
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/models", get(routes::models))
+        .route("/v1/load_lora_adapter", post(lora::load))
+        .route("/v1/unload_lora_adapter", post(lora::unload))
         .route("/health", get(routes::health))
         .route("/metrics", get(routes::metrics))
         .route("/version", get(routes::version))

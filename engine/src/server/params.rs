@@ -43,6 +43,8 @@ pub struct Resolved {
     pub tool_calls: Option<ToolCallStreamer>,
     /// Splits the text into reasoning and content (chat with a reasoning model).
     pub reasoning: Option<ReasoningStreamer>,
+    /// The LoRA adapter the request's `model` names (`None`: the base model).
+    pub adapter: Option<std::sync::Arc<crate::lora::LoraAdapter>>,
 }
 
 /// Reads the shared fields; `max_tokens` is the endpoint's own (chat's
@@ -136,6 +138,7 @@ pub fn resolve(
         constraint: None,
         tool_calls: None,
         reasoning: None,
+        adapter: None,
     })
 }
 
@@ -357,5 +360,17 @@ mod tests {
                 .as_deref(),
             Some("prompt")
         );
+    }
+
+    #[test]
+    fn speculative_is_on_unless_the_request_turns_it_off() {
+        let h = HeaderMap::new();
+        let speculative = |json| {
+            resolve(&fields(json), None, None, None, &h, 100)
+                .map(|r| r.params.speculative)
+                .ok()
+        };
+        assert_eq!(speculative("{}"), Some(true));
+        assert_eq!(speculative(r#"{"speculative":false}"#), Some(false));
     }
 }

@@ -28,7 +28,7 @@ pub async fn health(State(state): State<AppState>) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// The one model this engine serves.
+/// The model this engine serves, then its LoRA adapters.
 pub async fn models(State(state): State<AppState>) -> Response {
     let model = state.model();
     let metrics = model.map(|m| m.engine.metrics());
@@ -41,10 +41,15 @@ pub async fn models(State(state): State<AppState>) -> Response {
         backend: metrics.map(|m| m.backend().to_string()),
         simulated: metrics.map(|m| m.simulated()),
         revision: model.and_then(|m| m.revision.clone()),
+        root: None,
+        parent: None,
     };
+    let adapters = model.map(|m| super::lora::adapter_cards(m, &card));
+    let mut data = vec![card];
+    data.extend(adapters.into_iter().flatten());
     Json(ModelList {
         object: "list".into(),
-        data: vec![card],
+        data,
     })
     .into_response()
 }

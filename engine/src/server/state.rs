@@ -51,6 +51,8 @@ pub struct LoadedModel {
     /// Whether the backend computes the logits of every prompt position (prompt logprobs,
     /// `echo` with `logprobs`): `Backend::computes_every_row`.
     pub scores_prompts: bool,
+    /// The LoRA adapters served beside the model.
+    pub loras: Arc<crate::lora::LoraRegistry>,
 }
 
 /// Shared server state (cheap to clone).

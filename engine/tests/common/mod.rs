@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use tokenscale_engine::backend::cpu::{CpuBackend, CpuOptions, Precision};
 use tokenscale_engine::backend::{Backend, SeqStep};
+use tokenscale_engine::lora::LoraAdapter;
 use tokenscale_engine::model::Model;
 
 pub mod kquant;
@@ -95,6 +96,16 @@ pub fn cases() -> Vec<Case> {
 /// Teacher-forced run of one case: the prompt in one call, then the fixture's greedy tokens one
 /// at a time; the logits of every step (`[steps][vocab]`).
 pub fn forced_logits(backend: &mut CpuBackend, case: &Case, block_size: usize) -> Vec<Vec<f32>> {
+    forced_logits_with(backend, case, block_size, None)
+}
+
+/// [`forced_logits`] with a LoRA adapter on the sequence (`None`: the base model).
+pub fn forced_logits_with(
+    backend: &mut CpuBackend,
+    case: &Case,
+    block_size: usize,
+    adapter: Option<&LoraAdapter>,
+) -> Vec<Vec<f32>> {
     let vocab = backend.model_config().vocab_size;
     let total = case.prompt_ids.len() + case.greedy_ids.len();
     let table: Vec<u32> = (0..total.div_ceil(block_size) as u32).collect();
@@ -108,7 +119,9 @@ pub fn forced_logits(backend: &mut CpuBackend, case: &Case, block_size: usize) -
             block_table: &table,
             want_logits: true,
         };
-        let result = backend.forward(&[seq]).expect("forward runs");
+        let result = backend
+            .forward_lora(&[seq], &[], &[adapter])
+            .expect("forward runs");
         out.push(result.logits_of(0, vocab).expect("logits").to_vec());
         computed = tokens.len();
         tokens.push(case.greedy_ids[step]);
@@ -217,6 +230,17 @@ pub fn run_greedy(
     chunk: usize,
     new_tokens: usize,
 ) -> Vec<Vec<u32>> {
+    run_greedy_with(backend, seqs, chunk, new_tokens, &[])
+}
+
+/// [`run_greedy`] with `adapters[i]` the LoRA adapter of `seqs[i]` (empty: none).
+pub fn run_greedy_with(
+    backend: &mut CpuBackend,
+    seqs: &mut [Seq],
+    chunk: usize,
+    new_tokens: usize,
+    adapters: &[Option<&LoraAdapter>],
+) -> Vec<Vec<u32>> {
     let vocab = backend.model_config().vocab_size;
     let prompt_lens: Vec<usize> = seqs.iter().map(|s| s.tokens.len()).collect();
     loop {
@@ -228,7 +252,13 @@ pub fn run_greedy(
         }
         let steps: Vec<SeqStep<'_>> = active.iter().map(|&i| seqs[i].step(chunk)).collect();
         let lens: Vec<usize> = steps.iter().map(|s| s.tokens.len()).collect();
-        let out = backend.forward(&steps).expect("forward runs");
+        let step_adapters: Vec<Option<&LoraAdapter>> = active
+            .iter()
+            .map(|&i| adapters.get(i).copied().flatten())
+            .collect();
+        let out = backend
+            .forward_lora(&steps, &[], &step_adapters)
+            .expect("forward runs");
         let mut next = Vec::new();
         for (b, &i) in active.iter().enumerate() {
             next.push((i, lens[b], out.logits_of(b, vocab).map(argmax)));

@@ -7,8 +7,10 @@ use super::Precision;
 use super::attention::{Attend, Heads, TokenPlace, attention};
 use super::kv_store::KvStore;
 use super::linear::linear;
+use super::lora::Lora;
 use super::ops::{add_in_place, rms_norm, rms_norm_heads, rope, rope_tables, swiglu};
 use crate::backend::{SeqStep, StepOutput};
+use crate::lora::{Fused, LoraAdapter};
 use crate::model::{Layer, Model};
 use crate::quant::{Acts, Q8Rows, QMatrix};
 
@@ -32,15 +34,29 @@ impl Run {
     }
 }
 
-/// Runs the batch; the caller has validated token ids, positions and block tables. Sequences
-/// with `every_row[i]` set get a logits row per token (prompt logprobs); empty: none does.
+/// One step's batch and what each entry asks for.
+#[derive(Clone, Copy)]
+pub(super) struct Step<'a, 'b> {
+    pub batch: &'a [SeqStep<'b>],
+    /// Entries with `every_row[i]` set get a logits row per token (prompt logprobs); empty:
+    /// none does.
+    pub every_row: &'a [bool],
+    /// The LoRA adapter of each entry (`None`: the base; empty: none for any).
+    pub adapters: &'a [Option<&'a LoraAdapter>],
+}
+
+/// Runs the batch; the caller has validated token ids, positions, block tables and adapters.
 pub(super) fn forward<T: Attend>(
     model: &Model,
     kv: &mut KvStore<T>,
-    batch: &[SeqStep<'_>],
-    every_row: &[bool],
+    step: Step<'_, '_>,
     run: Run,
 ) -> StepOutput {
+    let Step {
+        batch,
+        every_row,
+        adapters,
+    } = step;
     let c = &model.config;
     let (hidden, ffn, head_dim) = (c.hidden_size, c.ffn_size, c.head_dim);
     let (q_dim, kv_dim) = (c.q_dim(), c.kv_dim());
@@ -61,6 +77,7 @@ pub(super) fn forward<T: Attend>(
         })
         .collect();
     let t = tokens.len();
+    let lora = Lora::per_token(batch, adapters); // [t] adapter of each token
     let positions: Vec<usize> = places.iter().map(|p| p.pos).collect();
     let scale = c.rope_scaling.attention_factor();
     let (cos, sin) = rope_tables(&positions, &model.rope_inv_freqs, scale); // [t, head_dim / 2] each
@@ -85,6 +102,7 @@ pub(super) fn forward<T: Attend>(
     for (l, layer) in model.layers.iter().enumerate() {
         rms_norm(&x, &layer.attn_norm, c.rms_norm_eps, &mut xn);
         run.linear(&layer.wqkv, &xn, t, &mut xq, &mut qkv);
+        lora.add(l, Fused::Qkv, &xn, &mut qkv);
         let shape = QkvShape {
             q_dim,
             kv_dim,
@@ -96,12 +114,15 @@ pub(super) fn forward<T: Attend>(
         write_kv(kv, l, &qkv, &places, q_dim, kv_dim);
         attention(&qkv, kv, l, &places, heads, &mut attn);
         run.linear(&layer.wo, &attn, t, &mut xq, &mut proj);
+        lora.add(l, Fused::O, &attn, &mut proj);
         add_in_place(&mut x, &proj);
 
         rms_norm(&x, &layer.ffn_norm, c.rms_norm_eps, &mut xn);
         run.linear(&layer.w_gate_up, &xn, t, &mut xq, &mut gate_up);
+        lora.add(l, Fused::GateUp, &xn, &mut gate_up);
         par_rows(&gate_up, 2 * ffn, &mut act, ffn, |gu, a| swiglu(gu, ffn, a));
         run.linear(&layer.w_down, &act, t, &mut xq, &mut proj);
+        lora.add(l, Fused::Down, &act, &mut proj);
         add_in_place(&mut x, &proj);
     }
 

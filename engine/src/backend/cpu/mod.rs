@@ -5,13 +5,15 @@ mod attention;
 mod forward;
 mod kv_store;
 mod linear;
+mod lora;
 mod ops;
 
 use std::sync::Arc;
 
-use self::forward::{Run, forward};
+use self::forward::{Run, Step, forward};
 use self::kv_store::{F16Bits, KvStore};
 use crate::backend::{Backend, SeqStep, StepOutput};
+use crate::lora::LoraAdapter;
 use crate::model::{Model, ModelConfig};
 use crate::{Error, Result};
 
@@ -225,18 +227,44 @@ impl Backend for CpuBackend {
         batch: &[SeqStep<'_>],
         every_row: &[bool],
     ) -> Result<StepOutput> {
+        self.forward_lora(batch, every_row, &[])
+    }
+
+    fn computes_lora(&self) -> bool {
+        true
+    }
+
+    fn forward_lora(
+        &mut self,
+        batch: &[SeqStep<'_>],
+        every_row: &[bool],
+        adapters: &[Option<&LoraAdapter>],
+    ) -> Result<StepOutput> {
         self.validate(batch)?;
         if batch.is_empty() {
             return Ok(StepOutput::default());
         }
+        if let Some(bad) = adapters
+            .iter()
+            .flatten()
+            .find(|a| a.layers.len() != self.model.config.num_layers)
+        {
+            return Err(backend_error(format!(
+                "LoRA adapter {:?} has {} layers, the model {}",
+                bad.name,
+                bad.layers.len(),
+                self.model.config.num_layers
+            )));
+        }
         let (model, run) = (&self.model, self.run);
+        let step = Step {
+            batch,
+            every_row,
+            adapters,
+        };
         Ok(match &mut self.kv {
-            Kv::F32(kv) => self
-                .pool
-                .install(|| forward(model, kv, batch, every_row, run)),
-            Kv::F16(kv) => self
-                .pool
-                .install(|| forward(model, kv, batch, every_row, run)),
+            Kv::F32(kv) => self.pool.install(|| forward(model, kv, step, run)),
+            Kv::F16(kv) => self.pool.install(|| forward(model, kv, step, run)),
         })
     }
 }

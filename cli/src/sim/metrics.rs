@@ -3,6 +3,8 @@
 //! latency, queue gauges) the baseline policies read; and the ground truth the report is
 //! scored on (per-minute SLO checks, per-request attainment, goodput).
 
+use tokenscale_common::exposition::quantile;
+
 use super::exposition::Exposition;
 
 /// Histogram buckets: 5% wide, from 0.1 ms to about 4 minutes.
@@ -38,18 +40,25 @@ impl Histogram {
         self.0.fill(0.0);
     }
 
-    /// The `q` quantile (bucket's geometric middle); `None` when empty.
+    /// The `q` quantile, by the one histogram-bucket quantile (linear inside the bucket);
+    /// `None` when empty. The last bucket also holds everything above it, so it is `+Inf`.
     pub fn quantile(&self, q: f64) -> Option<f64> {
-        let total: f64 = self.0.iter().sum();
-        if total <= 0.0 {
-            return None;
-        }
-        let mut seen = 0.0;
-        let index = self.0.iter().position(|w| {
-            seen += w;
-            seen >= q * total
-        })?;
-        Some(BUCKET_MIN_S * BUCKET_GROWTH.powf(index as f64 + 0.5))
+        let mut total = 0.0;
+        let buckets: Vec<(f64, f64)> = self
+            .0
+            .iter()
+            .enumerate()
+            .map(|(index, weight)| {
+                total += weight;
+                let upper = if index + 1 == BUCKETS {
+                    f64::INFINITY
+                } else {
+                    BUCKET_MIN_S * BUCKET_GROWTH.powf(index as f64 + 1.0)
+                };
+                (upper, total)
+            })
+            .collect();
+        quantile(q, &buckets)
     }
 }
 

@@ -31,7 +31,8 @@ pub enum Command {
     /// Requantise a GGUF model (llama.cpp's layouts and mixes, e.g. --type Q4_K_M).
     Quantize(quantize::QuantizeArgs),
     /// Serve the OpenAI-compatible API (continuous batching over a paged KV cache).
-    Serve(serve::ServeArgs),
+    // Boxed: its flags outweigh every other subcommand's (clippy's large_enum_variant).
+    Serve(Box<serve::ServeArgs>),
 }
 
 /// Runs the parsed command line.
@@ -42,6 +43,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Generate(args) => generate::run(args),
         Command::Pull(args) => pull::run(args),
         Command::Quantize(args) => quantize::run(args),
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
     }
 }

@@ -87,3 +87,25 @@ impl SpecDecodeMetrics {
         ]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_counters_render_under_vllm_names_only_while_speculating() {
+        let m = SpecDecodeMetrics::default();
+        assert!(m.families("m").is_empty());
+        m.enable(true);
+        m.record(4, 2);
+        m.record(3, 3);
+        let text = tokenscale_common::exposition::render(&m.families("m"));
+        assert!(text.contains("vllm:spec_decode_num_drafts_total{model_name=\"m\"} 2\n"));
+        assert!(text.contains("vllm:spec_decode_num_draft_tokens_total{model_name=\"m\"} 7\n"));
+        assert!(text.contains("vllm:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 5\n"));
+        let per_pos = "vllm:spec_decode_num_accepted_tokens_per_pos_total";
+        assert!(text.contains(&format!("{per_pos}{{model_name=\"m\",position=\"1\"}} 2\n")));
+        assert!(text.contains(&format!("{per_pos}{{model_name=\"m\",position=\"2\"}} 1\n")));
+        assert_eq!(m.accepted_at(3), 0);
+    }
+}

@@ -24,7 +24,7 @@ mod error {
 
 // Only `top_level_members` is used here.
 #[allow(dead_code)]
-#[path = "../../gateway/src/proxy/json_members.rs"]
+#[path = "../../gateway/src/json_members.rs"]
 mod json_members;
 // Fields the gateway reads elsewhere (priority, n) are unread here.
 #[allow(dead_code)]
@@ -32,10 +32,6 @@ mod json_members;
 mod parse;
 #[path = "../../gateway/src/request/rewrite.rs"]
 mod rewrite;
-/// The member scan the model rewrite uses, where the gateway keeps it.
-mod proxy {
-    pub(crate) use super::json_members;
-}
 
 use bytes::Bytes;
 use serde_json::{Map, Value};

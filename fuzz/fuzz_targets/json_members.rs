@@ -7,7 +7,7 @@
 #[path = "../replay.rs"]
 mod replay;
 
-#[path = "../../gateway/src/proxy/json_members.rs"]
+#[path = "../../gateway/src/json_members.rs"]
 mod json_members;
 
 use serde_json::Value;

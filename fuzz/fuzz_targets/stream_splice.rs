@@ -9,8 +9,8 @@
 #[path = "../replay.rs"]
 mod replay;
 
-/// The gateway's `Usage` (in `request/mod.rs` with the request's other facts).
-mod request {
+/// The gateway's `Usage` (in `vocab/`, with the other words every layer speaks).
+mod vocab {
     #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
     pub struct Usage {
         pub prompt_tokens: u64,
@@ -22,7 +22,7 @@ mod request {
 #[path = "../../gateway/src/proxy/sse/events.rs"]
 mod events;
 #[allow(dead_code)]
-#[path = "../../gateway/src/proxy/json_members.rs"]
+#[path = "../../gateway/src/json_members.rs"]
 mod json_members;
 #[allow(dead_code)]
 #[path = "../../gateway/src/proxy/usage.rs"]

@@ -11,7 +11,6 @@ use std::time::Instant;
 
 use tokenscale_engine::runtime::{GenerateRequest, TokenEvent};
 use tokenscale_engine::sampling::SamplingParams;
-use tokenscale_engine::sched::Priority;
 use tokenscale_engine::server::{LoadedModel, ServeConfig, load_model};
 use tokenscale_engine::spec::SpeculativeConfig;
 use tokenscale_engine::tokenizer::ChatMessage;
@@ -106,20 +105,12 @@ fn run(
     tokens: u32,
     speculative: bool,
 ) -> anyhow::Result<(f64, Vec<u32>)> {
-    let request = GenerateRequest {
-        prompt_tokens: prompt.to_vec(),
-        params: SamplingParams {
-            max_tokens: Some(tokens),
-            speculative,
-            ..SamplingParams::greedy()
-        },
-        priority: Priority::default(),
-        cache_salt: None,
-        arrival: Instant::now(),
-        resumed_tokens: 0,
-        constraint: None,
-        adapter: None,
+    let params = SamplingParams {
+        max_tokens: Some(tokens),
+        speculative,
+        ..SamplingParams::greedy()
     };
+    let request = GenerateRequest::new(prompt.to_vec(), params);
     let mut stream = model.engine.submit(request)?;
     let (mut first, mut last, mut output) = (None, Instant::now(), Vec::new());
     while let Some(event) = stream.blocking_next() {

@@ -8,7 +8,6 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use tokenscale_engine::backend::Backend;
 use tokenscale_engine::backend::cpu::Precision;
@@ -16,7 +15,6 @@ use tokenscale_engine::runtime::{
     EngineConfig, EngineHandle, EngineMetrics, GenerateRequest, TokenEvent,
 };
 use tokenscale_engine::sampling::SamplingParams;
-use tokenscale_engine::sched::Priority;
 use tokenscale_engine::spec::{SpeculativeConfig, SpeculativeMode};
 
 const BLOCK_SIZE: usize = 16;
@@ -52,16 +50,7 @@ fn generate(engine: &EngineHandle, prompts: &[Vec<u32>], params: &SamplingParams
     let streams: Vec<_> = prompts
         .iter()
         .map(|prompt| {
-            let request = GenerateRequest {
-                prompt_tokens: prompt.clone(),
-                params: params.clone(),
-                priority: Priority::default(),
-                cache_salt: None,
-                arrival: Instant::now(),
-                resumed_tokens: 0,
-                constraint: None,
-                adapter: None,
-            };
+            let request = GenerateRequest::new(prompt.clone(), params.clone());
             engine.submit(request).expect("submit")
         })
         .collect();

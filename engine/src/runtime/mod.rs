@@ -65,6 +65,23 @@ pub struct GenerateRequest {
     pub adapter: Option<Arc<crate::lora::LoraAdapter>>,
 }
 
+impl GenerateRequest {
+    /// A fresh request for `prompt_tokens` with `params`: the default priority, no cache salt,
+    /// arriving now, nothing resumed, no grammar, the base model.
+    pub fn new(prompt_tokens: Vec<u32>, params: SamplingParams) -> Self {
+        Self {
+            prompt_tokens,
+            params,
+            priority: Priority::default(),
+            cache_salt: None,
+            arrival: Instant::now(),
+            resumed_tokens: 0,
+            constraint: None,
+            adapter: None,
+        }
+    }
+}
+
 /// What the loop sends back for one request.
 #[derive(Debug, Clone)]
 pub enum TokenEvent {

@@ -5,6 +5,13 @@ use super::*;
 use crate::kv::KvCacheManager;
 use crate::sched::request::{Priority, SchedRequest};
 
+fn sched(max_batch_tokens: usize) -> Scheduler {
+    Scheduler::new(SchedulerConfig {
+        max_batch_tokens,
+        max_num_seqs: 4,
+    })
+}
+
 fn decoding(kv: &mut KvCacheManager, s: &mut Scheduler, prompt: Vec<u32>) {
     s.add(SchedRequest::new(1, prompt, Priority::Interactive, None));
     let out = s.schedule(kv);
@@ -16,10 +23,7 @@ fn decoding(kv: &mut KvCacheManager, s: &mut Scheduler, prompt: Vec<u32>) {
 fn a_draft_runs_with_the_decode_token_and_rejected_positions_are_rolled_back() {
     // Blocks of 4: the 7-token prompt and its first output token fill 2 blocks.
     let mut kv = KvCacheManager::new(16, 4, true);
-    let mut s = Scheduler::new(SchedulerConfig {
-        max_batch_tokens: 64,
-        max_num_seqs: 4,
-    });
+    let mut s = sched(64);
     decoding(&mut kv, &mut s, (0..7).collect());
     s.set_draft(1, vec![60, 61, 62, 63, 64]);
     let out = s.schedule(&mut kv);
@@ -55,10 +59,7 @@ fn a_draft_runs_with_the_decode_token_and_rejected_positions_are_rolled_back() {
 #[test]
 fn a_draft_is_cut_to_the_budget_and_dropped_without_room() {
     let mut kv = KvCacheManager::new(16, 4, false);
-    let mut s = Scheduler::new(SchedulerConfig {
-        max_batch_tokens: 3,
-        max_num_seqs: 4,
-    });
+    let mut s = sched(3);
     decoding(&mut kv, &mut s, (0..3).collect());
     s.set_draft(1, vec![60, 61, 62, 63]);
     let out = s.schedule(&mut kv);
@@ -68,10 +69,7 @@ fn a_draft_is_cut_to_the_budget_and_dropped_without_room() {
     s.settle_draft(1, 0, &mut kv);
     // No block left for a draft: the decode token alone runs.
     let mut tight = KvCacheManager::new(1, 4, false);
-    let mut s = Scheduler::new(SchedulerConfig {
-        max_batch_tokens: 64,
-        max_num_seqs: 4,
-    });
+    let mut s = sched(64);
     decoding(&mut tight, &mut s, (0..2).collect());
     s.set_draft(1, vec![60, 61, 62, 63]);
     let out = s.schedule(&mut tight);

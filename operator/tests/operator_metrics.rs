@@ -171,9 +171,9 @@ fn the_exposition_is_unchanged_byte_for_byte() {
     };
     metrics.models.set(&md("engine:v1"), figures);
     let text = metrics.encode();
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/metrics_golden.txt");
-    if std::env::var_os("TOKENSCALE_BLESS").is_some() {
-        let _ = std::fs::write(path, &text);
-    }
-    assert_eq!(std::fs::read_to_string(path).unwrap_or_default(), text);
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/metrics_golden.txt"
+    );
+    assert_eq!(tokenscale_scratch::golden(path, &text), text);
 }

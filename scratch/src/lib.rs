@@ -15,6 +15,10 @@
 //! - the sweep, run whenever a folder is made, removes only folders with the marker whose
 //!   process no longer runs. Anything else under the root is never touched.
 
+mod golden;
+
+pub use golden::golden;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 

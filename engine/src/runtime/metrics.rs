@@ -329,10 +329,7 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/tests/fixtures/metrics_golden.txt"
         );
-        if std::env::var_os("TOKENSCALE_BLESS").is_some() {
-            let _ = std::fs::write(path, &text);
-        }
-        assert_eq!(std::fs::read_to_string(path).unwrap_or_default(), text);
+        assert_eq!(tokenscale_scratch::golden(path, &text), text);
     }
 
     #[test]

@@ -289,7 +289,7 @@ async fn the_official_openai_python_client_completes_streams_and_chats() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_drains_on_sigterm_and_exits_zero() {
     let model = model_path();
-    let (mut child, addr) = spawn_ready(
+    let (child, addr) = spawn_ready(
         Command::new(env!("CARGO_BIN_EXE_tokenscale-engine"))
             .args(["serve", "--model"])
             .arg(&model)
@@ -349,8 +349,20 @@ async fn the_binary_drains_on_sigterm_and_exits_zero() {
     let finished = running.await.expect("running request");
     assert_eq!(finished.status, 200, "{}", finished.body);
     assert_eq!(finished.json()["usage"]["completion_tokens"], 128);
-    let status = tokio::task::spawn_blocking(move || {
-        let deadline = Instant::now() + Duration::from_secs(30);
+    let status = exit_status(child, Duration::from_secs(30)).await;
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "exit status {status:?}"
+    );
+}
+
+/// The engine's exit status, or None when it is still running after `limit`.
+async fn exit_status(
+    mut child: server_support::EngineProcess,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + limit;
         loop {
             if let Some(status) = child.0.try_wait().expect("wait") {
                 return Some(status);
@@ -362,7 +374,38 @@ async fn the_binary_drains_on_sigterm_and_exits_zero() {
         }
     })
     .await
-    .expect("join");
+    .expect("join")
+}
+
+/// `--shutdown-delay`: after SIGTERM the engine serves as usual for the delay (what a pre-stop
+/// sleep gave: clients that have not yet seen the pod leave its Service still get answers),
+/// then drains and exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_serves_on_for_its_shutdown_delay_then_drains() {
+    let model = model_path();
+    let (child, addr) = spawn_ready(
+        Command::new(env!("CARGO_BIN_EXE_tokenscale-engine"))
+            .args(["serve", "--model"])
+            .arg(&model)
+            .args(["--port", "0", "--kv-cache-tokens", "4096"])
+            .args(["--drain-timeout", "10", "--shutdown-delay", "6"])
+            .args(["--served-model-name", MODEL_NAME]),
+    )
+    .await;
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.0.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Within the delay: still healthy and serving new requests.
+    assert_eq!(
+        client::get(addr, "/health").await.map(|r| r.status),
+        Ok(200)
+    );
+    let answer = post_json(addr, "/v1/completions", &greedy("Hi", 2)).await;
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let status = exit_status(child, Duration::from_secs(60)).await;
     assert!(
         status.is_some_and(|s| s.success()),
         "exit status {status:?}"

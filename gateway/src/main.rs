@@ -94,6 +94,11 @@ struct Args {
     /// Seconds to let in-flight requests (streams) finish on SIGTERM/SIGINT.
     #[arg(long, env = "TOKENSCALE_GATEWAY_DRAIN_TIMEOUT_S", default_value_t = 60)]
     drain_timeout_s: u64,
+    /// Seconds to keep serving as usual after SIGTERM/SIGINT before draining: the time the
+    /// pod's removal from its Service takes to reach every client (a pre-stop `sleep` in the
+    /// binary: no `sleep` needed in the image, nor Kubernetes 1.30).
+    #[arg(long, env = "TOKENSCALE_GATEWAY_SHUTDOWN_DELAY_S", default_value_t = 0)]
+    shutdown_delay_s: u64,
     /// Request-serving threads, each with its own runtime (default: one per CPU).
     #[arg(long, env = "TOKENSCALE_GATEWAY_WORKERS")]
     workers: Option<usize>,
@@ -185,7 +190,16 @@ fn main() -> anyhow::Result<()> {
         Duration::from_secs(args.drain_timeout_s),
     )?;
     tracing::info!(listen = %args.listen, admin = %admin_listen, workers = count, "gateway listening");
-    control.block_on(shutdown_signal());
+    control.block_on(async {
+        shutdown_signal().await;
+        if args.shutdown_delay_s > 0 {
+            tracing::info!(
+                delay_s = args.shutdown_delay_s,
+                "shutdown signal: serving on before draining"
+            );
+            tokio::time::sleep(Duration::from_secs(args.shutdown_delay_s)).await;
+        }
+    });
     workers.shutdown()?;
     Ok(())
 }

@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use crate::children::cache::{cache_claim, fill_job};
 use crate::children::{engine_deployment, engine_pdb, engine_service};
 use crate::crd::ModelDeployment;
 
@@ -69,9 +70,9 @@ pub fn model_deployments(text: &str, namespace: &str) -> Result<Vec<ModelDeploym
     Ok(out)
 }
 
-/// The YAML stream of the children of every `ModelDeployment` in `text`: for each, its engine
-/// Deployment (at `replicas.min`, the count the operator starts from), Service and
-/// PodDisruptionBudget.
+/// The YAML stream of the children of every `ModelDeployment` in `text`: for each, the claim
+/// and Job of a filled cache, its engine Deployment (at `replicas.min`, the count the
+/// operator starts from), Service and PodDisruptionBudget.
 pub fn render(text: &str, namespace: &str) -> Result<String, RenderError> {
     let mut out = String::new();
     for md in model_deployments(text, namespace)? {
@@ -80,11 +81,19 @@ pub fn render(text: &str, namespace: &str) -> Result<String, RenderError> {
             name: name.clone(),
             message: e.to_string(),
         };
-        let objects = [
+        // A filled cache's claim and Job come first: the Deployment waits for the Job.
+        let mut objects = Vec::new();
+        if let Some(claim) = cache_claim(&md).map_err(child)? {
+            objects.push(serde_json::to_value(claim));
+        }
+        if let Some(job) = fill_job(&md).map_err(child)? {
+            objects.push(serde_json::to_value(job));
+        }
+        objects.extend([
             serde_json::to_value(engine_deployment(&md, md.spec.replicas.min).map_err(child)?),
             serde_json::to_value(engine_service(&md).map_err(child)?),
             serde_json::to_value(engine_pdb(&md).map_err(child)?),
-        ];
+        ]);
         for object in objects {
             let object = object.map_err(|e| RenderError::Yaml(e.to_string()))?;
             // Keys come sorted (apiVersion and kind first), as `kubectl get -o yaml` prints.

@@ -312,6 +312,21 @@ fn bad_values_are_rejected_with_their_field() {
         ),
         ("max: 2}", "max: 2000}", &["/spec/replicas/max", "2000"]),
         (
+            "source: smollm2-135m}",
+            "source: smollm2-135m, cache: {fill: true}}",
+            &["model.cache.fill", "only an hf:// source"],
+        ),
+        (
+            "source: smollm2-135m}",
+            "source: \"hf://org/repo\", cache: {fill: true, claimName: mine}}",
+            &["model.cache.fill", "leave claimName out"],
+        ),
+        (
+            "source: smollm2-135m}",
+            "source: \"hf://org/repo\", cache: {fill: true, accessMode: ReadOnlyMany}}",
+            &["/spec/model/cache/accessMode", "ReadOnlyMany"],
+        ),
+        (
             "tpotP95: 50ms}",
             "tpotP95: 0s}",
             &["spec.slo.tpotP95: must be greater than zero"],

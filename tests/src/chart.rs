@@ -94,6 +94,8 @@ pub struct Render<'a> {
     pub set: &'a [&'a str],
     /// `--kube-version`, when not Helm's default.
     pub kube_version: Option<&'a str>,
+    /// More `--api-versions` the cluster pretends to serve (`group/version/Kind`).
+    pub api_versions: &'a [&'a str],
 }
 
 impl Render<'_> {
@@ -118,6 +120,9 @@ impl Render<'_> {
         }
         if let Some(version) = self.kube_version {
             command.args(["--kube-version", version]);
+        }
+        for api in self.api_versions {
+            command.args(["--api-versions", api]);
         }
         self.args(&mut command);
         run(command)

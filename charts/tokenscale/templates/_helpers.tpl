@@ -149,3 +149,12 @@ app.kubernetes.io/name: tokenscale-engine
 {{- define "tokenscale.hasMonitoringApi" -}}
 {{- if .Capabilities.APIVersions.Has "monitoring.coreos.com/v1" }}true{{ end }}
 {{- end }}
+
+{{/* The ValidatingAdmissionPolicy API to write the operator's policies in: v1 from
+Kubernetes 1.30 (GA); on 1.29 v1beta1 where the cluster serves it (a feature gate and a
+runtime-config flag turn it on); else empty, and the policies are left out. */}}
+{{- define "tokenscale.admissionPolicyApi" -}}
+{{- if semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version }}admissionregistration.k8s.io/v1
+{{- else if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1beta1/ValidatingAdmissionPolicy" }}admissionregistration.k8s.io/v1beta1
+{{- end }}
+{{- end }}

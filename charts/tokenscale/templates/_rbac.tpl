@@ -32,6 +32,14 @@ namespaced mode). Each rule lists exactly the verbs the program calls; no wildca
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["list", "watch", "create", "patch"]
+# model.cache.fill (controller/fill.rs): the cache claim, applied; its fill Job, read (get)
+# and applied once; a filling model is looked at again every 10 s, so nothing is watched.
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["create", "patch"]
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "create", "patch"]
 {{- if .Values.networkPolicy.enabled }}
 # The engine NetworkPolicy of each ModelDeployment (children/network_policy.rs), applied.
 - apiGroups: ["networking.k8s.io"]

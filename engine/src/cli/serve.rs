@@ -1,5 +1,6 @@
-//! `tokenscale-engine serve`: runs the OpenAI-compatible server until SIGTERM or Ctrl-C, then
-//! drains (health 503, new requests 503, running ones finish within `--drain-timeout`).
+//! `tokenscale-engine serve`: runs the OpenAI-compatible server until SIGTERM or Ctrl-C (and
+//! `--shutdown-delay` after it), then drains (health 503, new requests 503, running ones
+//! finish within `--drain-timeout`).
 
 use anyhow::Context;
 
@@ -41,6 +42,11 @@ pub struct ServeArgs {
     /// Seconds running requests may take to finish after SIGTERM.
     #[arg(long, default_value_t = ServeConfig::default().drain_timeout_s)]
     pub drain_timeout: f64,
+    /// Seconds to keep serving as usual after SIGTERM before draining: the time the pod's
+    /// removal from the Service takes to reach every client (what a pre-stop `sleep` did, in
+    /// the binary, so it needs no shell or `sleep` in the image nor Kubernetes 1.30).
+    #[arg(long, default_value_t = 0.0)]
+    pub shutdown_delay: f64,
     /// Name clients use in `model` (default: the alias or the file's stem).
     #[arg(long)]
     pub served_model_name: Option<String>,
@@ -127,6 +133,10 @@ impl ServeArgs {
         anyhow::ensure!(
             self.drain_timeout.is_finite() && self.drain_timeout >= 0.0,
             "--drain-timeout must be ≥ 0 seconds"
+        );
+        anyhow::ensure!(
+            self.shutdown_delay.is_finite() && (0.0..=3600.0).contains(&self.shutdown_delay),
+            "--shutdown-delay must be 0 to 3600 seconds"
         );
         anyhow::ensure!(
             self.gpu_memory_utilization > 0.0 && self.gpu_memory_utilization <= 1.0,
@@ -240,21 +250,34 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         // Printed so a parent process that passed --port 0 learns the port.
         eprintln!("listening on http://{}", listener.local_addr()?);
         let loader_config = config.clone();
+        let delay = std::time::Duration::from_secs_f64(args.shutdown_delay);
         if args.backend == "sim" {
             let profile = crate::backend::sim::read_profile(args.sim_profile.as_deref())?;
             let loader = move || crate::backend::sim::load_sim(&loader_config, profile);
-            server::serve_on(listener, config, loader, shutdown_signal()).await?;
+            server::serve_on(listener, config, loader, delayed(shutdown_signal(), delay)).await?;
             return anyhow::Ok(());
         }
         server::serve_on(
             listener,
             config,
             move || server::load_model(&loader_config),
-            shutdown_signal(),
+            delayed(shutdown_signal(), delay),
         )
         .await?;
         anyhow::Ok(())
     })
+}
+
+/// Resolves `delay` after `signal`: the engine serves as usual meanwhile.
+async fn delayed(signal: impl std::future::Future<Output = ()>, delay: std::time::Duration) {
+    signal.await;
+    if !delay.is_zero() {
+        tracing::info!(
+            delay_s = delay.as_secs_f64(),
+            "shutdown signal: serving on before draining"
+        );
+        tokio::time::sleep(delay).await;
+    }
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource,
+    Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, ExecAction,
     HTTPGetAction, Lifecycle, LifecycleHandler, PersistentVolumeClaimVolumeSource,
     PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile, SecretKeySelector,
-    SecurityContext, SleepAction, TCPSocketAction, Toleration, Volume, VolumeMount,
+    SecurityContext, TCPSocketAction, Toleration, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -22,8 +22,10 @@ use super::{
 };
 use crate::crd::{Backend, ModelDeployment, ModelSource};
 
-/// Seconds the pod keeps serving after it is marked for deletion, before SIGTERM: long
-/// enough for endpoint removal to reach the gateway so no new request lands on it.
+/// Seconds the pod keeps serving after it is marked for deletion, before it drains: long
+/// enough for endpoint removal to reach the gateway so no new request lands on it. Our engine
+/// waits them itself after SIGTERM (`--shutdown-delay`); the others' pods run `sleep` in a
+/// pre-stop `exec` hook (the `sleep` action is alpha, off by default, in Kubernetes 1.29).
 pub const PRE_STOP_SLEEP_S: i64 = 5;
 /// Margin on top of pre-stop sleep plus drain before the kubelet kills the engine.
 const TERMINATION_MARGIN_S: i64 = 10;
@@ -61,20 +63,14 @@ pub fn engine_deployment(md: &ModelDeployment, replicas: i32) -> Result<Deployme
     let pod = PodSpec {
         containers: vec![engine_container(md, &source, &process)],
         volumes: Some(with_shared_memory(volumes(md, &source), &process)),
-        security_context: Some(PodSecurityContext {
-            run_as_non_root: Some(true),
-            run_as_user: Some(RUN_AS_USER),
-            run_as_group: Some(RUN_AS_USER),
-            fs_group: Some(RUN_AS_USER),
-            seccomp_profile: Some(runtime_default_seccomp()),
-            ..Default::default()
-        }),
+        security_context: Some(pod_security_context()),
         // Streams in flight must finish: pre-stop sleep, then the engine drains on SIGTERM.
         termination_grace_period_seconds: Some(PRE_STOP_SLEEP_S + drain_s + TERMINATION_MARGIN_S),
         automount_service_account_token: Some(false),
         enable_service_links: Some(false),
         node_selector: non_empty_map(&md.spec.engine.node_selector),
         tolerations: tolerations(md),
+        topology_spread_constraints: Some(super::spread::engine_topology_spread(md)),
         ..Default::default()
     };
     Ok(Deployment {
@@ -154,21 +150,12 @@ fn engine_container(
             ..Default::default()
         },
     ];
-    if let Some(secret) = &md.spec.model.hf_token_secret {
+    env.extend(hf_token_env(md));
+    if super::cache::fill_spec(md).is_some() {
+        // The filled claim is read-only: the engines read the Hub cache and never the Hub.
         env.push(EnvVar {
-            name: "HF_TOKEN".into(),
-            value_from: Some(EnvVarSource {
-                secret_key_ref: Some(SecretKeySelector {
-                    name: secret.name.clone(),
-                    key: secret
-                        .key
-                        .clone()
-                        .unwrap_or_else(|| DEFAULT_TOKEN_KEY.into()),
-                    // A missing Secret keeps the pod from starting, with the reason in events.
-                    optional: Some(false),
-                }),
-                ..Default::default()
-            }),
+            name: "HF_HUB_OFFLINE".into(),
+            value: Some("1".into()),
             ..Default::default()
         });
     }
@@ -210,17 +197,42 @@ fn engine_container(
             failure_threshold: Some(3),
             ..Default::default()
         }),
-        lifecycle: Some(Lifecycle {
-            pre_stop: Some(LifecycleHandler {
-                sleep: Some(SleepAction {
-                    seconds: pre_stop_sleep_s(md, process),
-                }),
-                ..Default::default()
+        lifecycle: pre_stop(md, process),
+        security_context: Some(container_security_context()),
+        volume_mounts: Some(with_shared_memory_mount(volume_mounts(md, source), process)),
+        ..Default::default()
+    }
+}
+
+/// `HF_TOKEN` from `model.hfTokenSecret`, when one is named.
+pub fn hf_token_env(md: &ModelDeployment) -> Option<EnvVar> {
+    let secret = md.spec.model.hf_token_secret.as_ref()?;
+    Some(EnvVar {
+        name: "HF_TOKEN".into(),
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(SecretKeySelector {
+                name: secret.name.clone(),
+                key: secret
+                    .key
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_TOKEN_KEY.into()),
+                // A missing Secret keeps the pod from starting, with the reason in events.
+                optional: Some(false),
             }),
             ..Default::default()
         }),
-        security_context: Some(container_security_context()),
-        volume_mounts: Some(with_shared_memory_mount(volume_mounts(source), process)),
+        ..Default::default()
+    })
+}
+
+/// The pod security context of every pod the operator creates: non-root, RuntimeDefault.
+pub fn pod_security_context() -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(RUN_AS_USER),
+        run_as_group: Some(RUN_AS_USER),
+        fs_group: Some(RUN_AS_USER),
+        seccomp_profile: Some(runtime_default_seccomp()),
         ..Default::default()
     }
 }
@@ -249,14 +261,25 @@ fn runtime_default_seccomp() -> SeccompProfile {
     }
 }
 
-/// Seconds the pre-stop hook sleeps: long enough for the endpoint removal to reach the
-/// gateway, plus the whole drain for an engine that does not drain on SIGTERM itself (the pod
-/// is out of the Service by then, so only its running streams remain).
-fn pre_stop_sleep_s(md: &ModelDeployment, process: &EngineProcess) -> i64 {
+/// The pre-stop hook of an engine that does not drain on SIGTERM itself: `sleep` (their
+/// images are Debian or Ubuntu based and have it) long enough for the endpoint removal to
+/// reach the gateway, plus the whole drain (the pod is out of the Service by then, so only
+/// its running streams remain). Ours needs none: it serves on `--shutdown-delay` after
+/// SIGTERM, then drains, and its image may be distroless (no `sleep`).
+fn pre_stop(md: &ModelDeployment, process: &EngineProcess) -> Option<Lifecycle> {
     if process.drains_on_sigterm {
-        return PRE_STOP_SLEEP_S;
+        return None;
     }
-    PRE_STOP_SLEEP_S + drain_seconds(md)
+    let seconds = PRE_STOP_SLEEP_S + drain_seconds(md);
+    Some(Lifecycle {
+        pre_stop: Some(LifecycleHandler {
+            exec: Some(ExecAction {
+                command: Some(vec!["sleep".into(), seconds.to_string()]),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
 }
 
 /// `engine.drainTimeout` in whole seconds (bounded so the sums above cannot overflow).
@@ -332,6 +355,7 @@ fn volumes(md: &ModelDeployment, source: &ModelSource) -> Vec<Volume> {
         ),
     };
     let mut volumes = vec![empty_dir("tmp", "1Gi"), model_cache];
+    volumes.extend(super::cache::filled_mount(md).map(|(volume, _)| volume));
     if let ModelSource::Pvc { claim, .. } = source {
         volumes.push(Volume {
             name: "model".into(),
@@ -345,7 +369,7 @@ fn volumes(md: &ModelDeployment, source: &ModelSource) -> Vec<Volume> {
     volumes
 }
 
-fn volume_mounts(source: &ModelSource) -> Vec<VolumeMount> {
+fn volume_mounts(md: &ModelDeployment, source: &ModelSource) -> Vec<VolumeMount> {
     let mount = |name: &str, path: &str, read_only: bool| VolumeMount {
         name: name.into(),
         mount_path: path.into(),
@@ -356,6 +380,7 @@ fn volume_mounts(source: &ModelSource) -> Vec<VolumeMount> {
         mount("tmp", "/tmp", false),
         mount("model-cache", CACHE_MOUNT_PATH, false),
     ];
+    mounts.extend(super::cache::filled_mount(md).map(|(_, mount)| mount));
     if matches!(source, ModelSource::Pvc { .. }) {
         mounts.push(mount("model", MODEL_MOUNT_PATH, true));
     }

@@ -3,6 +3,7 @@
 //! `PodDisruptionBudget`. Names, labels and owner references live here
 //! so every child agrees on them.
 
+pub mod cache;
 pub mod deployment;
 pub mod engines;
 pub mod network_policy;
@@ -10,6 +11,7 @@ pub mod pdb;
 pub mod resources;
 pub mod rollout;
 pub mod service;
+pub mod spread;
 
 use std::collections::BTreeMap;
 

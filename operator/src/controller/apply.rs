@@ -30,7 +30,7 @@ use crate::scaling::{self, Tick};
 use crate::telemetry::ModelFigures;
 
 /// Server-side applies `object` (named `name`) with the operator's field manager.
-async fn apply<K>(api: &Api<K>, name: &str, object: &K) -> Result<()>
+pub(super) async fn apply<K>(api: &Api<K>, name: &str, object: &K) -> Result<()>
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -64,6 +64,11 @@ pub async fn reconcile_model(md: &Arc<ModelDeployment>, ctx: &Context) -> Result
     if let Some(refusal) = super::conflict::check(md, ctx).await {
         withdraw(md, ctx);
         return super::conflict::refuse(md, ctx, &namespace, &refusal).await;
+    }
+    // A cache the operator fills comes first: no replica before the Job has succeeded.
+    if let super::fill::Gate::Closed(action) = super::fill::gate(md, ctx, &namespace).await? {
+        withdraw(md, ctx);
+        return Ok(action);
     }
     let client = ctx.client.clone();
     let name = child_name(md);

@@ -5,6 +5,7 @@
 pub mod apply;
 pub mod conflict;
 pub mod due;
+pub mod fill;
 pub mod models;
 pub mod sampler;
 pub mod scaling;

@@ -152,6 +152,51 @@ pub struct ModelCache {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(pattern(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$"))]
     pub size_limit: Option<String>,
+    /// The operator creates a claim (`<name>-engine-cache`) and fills it with the `hf://`
+    /// model by a Job (`tokenscale-engine pull`) before the first replica starts; replicas
+    /// then mount it read-only as their Hugging Face cache. Not with `claimName`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fill: Option<bool>,
+    /// Storage the filled claim requests (default `50Gi`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$"))]
+    pub size: Option<String>,
+    /// StorageClass of the filled claim (default: the cluster's default class). A node-local
+    /// class (local-path, TopoLVM) gives a node-local cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub storage_class_name: Option<String>,
+    /// Access mode of the filled claim: `ReadWriteMany` (default: replicas on any node) or
+    /// `ReadWriteOnce` (one node's volume: replicas land where it is attached).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_mode: Option<CacheAccessMode>,
+}
+
+/// Access mode of the claim the operator fills.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CacheAccessMode {
+    /// Mounted by replicas on any node (NFS, CephFS, a cloud file store).
+    #[default]
+    ReadWriteMany,
+    /// Mounted on one node at a time (a block or node-local volume).
+    ReadWriteOnce,
+}
+
+impl CacheAccessMode {
+    /// The claim's `accessModes` entry.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadWriteMany => "ReadWriteMany",
+            Self::ReadWriteOnce => "ReadWriteOnce",
+        }
+    }
+}
+
+impl ModelCache {
+    /// True when the operator is asked to create and fill the cache claim.
+    pub fn fills(&self) -> bool {
+        self.fill == Some(true)
+    }
 }
 
 /// Which compute backend an engine replica runs.

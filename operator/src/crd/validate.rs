@@ -100,6 +100,31 @@ impl ModelDeploymentSpec {
                 format!("{claim:?} is not a PersistentVolumeClaim name"),
             );
         }
+        if let Some(cache) = self.model.cache.as_ref().filter(|c| c.fills()) {
+            if cache.claim_name.is_some() {
+                push(
+                    "model.cache.fill",
+                    "fill creates and fills its own claim: leave claimName out".into(),
+                );
+            }
+            if !self.model.source.starts_with("hf://") {
+                push(
+                    "model.cache.fill",
+                    format!(
+                        "only an hf:// source is fetched into the cache, got {:?}",
+                        self.model.source
+                    ),
+                );
+            }
+            if self.engine.kind == EngineKind::Llamacpp {
+                push(
+                    "model.cache.fill",
+                    "llama.cpp keeps its downloads in its own layout, not the Hugging Face \
+                     cache the fill Job writes: use kind tokenscale, vllm or sglang"
+                        .into(),
+                );
+            }
+        }
         let engine = &self.engine;
         if engine.kind == EngineKind::Tokenscale && engine.gpus_per_replica.unwrap_or(0) > 1 {
             // Mirrors the CRD's CEL rule: N GPUs one replica cannot use would sit idle.

@@ -1,17 +1,32 @@
 //! The operator's ValidatingAdmissionPolicies, evaluated as the API server would: every
 //! expression of the rendered chart runs in a CEL interpreter (cel-interpreter) against the
 //! Deployments `engine_deployment` renders for the examples (all admitted) and against
-//! copies changed one way each (each denied by its own rule, and only by it).
+//! copies changed one way each (each denied by its own rule, and only by it). Rendered for
+//! Kubernetes 1.30, where the API is GA; on 1.29 only where the cluster serves its v1beta1.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cel_interpreter::{Context, Program, Value};
 use serde_json::{Value as Json, json};
 use tokenscale_operator::children::engine_deployment;
 
 use crate::chart::engine_pods::examples;
-use crate::{Rendered, default_render, render_set};
+use tokenscale_e2e::chart::Render;
+
+use crate::{Rendered, render, render_set};
+
+/// The chart's defaults as a 1.30 cluster (the policy API's GA) gets them, rendered once.
+fn default_render() -> &'static Rendered {
+    static RENDER: OnceLock<Rendered> = OnceLock::new();
+    RENDER.get_or_init(|| {
+        let at = Render {
+            kube_version: Some("1.30.0"),
+            ..Render::default()
+        };
+        render("kubernetes-1.30", &at)
+    })
+}
 
 /// The operator's user, as the default render (release namespace tokenscale-system) names it.
 const OPERATOR: &str = "system:serviceaccount:tokenscale-system:tokenscale-operator";
@@ -390,4 +405,105 @@ fn the_policies_can_be_switched_off_for_a_cluster_without_the_api() {
         assert_eq!(binding["policyName"], name);
         assert_eq!(binding["validationActions"], json!(["Deny"]));
     }
+}
+
+#[test]
+fn on_kubernetes_1_29_the_policies_are_v1beta1_where_served_and_left_out_elsewhere() {
+    let at_1_29 = Render {
+        kube_version: Some("1.29.0"),
+        ..Render::default()
+    };
+    // `helm template` offers no kind of the beta API: a 1.29 cluster with it off.
+    let plain = render("kubernetes-1.29", &at_1_29);
+    let left: Vec<String> = plain
+        .objects
+        .iter()
+        .filter(|o| o.kind.starts_with("ValidatingAdmissionPolicy"))
+        .map(|o| o.id())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // Everything else is rendered as on newer clusters: the engine Deployments' writer too.
+    assert_eq!(
+        plain.of_kind("Deployment").count(),
+        default_render().of_kind("Deployment").count()
+    );
+    let ga = default_render()
+        .of_kind("ValidatingAdmissionPolicy")
+        .map(|o| o.value["apiVersion"].clone())
+        .collect::<Vec<_>>();
+    assert_eq!(
+        ga,
+        vec![json!("admissionregistration.k8s.io/v1"); 2],
+        "1.30 and newer: the GA API"
+    );
+    let served = Render {
+        api_versions: &["admissionregistration.k8s.io/v1beta1/ValidatingAdmissionPolicy"],
+        ..at_1_29
+    };
+    let beta = render("kubernetes-1.29-beta", &served);
+    let mut versions: Vec<String> = beta
+        .objects
+        .iter()
+        .filter(|o| o.kind.starts_with("ValidatingAdmissionPolicy"))
+        .map(|o| {
+            format!(
+                "{} {}",
+                o.value["apiVersion"].as_str().unwrap_or("?"),
+                o.kind
+            )
+        })
+        .collect();
+    versions.sort();
+    assert_eq!(
+        versions,
+        [
+            "admissionregistration.k8s.io/v1beta1 ValidatingAdmissionPolicy",
+            "admissionregistration.k8s.io/v1beta1 ValidatingAdmissionPolicy",
+            "admissionregistration.k8s.io/v1beta1 ValidatingAdmissionPolicyBinding",
+            "admissionregistration.k8s.io/v1beta1 ValidatingAdmissionPolicyBinding",
+        ]
+    );
+}
+
+#[test]
+fn the_cache_fill_job_is_matched_and_admitted_like_the_deployments() {
+    let policy = &default_render()
+        .get(
+            "ValidatingAdmissionPolicy",
+            "tokenscale-operator-deployments",
+        )
+        .value["spec"]["matchConstraints"]["resourceRules"];
+    assert!(
+        policy
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|r| { r["apiGroups"] == json!(["batch"]) && r["resources"] == json!(["jobs"]) }),
+        "{policy}"
+    );
+    let jobs: Vec<(String, Json)> = examples()
+        .into_iter()
+        .filter_map(|(file, md)| {
+            let job = tokenscale_operator::children::cache::fill_job(&md)
+                .unwrap_or_else(|e| panic!("{file}: {e}"))?;
+            Some((
+                file,
+                serde_json::to_value(&job).unwrap_or_else(|e| panic!("{e}")),
+            ))
+        })
+        .collect();
+    assert!(!jobs.is_empty(), "no example fills its cache");
+    for (file, job) in &jobs {
+        assert_eq!(denials(job), Vec::<String>::new(), "{file}");
+    }
+    // The same rules hold: a Job mounting a host path is denied.
+    let (_, mut job) = jobs[0].clone();
+    push(
+        &mut pod(&mut job)["volumes"],
+        json!({"name": "host", "hostPath": {"path": "/"}}),
+    );
+    assert_eq!(
+        denials(&job),
+        ["engine pods mount only emptyDir and persistentVolumeClaim volumes (no hostPath)"]
+    );
 }

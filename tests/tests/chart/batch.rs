@@ -100,10 +100,13 @@ fn one_gateway_pod_keeps_its_batches_on_a_claim_and_is_replaced_not_surged() {
         "gateway.batch.persistence.size=20Gi",
         "gateway.batch.persistence.storageClass=fast",
     ];
+    // As the oldest supported cluster gets it: that is the version it is validated at.
+    let oldest = declared_min_kube_version().unwrap_or_else(|e| panic!("{e}"));
     let r = render(
         "batch-claim",
         &Render {
             set: &set,
+            kube_version: Some(&oldest),
             ..Render::default()
         },
     );

@@ -7,6 +7,7 @@ use tokenscale_e2e::chart::declared_min_kube_version;
 use tokenscale_e2e::k8s_checks::security::check_pod_security;
 use tokenscale_e2e::k8s_checks::{Object, Typed};
 use tokenscale_e2e::tools::{python_with, run};
+use tokenscale_operator::children::cache;
 use tokenscale_operator::children::engine_deployment;
 use tokenscale_operator::crd::ModelDeployment;
 
@@ -61,6 +62,19 @@ fn engine_pods_of_every_example_pass_the_pod_security_checks() {
         let path = dir.join(format!("example-{i}.json"));
         std::fs::write(&path, value.to_string()).unwrap_or_else(|e| panic!("{e}"));
         validate.arg(path);
+        // A filled cache's claim and Job (model.cache.fill) are validated with it.
+        let claim = cache::cache_claim(md).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let job = cache::fill_job(md).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let extra = [
+            claim.map(|c| serde_json::to_value(c)),
+            job.map(|j| serde_json::to_value(j)),
+        ];
+        for (k, value) in extra.into_iter().flatten().enumerate() {
+            let value = value.unwrap_or_else(|e| panic!("{file}: {e}"));
+            let path = dir.join(format!("example-{i}-cache-{k}.json"));
+            std::fs::write(&path, value.to_string()).unwrap_or_else(|e| panic!("{e}"));
+            validate.arg(path);
+        }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     let output = run(validate).unwrap_or_else(|e| panic!("kubernetes-validate --strict: {e}"));

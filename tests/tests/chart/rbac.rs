@@ -33,6 +33,9 @@ const OPERATOR: &[(&str, &str, &[&str])] = &[
         "poddisruptionbudgets",
         &["list", "watch", "create", "patch"],
     ),
+    // controller/fill.rs (model.cache.fill): the claim applied; the Job read, applied once.
+    ("", "persistentvolumeclaims", &["create", "patch"]),
+    ("batch", "jobs", &["get", "create", "patch"]),
     // children/network_policy.rs, applied by controller/apply.rs (networkPolicy.enabled, the
     // default).
     ("networking.k8s.io", "networkpolicies", &["create", "patch"]),

@@ -34,12 +34,15 @@ fn gpu_deployment_has_owner_gpus_probes_and_drain() {
         .and_then(|p| p.http_get)
         .expect("http readiness");
     assert_eq!(readiness.path.as_deref(), Some("/health"));
-    let pre_stop = c
-        .lifecycle
-        .clone()
-        .and_then(|l| l.pre_stop)
-        .and_then(|p| p.sleep);
-    assert_eq!(pre_stop.map(|s| s.seconds), Some(PRE_STOP_SLEEP_S));
+    // Our engine serves on for the delay after SIGTERM itself: no hook (no `sleep` action,
+    // which Kubernetes 1.29 lacks, nor a `sleep` program, which a distroless image lacks).
+    assert!(c.lifecycle.is_none(), "{:?}", c.lifecycle);
+    let args = c.args.clone().unwrap_or_default();
+    let delay = args.iter().position(|a| a == "--shutdown-delay");
+    assert_eq!(
+        delay.and_then(|i| args.get(i + 1)),
+        Some(&PRE_STOP_SLEEP_S.to_string())
+    );
     let pod = spec.template.spec.expect("pod");
     // 120 s default drain + pre-stop + margin.
     assert_eq!(pod.termination_grace_period_seconds, Some(135));
@@ -52,6 +55,34 @@ fn gpu_deployment_has_owner_gpus_probes_and_drain() {
 }
 
 #[test]
+fn an_engine_that_does_not_drain_itself_sleeps_in_an_exec_pre_stop_hook() {
+    let d = engine_deployment(
+        &md(
+            "  model: {source: \"hf://org/repo\"}\n  engine: {kind: vllm, drainTimeout: 30s}\n  \
+             replicas: {min: 1, max: 2}\n  slo: {ttftP95: 500ms, tpotP95: 50ms}\n",
+        ),
+        1,
+    )
+    .expect("builds");
+    let c = container(&d);
+    let exec = c
+        .lifecycle
+        .and_then(|l| l.pre_stop)
+        .and_then(|p| p.exec)
+        .and_then(|e| e.command);
+    // 5 s for the endpoint removal, then the 30 s drain out of the Service; then SIGTERM.
+    assert_eq!(exec, Some(vec!["sleep".to_string(), "35".to_string()]));
+    let pod = d.spec.template.spec.expect("pod");
+    assert_eq!(pod.termination_grace_period_seconds, Some(45));
+    assert!(
+        !c.args
+            .unwrap_or_default()
+            .iter()
+            .any(|a| a == "--shutdown-delay")
+    );
+}
+
+#[test]
 fn command_is_engine_serve_with_model_from_the_pvc() {
     let c = container(&engine_deployment(&md(CUDA_SPEC), 1).expect("builds"));
     assert_eq!(c.command, Some(vec!["tokenscale-engine".to_string()]));
@@ -59,7 +90,7 @@ fn command_is_engine_serve_with_model_from_the_pvc() {
     assert_eq!(
         args,
         "serve --model /models/llama-8b.gguf --host 0.0.0.0 --port 8000 --backend cuda \
-         --served-model-name llama-3-8b --drain-timeout 120 --tpot-target 50ms"
+         --served-model-name llama-3-8b --drain-timeout 120 --shutdown-delay 5 --tpot-target 50ms"
     );
     let mounts = c.volume_mounts.unwrap_or_default();
     let model = mounts
@@ -139,6 +170,8 @@ fn cpu_alias_source_gets_no_gpu_and_a_writable_cache() {
             "llama",
             "--drain-timeout",
             "120",
+            "--shutdown-delay",
+            "5",
             "--tpot-target",
             "200ms"
         ]
@@ -164,7 +197,7 @@ fn tuning_flags_and_extra_args_follow_the_basic_ones() {
     let args = container(&engine_deployment(&md(&spec), 1).expect("builds"))
         .args
         .unwrap_or_default();
-    let tail: Vec<&str> = args.iter().skip(15).map(String::as_str).collect();
+    let tail: Vec<&str> = args.iter().skip(17).map(String::as_str).collect();
     assert_eq!(
         tail,
         [

@@ -2,7 +2,7 @@
 //! SIGTERM and answers `/health` 503 while loading or draining.
 
 use super::{Args, EngineProcess};
-use crate::children::deployment::model_argument;
+use crate::children::deployment::{PRE_STOP_SLEEP_S, model_argument};
 use crate::children::served_name;
 use crate::crd::{Backend, ModelDeployment, ModelSource};
 
@@ -19,6 +19,8 @@ pub fn engine_args(md: &ModelDeployment, source: &ModelSource) -> Vec<String> {
         .flag("--backend", engine.backend.as_flag())
         .flag("--served-model-name", served_name(md))
         .flag("--drain-timeout", engine.drain_timeout.get().as_secs_f64())
+        // Serves on while the pod's endpoint removal spreads, then drains (no pre-stop hook).
+        .flag("--shutdown-delay", PRE_STOP_SLEEP_S)
         .flag(
             "--tpot-target",
             format!("{}ms", md.spec.slo.tpot_p95.get().as_secs_f64() * 1e3),

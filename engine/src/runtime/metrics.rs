@@ -3,7 +3,9 @@
 //! `tokenscale_common::metrics::engine`, each labelled with `model_name`.
 
 pub use tokenscale_common::exposition::{Counter, Gauge};
-use tokenscale_common::exposition::{Family, Histogram, Kind, LeFormat, Series, Value, render};
+use tokenscale_common::exposition::{
+    Family, Histogram, Kind, LeFormat, Row, Series, Value, render, table,
+};
 use tokenscale_common::metrics::{LABEL_MODEL_NAME, engine as names};
 
 #[path = "spec_metrics.rs"]
@@ -120,28 +122,11 @@ impl EngineMetrics {
 
     /// The Prometheus text exposition (format 0.0.4) of every metric.
     pub fn render(&self) -> String {
-        let one = |name, kind, help, value: Value| {
-            let labels = vec![(LABEL_MODEL_NAME, self.model_name.clone())];
-            Family::new(name, kind, help, vec![Series::new(labels, value)])
-        };
-        let gauges = GAUGES
-            .iter()
-            .map(|&(name, help, read)| one(name, Kind::Gauge, help, read(self).into()));
-        let mut families: Vec<Family> = gauges.collect();
+        let items = [(vec![(LABEL_MODEL_NAME, self.model_name.clone())], self)];
+        let mut families = table(Kind::Gauge, &GAUGES, &items);
         families.extend(self.info_families());
-        let counters = COUNTERS
-            .iter()
-            .map(|&(name, help, read)| one(name, Kind::Counter, help, read(self).get().into()));
-        families.extend(counters);
-        let histograms = HISTOGRAMS.iter().map(|&(name, help, read)| {
-            one(
-                name,
-                Kind::Histogram,
-                help,
-                Value::Histogram(read(self).snapshot()),
-            )
-        });
-        families.extend(histograms);
+        families.extend(table(Kind::Counter, &COUNTERS, &items));
+        families.extend(table(Kind::Histogram, &HISTOGRAMS, &items));
         families.extend(self.spec_decode.families(&self.model_name));
         families.extend(self.lora.families());
         render(&families)
@@ -196,11 +181,8 @@ impl EngineMetrics {
     }
 }
 
-/// Reads one metric of [`EngineMetrics`].
-type Read<T> = for<'a> fn(&'a EngineMetrics) -> T;
-
 /// The gauges: name, help, value.
-const GAUGES: [(&str, &str, Read<f64>); 4] = [
+const GAUGES: [Row<'static, EngineMetrics, f64>; 4] = [
     (
         names::NUM_REQUESTS_RUNNING,
         "Requests in the running batch.",
@@ -223,62 +205,62 @@ const GAUGES: [(&str, &str, Read<f64>); 4] = [
     ),
 ];
 
-/// The counters: name, help, counter.
-const COUNTERS: [(&str, &str, for<'a> fn(&'a EngineMetrics) -> &'a Counter); 5] = [
+/// The counters: name, help, value.
+const COUNTERS: [Row<'static, EngineMetrics, u64>; 5] = [
     (
         names::PROMPT_TOKENS_TOTAL,
         "Prompt tokens processed.",
-        |m| &m.prompt_tokens,
+        |m| m.prompt_tokens.get(),
     ),
     (names::GENERATION_TOKENS_TOTAL, "Tokens generated.", |m| {
-        &m.generation_tokens
+        m.generation_tokens.get()
     }),
     (
         names::NUM_PREEMPTIONS_TOTAL,
         "Requests preempted to free KV blocks.",
-        |m| &m.num_preemptions,
+        |m| m.num_preemptions.get(),
     ),
     (
         names::PREFIX_CACHE_QUERIES_TOTAL,
         "Prompt tokens looked up in the prefix cache.",
-        |m| &m.prefix_cache_queries,
+        |m| m.prefix_cache_queries.get(),
     ),
     (
         names::PREFIX_CACHE_HITS_TOTAL,
         "Prompt tokens found in the prefix cache.",
-        |m| &m.prefix_cache_hits,
+        |m| m.prefix_cache_hits.get(),
     ),
 ];
 
-/// The histograms: name, help, histogram.
-const HISTOGRAMS: [(&str, &str, for<'a> fn(&'a EngineMetrics) -> &'a Histogram); 6] = [
+/// The histograms: name, help, buckets.
+const HISTOGRAMS: [Row<'static, EngineMetrics, Value>; 6] = [
     (
         names::TIME_TO_FIRST_TOKEN_SECONDS,
         "Arrival to first token, seconds.",
-        |m| &m.time_to_first_token_s,
+        |m| Value::Histogram(m.time_to_first_token_s.snapshot()),
     ),
     (
         names::INTER_TOKEN_LATENCY_SECONDS,
         "Between consecutive output tokens, seconds.",
-        |m| &m.inter_token_latency_s,
+        |m| Value::Histogram(m.inter_token_latency_s.snapshot()),
     ),
     (
         names::E2E_REQUEST_LATENCY_SECONDS,
         "Arrival to last token, seconds.",
-        |m| &m.e2e_request_latency_s,
+        |m| Value::Histogram(m.e2e_request_latency_s.snapshot()),
     ),
     (
         names::REQUEST_QUEUE_TIME_SECONDS,
         "Arrival to first scheduling, seconds.",
-        |m| &m.request_queue_time_s,
+        |m| Value::Histogram(m.request_queue_time_s.snapshot()),
     ),
     (
         names::STEP_DURATION_SECONDS,
         "One engine step, seconds.",
-        |m| &m.step_duration_s,
+        |m| Value::Histogram(m.step_duration_s.snapshot()),
     ),
     (names::BATCH_SIZE, "Sequences in one engine step.", |m| {
-        &m.batch_size
+        Value::Histogram(m.batch_size.snapshot())
     }),
 ];
 

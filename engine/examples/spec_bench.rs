@@ -4,8 +4,9 @@
 //! (rewrite a given text; extract its quoted lines). Both give the same tokens (checked), so
 //! the rounds are comparable. Prints, never asserts: the machine may be shared.
 //!
-//! `cargo run --release -p tokenscale-engine --example spec_bench -- [ROUNDS] [TOKENS] [MODE]`
-//! (MODE: `auto`, the default, or `ngram`).
+//! `cargo run --release -p tokenscale-engine --example spec_bench -- [ROUNDS] [TOKENS] [MODE]
+//! [STREAMS]` (MODE: `auto`, the default, or `ngram`; STREAMS: 1, or more at once to see what
+//! speculation does to a batch: aggregate decode tokens/s).
 
 use std::time::Instant;
 
@@ -39,6 +40,7 @@ fn main() -> anyhow::Result<()> {
     let rounds: usize = args.get(1).map_or(Ok(4), |a| a.parse())?;
     let tokens: u32 = args.get(2).map_or(Ok(160), |a| a.parse())?;
     let mode = args.get(3).map_or("auto", String::as_str);
+    let streams: usize = args.get(4).map_or(Ok(1), |a| a.parse())?;
     let config = ServeConfig {
         speculative: SpeculativeConfig {
             mode: mode.parse().map_err(anyhow::Error::msg)?,
@@ -47,13 +49,15 @@ fn main() -> anyhow::Result<()> {
         ..ServeConfig::default()
     };
     let model = load_model(&config)?;
-    println!("--speculative {mode}, {rounds} rounds, up to {tokens} tokens, greedy, one stream");
+    println!(
+        "--speculative {mode}, {rounds} rounds, up to {tokens} tokens, greedy, {streams} stream(s)"
+    );
     for (name, instruction) in TASKS {
         let message = format!("{instruction}\n\n{TEXT}");
         let prompt = model
             .tokenizer
             .encode_chat(&[ChatMessage::new("user", &message)], true)?;
-        run(&model, &prompt, tokens, true)?; // warm-up (and the step-time model's fit)
+        run(&model, &prompt, tokens, true, streams)?; // warm-up (and the step-time model's fit)
         let (mut plain, mut spec) = (Vec::new(), Vec::new());
         for round in 0..rounds {
             // Alternate which goes first, so drift in the machine's load hits both alike.
@@ -64,7 +68,7 @@ fn main() -> anyhow::Result<()> {
             };
             let mut outputs = Vec::new();
             for speculative in order {
-                let (tps, output) = run(&model, &prompt, tokens, speculative)?;
+                let (tps, output) = run(&model, &prompt, tokens, speculative, streams)?;
                 println!(
                     "{name} round {round} {:>11}: {tps:6.1} tokens/s ({} tokens)",
                     if speculative { "speculative" } else { "plain" },
@@ -98,35 +102,51 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One greedy stream: decode tokens/s (first token to last) and the tokens.
+/// `streams` greedy streams of `prompt` at once: their decode tokens/s together (first token
+/// to last) and the first stream's tokens.
 fn run(
     model: &LoadedModel,
     prompt: &[u32],
     tokens: u32,
     speculative: bool,
+    streams: usize,
 ) -> anyhow::Result<(f64, Vec<u32>)> {
     let params = SamplingParams {
         max_tokens: Some(tokens),
         speculative,
         ..SamplingParams::greedy()
     };
-    let request = GenerateRequest::new(prompt.to_vec(), params);
-    let mut stream = model.engine.submit(request)?;
-    let (mut first, mut last, mut output) = (None, Instant::now(), Vec::new());
-    while let Some(event) = stream.blocking_next() {
-        match event {
-            TokenEvent::Token { token, .. } => {
-                last = Instant::now();
-                first.get_or_insert(last);
-                output.push(token.token_id);
-            }
-            TokenEvent::Finished { .. } => break,
-            TokenEvent::Failed(why) => anyhow::bail!("request failed: {why}"),
-            TokenEvent::PromptLogprobs(_) => {}
-        }
+    let mut pending = Vec::with_capacity(streams);
+    for _ in 0..streams.max(1) {
+        let request = GenerateRequest::new(prompt.to_vec(), params.clone());
+        pending.push(model.engine.submit(request)?);
     }
-    let span = first.map_or(0.0, |f| (last - f).as_secs_f64());
-    Ok(((output.len().max(2) - 1) as f64 / span.max(1e-9), output))
+    let (mut first, mut last, mut outputs) = (None::<Instant>, None::<Instant>, Vec::new());
+    for mut stream in pending {
+        let mut output = Vec::new();
+        while let Some(event) = stream.blocking_next() {
+            match event {
+                TokenEvent::Token { token, .. } => {
+                    let now = Instant::now();
+                    // Read one stream after another: the earliest first token is the first.
+                    first = Some(first.map_or(now, |f| f.min(now)));
+                    last = Some(last.map_or(now, |l| l.max(now)));
+                    output.push(token.token_id);
+                }
+                TokenEvent::Finished { .. } => break,
+                TokenEvent::Failed(why) => anyhow::bail!("request failed: {why}"),
+                TokenEvent::PromptLogprobs(_) => {}
+            }
+        }
+        outputs.push(output);
+    }
+    let total: usize = outputs.iter().map(Vec::len).sum();
+    let span = match (first, last) {
+        (Some(f), Some(l)) => (l - f).as_secs_f64(),
+        _ => 0.0,
+    };
+    let tps = total.saturating_sub(outputs.len()) as f64 / span.max(1e-9);
+    Ok((tps, outputs.swap_remove(0)))
 }
 
 fn median(values: &mut [f64]) -> f64 {

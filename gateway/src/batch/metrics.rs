@@ -125,52 +125,7 @@ impl BatchMetrics {
             })
             .collect();
         families.extend(table(Kind::Counter, &TOKENS, &items));
-        let per_model = |name, help, values: Vec<(&String, Value)>| {
-            let series = values.into_iter().map(|(m, v)| Series::new(model(m), v));
-            Family::new(name, Kind::Gauge, help, series.collect())
-        };
-        let in_flight = inner
-            .in_flight
-            .iter()
-            .map(|(m, &n)| (m, n.into()))
-            .collect();
-        let pace = inner
-            .pace
-            .iter()
-            .map(|(m, &n)| (m, u64::from(n).into()))
-            .collect();
-        let backlog = inner
-            .backlog
-            .iter()
-            .map(|(m, &(t, _))| (m, t.into()))
-            .collect();
-        let rate = inner
-            .backlog
-            .iter()
-            .map(|(m, &(_, r))| (m, r.into()))
-            .collect();
-        families.extend([
-            per_model(
-                names::BATCH_IN_FLIGHT_REQUESTS,
-                "Batch lines this gateway pod has in flight.",
-                in_flight,
-            ),
-            per_model(
-                names::BATCH_PACE_LIMIT,
-                "Batch lines this gateway pod lets run at once, paced by interactive latency.",
-                pace,
-            ),
-            per_model(
-                names::BATCH_BACKLOG_OUTPUT_TOKENS,
-                "Output tokens the unanswered lines of running batches may still generate.",
-                backlog,
-            ),
-            per_model(
-                names::BATCH_REQUIRED_OUTPUT_TOKENS_PER_SECOND,
-                "Output tokens per second needed to finish every running batch by its deadline.",
-                rate,
-            ),
-        ]);
+        families.extend(gauges(&inner));
         let statuses = inner
             .statuses
             .iter()
@@ -184,6 +139,56 @@ impl BatchMetrics {
         ));
         out.push_str(&render(&families));
     }
+}
+
+/// The per-model gauges: lines in flight, the pace, the backlog and the rate it needs.
+fn gauges(inner: &Inner) -> [Family<'static>; 4] {
+    let per_model = |name, help, values: Vec<(&String, Value)>| {
+        let series = values.into_iter().map(|(m, v)| Series::new(model(m), v));
+        Family::new(name, Kind::Gauge, help, series.collect())
+    };
+    let in_flight = inner
+        .in_flight
+        .iter()
+        .map(|(m, &n)| (m, n.into()))
+        .collect();
+    let pace = inner
+        .pace
+        .iter()
+        .map(|(m, &n)| (m, u64::from(n).into()))
+        .collect();
+    let backlog = inner
+        .backlog
+        .iter()
+        .map(|(m, &(t, _))| (m, t.into()))
+        .collect();
+    let rate = inner
+        .backlog
+        .iter()
+        .map(|(m, &(_, r))| (m, r.into()))
+        .collect();
+    [
+        per_model(
+            names::BATCH_IN_FLIGHT_REQUESTS,
+            "Batch lines this gateway pod has in flight.",
+            in_flight,
+        ),
+        per_model(
+            names::BATCH_PACE_LIMIT,
+            "Batch lines this gateway pod lets run at once, paced by interactive latency.",
+            pace,
+        ),
+        per_model(
+            names::BATCH_BACKLOG_OUTPUT_TOKENS,
+            "Output tokens the unanswered lines of running batches may still generate.",
+            backlog,
+        ),
+        per_model(
+            names::BATCH_REQUIRED_OUTPUT_TOKENS_PER_SECOND,
+            "Output tokens per second needed to finish every running batch by its deadline.",
+            rate,
+        ),
+    ]
 }
 
 /// Lines answered by (model, tenant, outcome).

@@ -117,6 +117,37 @@ pub struct ModelSpec {
     /// PersistentVolumeClaim (ReadWriteMany) that replicas share, so a model is downloaded once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache: Option<ModelCache>,
+    /// LoRA adapters (PEFT) each replica serves beside the model, under their own names:
+    /// loaded at start (`tokenscale` engines only). More can be loaded at run time through
+    /// the engine's `POST /v1/load_lora_adapter`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub adapters: Vec<AdapterSpec>,
+}
+
+/// A LoRA adapter served beside the model.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AdapterSpec {
+    /// The name clients put in the OpenAI `model` field for this adapter.
+    #[schemars(pattern(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$"))]
+    pub name: String,
+    /// A PEFT adapter folder (`adapter_config.json` + `adapter_model.safetensors`):
+    /// `hf://org/repo[@revision]`, fetched by the engine into its cache, or `file:///path` in
+    /// the image or a volume the pod mounts.
+    #[schemars(
+        pattern(r"^(file:///[^\s]+|hf://[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*(@[A-Za-z0-9._-]+)?)$"),
+        length(min = 1, max = 512)
+    )]
+    pub source: String,
+}
+
+impl AdapterSpec {
+    /// The engine's `--lora NAME=SOURCE` value: a `file://` source as its path.
+    pub fn lora_flag(&self) -> String {
+        let source = self.source.strip_prefix("file://").unwrap_or(&self.source);
+        format!("{}={source}", self.name)
+    }
 }
 
 /// Weights file format.

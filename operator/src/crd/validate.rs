@@ -37,6 +37,28 @@ pub struct SpecError {
 
 impl ModelDeploymentSpec {
     /// Every problem with this spec; empty when it is valid.
+    /// What is wrong with `model.adapters`: another engine kind, a name given twice or the
+    /// model's own.
+    fn adapter_problem(&self) -> Option<String> {
+        let adapters = &self.model.adapters;
+        if !adapters.is_empty() && self.engine.kind != EngineKind::Tokenscale {
+            return Some(
+                "adapters are loaded at start by the tokenscale engine only; for vLLM pass \
+                 --enable-lora and --lora-modules in engine.args"
+                    .into(),
+            );
+        }
+        for (i, a) in adapters.iter().enumerate() {
+            if adapters[..i].iter().any(|b| b.name == a.name) {
+                return Some(format!("the name {:?} is given twice", a.name));
+            }
+            if self.model.served_name.as_deref() == Some(a.name.as_str()) {
+                return Some(format!("{:?} is the model's own servedName", a.name));
+            }
+        }
+        None
+    }
+
     pub fn problems(&self) -> Vec<SpecError> {
         let mut out = Vec::new();
         let mut push = |field, message: String| out.push(SpecError { field, message });
@@ -79,6 +101,9 @@ impl ModelDeploymentSpec {
                     push("model.source", e);
                 }
             }
+        }
+        if let Some(message) = self.adapter_problem() {
+            push("model.adapters", message);
         }
         if let Some(secret) = &self.model.hf_token_secret
             && !super::source::is_dns_subdomain(&secret.name)

@@ -260,3 +260,34 @@ fn the_pinned_default_images_have_priority_scheduling() {
         );
     }
 }
+
+#[test]
+fn adapters_become_lora_flags_of_the_tokenscale_engine_and_other_kinds_are_refused() {
+    let model = "{source: \"hf://org/repo\", servedName: base, adapters: [\
+                 {name: sql, source: \"hf://org/sql-lora@v2\"}, \
+                 {name: legal, source: \"file:///adapters/legal\"}]}";
+    let p = rendered(model, "{backend: cpu}");
+    let args = p.args.join(" ");
+    assert!(
+        args.ends_with("--lora sql=hf://org/sql-lora@v2 --lora legal=/adapters/legal"),
+        "{args}"
+    );
+    let problems = |model: &str, engine: &str| -> Vec<String> {
+        let md = spec(model, engine);
+        md.spec.problems().iter().map(ToString::to_string).collect()
+    };
+    assert!(problems(model, "{backend: cpu}").is_empty());
+    let refused = problems(model, "{kind: vllm}");
+    assert!(
+        refused.iter().any(|p| p.starts_with(
+            "spec.model.adapters: adapters are loaded at start by the tokenscale engine only"
+        )),
+        "{refused:?}"
+    );
+    let twice = "{source: \"hf://org/repo\", servedName: base, adapters: [\
+                 {name: base, source: \"file:///a\"}]}";
+    assert_eq!(
+        problems(twice, "{backend: cpu}"),
+        ["spec.model.adapters: \"base\" is the model's own servedName"]
+    );
+}

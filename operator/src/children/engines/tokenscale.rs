@@ -36,6 +36,9 @@ pub fn engine_args(md: &ModelDeployment, source: &ModelSource) -> Vec<String> {
                 .kv_cache_fraction
                 .filter(|_| engine.backend == Backend::Cuda),
         );
+    for adapter in &md.spec.model.adapters {
+        args.flag("--lora", adapter.lora_flag());
+    }
     args.into_vec()
 }
 

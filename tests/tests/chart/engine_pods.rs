@@ -66,8 +66,8 @@ fn engine_pods_of_every_example_pass_the_pod_security_checks() {
         let claim = cache::cache_claim(md).unwrap_or_else(|e| panic!("{file}: {e}"));
         let job = cache::fill_job(md).unwrap_or_else(|e| panic!("{file}: {e}"));
         let extra = [
-            claim.map(|c| serde_json::to_value(c)),
-            job.map(|j| serde_json::to_value(j)),
+            claim.map(serde_json::to_value),
+            job.map(serde_json::to_value),
         ];
         for (k, value) in extra.into_iter().flatten().enumerate() {
             let value = value.unwrap_or_else(|e| panic!("{file}: {e}"));

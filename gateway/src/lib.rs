@@ -16,6 +16,7 @@ pub mod error;
 pub mod health;
 pub(crate) mod json_members;
 pub mod limits;
+pub mod load;
 pub mod metrics;
 pub mod proxy;
 pub mod request;

@@ -5,6 +5,7 @@
 mod admin;
 mod clients;
 mod connection;
+mod section;
 mod stall;
 mod write_timeout;
 
@@ -42,6 +43,7 @@ use crate::vocab::GatewayShare;
 pub use admin::serve_admin;
 use clients::ClientBounds;
 use connection::{Activity, ConnectionLimit};
+pub use section::validate_section;
 use stall::Stall;
 use write_timeout::WriteTimeout;
 

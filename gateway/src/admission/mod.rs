@@ -7,6 +7,7 @@
 
 mod in_flight;
 mod queue;
+mod section;
 mod slots;
 
 pub use in_flight::{
@@ -14,4 +15,5 @@ pub use in_flight::{
     refused as in_flight_refused,
 };
 pub use queue::{QueueKey, WaitQueue};
+pub use section::validate_section;
 pub use slots::Slots;

@@ -20,10 +20,13 @@ pub mod objects;
 pub mod pace;
 pub mod pacing;
 pub mod runner;
+mod section;
 pub mod state;
 pub mod types;
 pub mod upload;
 pub mod validate;
+
+pub use section::validate_section;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,19 +1,22 @@
 //! The gateway's YAML configuration: models and their upstreams, tenants, keys and limits.
 //!
-//! Unknown fields and invalid values are rejected at start with the line and the reason
-//! (`validate`); tenants are reloaded on change by `auth`.
+//! This module is the file's syntax and defaults: unknown fields and mistyped values are
+//! refused here with their line; each concept checks the values of its own section
+//! (`validate_section`), and the loader above the layers (`load.rs`) runs every check, so
+//! `Config::from_yaml` and `Config::load` never hand out an unchecked configuration.
+//! Tenants are reloaded on change by `auth`.
 
 mod cidr;
+mod error;
 mod routes;
 mod syntax;
 #[cfg(test)]
 mod tests;
-mod validate;
 
 pub use cidr::Cidr;
+pub use error::{ConfigError, first_failed};
 pub use routes::{RouteConfig, TargetConfig};
 pub use syntax::{Location, parse_key_hash, parse_location};
-pub use validate::ConfigError;
 
 use std::path::{Path, PathBuf};
 
@@ -599,30 +602,10 @@ impl Default for UpstreamConfig {
 }
 
 impl Config {
-    /// Parses and validates a configuration text.
-    pub fn from_yaml(text: &str) -> Result<Self, ConfigError> {
-        let config: Config = serde_saphyr::from_str(text).map_err(ConfigError::parse)?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// Reads, parses and validates a configuration file; a `tenants_file` is resolved
-    /// relative to it and loaded too.
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let mut config = Self::from_yaml(&text).map_err(|e| e.in_file(path))?;
-        if let Some(file) = &config.tenants_file {
-            let file = path.parent().unwrap_or(Path::new(".")).join(file);
-            let tenants = TenantsFile::load(&file)?;
-            config.tenants = tenants.tenants;
-            config.anonymous = tenants.anonymous;
-            config.tenants_file = Some(file);
-            config.validate().map_err(|e| e.in_file(path))?;
-        }
-        Ok(config)
+    /// Parses a configuration text: syntax and defaults only, its values unchecked (the
+    /// loader, `Config::from_yaml`, checks them).
+    pub(crate) fn parse(text: &str) -> Result<Self, ConfigError> {
+        serde_saphyr::from_str(text).map_err(ConfigError::parse)
     }
 
     /// The file tenants are reloaded from: the tenants file, or the config itself.
@@ -634,18 +617,17 @@ impl Config {
 }
 
 impl TenantsFile {
-    /// Reads and validates a tenants file (or a whole config file, whose other fields are
-    /// ignored here because the config was validated at start).
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let parsed: TenantsFile = serde_saphyr::from_str(&text)
-            .map_err(ConfigError::parse)
-            .map_err(|e| e.in_file(path))?;
-        validate::tenants(&parsed.tenants, parsed.anonymous.as_ref())
-            .map_err(|e| e.in_file(path))?;
-        Ok(parsed)
+    /// Parses a tenants file (or a whole config file, whose other fields are ignored here):
+    /// syntax only, its tenants unchecked (`TenantsFile::load` in `auth` checks them).
+    pub(crate) fn parse(text: &str) -> Result<Self, ConfigError> {
+        serde_saphyr::from_str(text).map_err(ConfigError::parse)
     }
+}
+
+/// Reads a configuration or tenants file.
+pub(crate) fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
 }

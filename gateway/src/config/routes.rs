@@ -3,8 +3,8 @@
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use super::{Config, ConfigError};
-use crate::vocab::{KnownModels, RouteSpec, RouteTarget, check_routes};
+use super::Config;
+use crate::vocab::{RouteSpec, RouteTarget};
 
 /// One route (`routes[]`).
 #[derive(Debug, Clone, Deserialize)]
@@ -56,18 +56,5 @@ impl Config {
     /// The routes as the router takes them.
     pub fn route_specs(&self) -> Vec<RouteSpec> {
         self.routes.iter().map(RouteConfig::spec).collect()
-    }
-
-    /// Refuses a route that cannot work, at its line: see [`check_routes`]. A target no
-    /// model of this file serves is refused unless models are also discovered in a cluster.
-    pub(super) fn validate_routes(&self) -> Result<(), ConfigError> {
-        let models: Vec<&str> = self.models.iter().map(|m| m.name.value.as_str()).collect();
-        let known = KnownModels {
-            is_model: &|name: &str| models.contains(&name),
-            // With discovery, `ModelDeployment`s come and go: a target may be served later.
-            complete: self.kubernetes.is_none(),
-        };
-        check_routes(&self.route_specs(), known)
-            .map_err(|e| ConfigError::invalid_route(&self.routes[e.index].name, e.to_string()))
     }
 }

@@ -6,8 +6,10 @@ mod engine;
 pub mod kubernetes;
 mod registry;
 pub mod routes;
+mod section;
 
 pub use registry::{Registry, RegistryError};
+pub use section::validate_section;
 
 use std::sync::atomic::{AtomicU8, Ordering};
 

@@ -1,8 +1,10 @@
 //! Active health checks and load scraping: one small task per replica.
 
 mod scrape;
+mod section;
 
 pub use scrape::{Scraped, parse_engine_load, parse_scrape};
+pub use section::validate_section;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;

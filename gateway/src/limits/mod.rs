@@ -8,6 +8,7 @@ mod limiter;
 mod memory;
 pub mod plan;
 mod redis;
+mod section;
 
 pub use bucket::TokenBucket;
 pub use early::{EarlyLimits, EarlyLimitsLayer};
@@ -15,3 +16,4 @@ pub use layer::{Limits, LimitsLayer};
 pub use limiter::{LimitError, Limiter, Reservation, Settle, StoreHealth};
 pub use memory::MemoryStore;
 pub use plan::{Refusal, Scope};
+pub use section::validate_section;

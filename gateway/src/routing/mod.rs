@@ -8,6 +8,7 @@ pub mod picker;
 mod pool;
 mod replica;
 pub mod route;
+mod section;
 
 /// Kept here too: `ColdStart` is how discovery tells a pool about scale from zero.
 pub use crate::vocab::{ColdStart, ReplicaAddr};
@@ -17,6 +18,7 @@ pub use permit::{AdmissionPermit, Entry, Queued, Waiter, arrive, dispatch};
 pub use pool::{ModelPool, ModelSettings, PoolSnapshot};
 pub use replica::{Replica, ReplicaLease, ReplicaState};
 pub use route::{Fallbacks, Route, RouteSpec, RouteTarget};
+pub use section::{validate_routes, validate_section};
 
 use std::sync::{Arc, Mutex, RwLock};
 

@@ -20,7 +20,7 @@ const FLOORS: &[&[&str]] = &[
     &["health", "discovery"],
     &["stack"],
     &["batch"],
-    &["server"],
+    &["server", "load"],
 ];
 
 /// Upward imports that stay, as (from, to): why is in the README's "Layering".

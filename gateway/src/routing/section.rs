@@ -1,0 +1,60 @@
+//! The `models:` and `routes:` sections' checks: pools that can be built, routes that lead
+//! to a model.
+
+use std::collections::HashSet;
+
+use crate::config::{Config, ConfigError, Discovery, ModelConfig};
+use crate::vocab::{KnownModels, ReplicaAddr, check_routes};
+
+/// Refuses an unnamed or repeated model, a pool without slots, a discovered model that also
+/// lists upstreams, and an upstream that is not a replica's address.
+pub fn validate_section(models: &[ModelConfig]) -> Result<(), ConfigError> {
+    let mut names = HashSet::new();
+    for model in models {
+        let name = &model.name;
+        if name.value.trim().is_empty() {
+            return Err(ConfigError::invalid(name, "model name is empty"));
+        }
+        if !names.insert(name.value.as_str()) {
+            return Err(ConfigError::invalid(
+                name,
+                format!("model `{}` listed twice", name.value),
+            ));
+        }
+        if model.replica_concurrency == 0 {
+            return Err(ConfigError::invalid(
+                name,
+                "replica_concurrency must be at least 1",
+            ));
+        }
+        if model.discovery == Discovery::Kubernetes && !model.upstreams.is_empty() {
+            return Err(ConfigError::invalid(
+                name,
+                "a model with `discovery: kubernetes` cannot also list `upstreams`",
+            ));
+        }
+        for url in &model.upstreams {
+            if let Err(reason) = ReplicaAddr::parse(&url.value) {
+                return Err(ConfigError::invalid(url, reason));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a route that cannot work, at its line: see [`check_routes`]. A target no model of
+/// this file serves is refused unless models are also discovered in a cluster.
+pub fn validate_routes(config: &Config) -> Result<(), ConfigError> {
+    let models: Vec<&str> = config
+        .models
+        .iter()
+        .map(|m| m.name.value.as_str())
+        .collect();
+    let known = KnownModels {
+        is_model: &|name: &str| models.contains(&name),
+        // With discovery, `ModelDeployment`s come and go: a target may be served later.
+        complete: config.kubernetes.is_none(),
+    };
+    check_routes(&config.route_specs(), known)
+        .map_err(|e| ConfigError::invalid(&config.routes[e.index].name, e.to_string()))
+}

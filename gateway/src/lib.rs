@@ -19,6 +19,7 @@ pub mod limits;
 pub mod load;
 pub mod metrics;
 pub mod proxy;
+pub mod reload;
 pub mod request;
 pub mod routing;
 pub mod server;

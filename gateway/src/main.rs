@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use tokenscale_gateway::auth::watch_tenants;
 use tokenscale_gateway::config::{Config, Discovery};
+use tokenscale_gateway::reload::watch_tenants;
 use tokenscale_gateway::server::{Workers, serve_admin};
 use tokenscale_gateway::{Gateway, discovery};
 

@@ -4,13 +4,11 @@
 mod credentials;
 mod layer;
 mod models;
-mod reload;
 mod section;
 
 pub use credentials::{Presented, presented_key};
 pub use layer::{Auth, AuthLayer, Authed, authenticate};
 pub use models::{ModelAccess, glob_match};
-pub use reload::watch_tenants;
 pub use section::{validate_section, validate_tenants};
 
 use std::sync::{Arc, RwLock};

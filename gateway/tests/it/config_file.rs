@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
-use tokenscale_gateway::auth::{TenantDirectory, hash_key, watch_tenants};
+use tokenscale_gateway::auth::{TenantDirectory, hash_key};
 use tokenscale_gateway::config::Config;
+use tokenscale_gateway::reload::watch_tenants;
 
 #[test]
 fn invalid_files_are_rejected_with_line_and_reason() {

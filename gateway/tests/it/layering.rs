@@ -20,7 +20,7 @@ const FLOORS: &[&[&str]] = &[
     &["health", "discovery"],
     &["stack"],
     &["batch"],
-    &["server", "load"],
+    &["server", "load", "reload"],
 ];
 
 /// Upward imports that stay, as (from, to): why is in the README's "Layering".

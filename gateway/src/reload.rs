@@ -1,10 +1,12 @@
-//! Reloads tenants when their file changes, by polling its modification time.
+//! Reloads tenants when their file changes, by polling its modification time. It stands on
+//! the top floor beside the loader: a whole config file is reloaded through `Config::load`,
+//! which runs every concept's check, so an edit that breaks any section keeps the old tenants.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::TenantDirectory;
+use crate::auth::TenantDirectory;
 use crate::config::{Config, TenantsFile};
 
 /// Polls `path` every `interval` and swaps the tenants into `directory` when it changed.

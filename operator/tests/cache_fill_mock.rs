@@ -127,6 +127,8 @@ async fn once_the_job_succeeded_the_replicas_start_on_the_read_only_claim() {
         patch(SERVICE),
         patch(PDB),
         get(DEPLOYMENT, 200, deployment(1, 0)),
+        // The replica is starting: the decision reads the pods' start phases.
+        get(PODS, 200, pod_list()),
         patch(STATUS),
     ];
     let (result, bodies, _) = run(filled(), no_metrics(), Scenario::Steps(steps)).await;

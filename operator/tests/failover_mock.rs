@@ -56,6 +56,11 @@ fn serve(mut handle: ApiHandle, object: &ModelDeployment, engine: Engine) -> Log
             let bytes = request.into_body().collect_bytes().await.expect("body");
             let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             let (status, answer) = match method.clone() {
+                // A decision lists the engine pods while a start is pending: none here.
+                Method::GET if path.ends_with("/pods") => (
+                    200,
+                    json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": []}),
+                ),
                 Method::GET => (200, engine.lock().expect("engine").clone()),
                 Method::POST => (201, body.clone()),
                 _ if path.ends_with("/status") => {

@@ -24,7 +24,8 @@ use tokenscale_operator::scaling::ScalingLoop;
 async fn create_applies_owned_children_and_writes_status() {
     let (result, bodies, _) = run(md("engine:v1"), no_metrics(), Scenario::Create).await;
     assert_eq!(result, Ok(Action::requeue(RESYNC)));
-    let (deployment, service, pdb, status) = (&bodies[1], &bodies[2], &bodies[3], &bodies[5]);
+    // bodies[4] and [5]: the decision's reads (the Deployment, then the starting pods).
+    let (deployment, service, pdb, status) = (&bodies[1], &bodies[2], &bodies[3], &bodies[6]);
     for child in [deployment, service, pdb] {
         let owner = &child["metadata"]["ownerReferences"][0];
         assert_eq!(

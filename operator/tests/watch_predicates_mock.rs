@@ -103,6 +103,13 @@ impl Cluster {
                               "metadata": {"resourceVersion": "1"}, "items": items});
             return respond(send, 200, json_bytes(&list));
         }
+        // A decision lists the engine pods while a start is pending (their start phases):
+        // none have conditions here.
+        if path == format!("/api/v1/namespaces/{NS}/pods") {
+            let list = json!({"apiVersion": "v1", "kind": "PodList",
+                              "metadata": {"resourceVersion": "1"}, "items": []});
+            return respond(send, 200, json_bytes(&list));
+        }
         if path == DEPLOYMENT && std::mem::replace(&mut self.deployment_exists, true) {
             return respond(send, 200, json_bytes(&deployment(1, 0)));
         }

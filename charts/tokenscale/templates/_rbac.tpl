@@ -46,10 +46,11 @@ namespaced mode). Each rule lists exactly the verbs the program calls; no wildca
   resources: ["networkpolicies"]
   verbs: ["create", "patch"]
 {{- end }}
-# controller.kubernetes.io/pod-deletion-cost on the least-loaded pod before a scale-in.
+# controller.kubernetes.io/pod-deletion-cost on the least-loaded pod before a scale-in; a
+# model's engine pods listed while a replica starts (status.coldStartPhases).
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["patch"]
+  verbs: ["list", "patch"]
 # Ready engine endpoints to scrape (metrics_source/discovery.rs).
 - apiGroups: ["discovery.k8s.io"]
   resources: ["endpointslices"]

@@ -176,6 +176,7 @@ pub async fn decide(md: &ModelDeployment, ctx: &Context) -> Result<()> {
         .replicas()
         .await
         .map_err(|e| Error::Scale(e.to_string()))?;
+    super::start_phases::observe(md, ctx, &namespace, counts).await;
     let observed = match &model {
         Some(model) => ctx.metrics_source.observe(model).await,
         None => Observed::View(Default::default()),
@@ -284,7 +285,8 @@ fn tick_for(
 /// The parts of the model's loop that status carries, so a new leader continues from them.
 fn status_memory(md: &ModelDeployment, ctx: &Context, clocks: Clocks) -> Option<StatusMemory> {
     let mut models = lock(&ctx.models);
-    let scaling = &models.get_mut(&model_key(md))?.scaling;
+    let entry = models.get_mut(&model_key(md))?;
+    let scaling = &entry.scaling;
     Some(StatusMemory {
         autoscaler: Some(scaling.policy_snapshot(clocks)),
         slo: scaling.slo().clone(),
@@ -292,6 +294,7 @@ fn status_memory(md: &ModelDeployment, ctx: &Context, clocks: Clocks) -> Option<
         cold_start_s: scaling.expected_cold_start_s(),
         cold_starts_s: scaling.measured_cold_starts_s(),
         lead_time_s: Some(scaling.lead_time_s()),
+        start_phases: entry.start_phases.clone(),
     })
 }
 

@@ -10,6 +10,7 @@ pub mod models;
 pub mod sampler;
 pub mod scaling;
 pub mod scope;
+pub mod start_phases;
 pub mod status;
 pub mod ticker;
 pub mod wake;

@@ -10,7 +10,7 @@ use super::model_key;
 use super::scaling::{policy_spec, restored_loop};
 use crate::autoscaler::Clocks;
 use crate::budget::{GpuRequest, Grant, GrantReason, allocate};
-use crate::crd::ModelDeployment;
+use crate::crd::{ColdStartPhases, ModelDeployment};
 use crate::metrics_source::ModelRef;
 use crate::scaling::ScalingLoop;
 
@@ -35,6 +35,10 @@ pub struct ModelEntry {
     gpu_request: Option<(GpuRequest, f64)>,
     /// Where its metrics are, from its last reconcile (what the sampler scrapes).
     pub metrics: Option<ModelRef>,
+    /// Whether its last decision saw a start pending (the next one lists pods once more).
+    pub start_pending: bool,
+    /// The phases of its most recent measured start (see [`super::start_phases`]).
+    pub start_phases: Option<ColdStartPhases>,
 }
 
 impl ModelEntry {
@@ -49,6 +53,8 @@ impl ModelEntry {
             decision_failures: 0,
             gpu_request: None,
             metrics: None,
+            start_pending: false,
+            start_phases: None,
         }
     }
 }

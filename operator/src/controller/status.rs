@@ -7,8 +7,8 @@ use crate::autoscaler::{Decision, PolicySnapshot};
 use crate::budget::{Grant, GrantReason};
 use crate::crd::status::{SloAttainment, SloStatus};
 use crate::crd::{
-    CONDITION_READY, CONDITION_SCALING, CONDITION_SLO_MET, CapacityEstimate, Duration,
-    LastDecision, ModelDeployment, ModelDeploymentStatus, ModelStatus, ObservedLoad,
+    CONDITION_READY, CONDITION_SCALING, CONDITION_SLO_MET, CapacityEstimate, ColdStartPhases,
+    Duration, LastDecision, ModelDeployment, ModelDeploymentStatus, ModelStatus, ObservedLoad,
 };
 use crate::metrics_source::MetricsView;
 use crate::scale::ReplicaCounts;
@@ -51,6 +51,8 @@ pub struct StatusMemory {
     pub cold_starts_s: Vec<f64>,
     /// The lead time the policy plans with, seconds.
     pub lead_time_s: Option<f64>,
+    /// The phases of the most recent measured start, when this process saw one.
+    pub start_phases: Option<ColdStartPhases>,
 }
 
 /// What the replicas serve: the commit they report; while none reports (scaled to zero,
@@ -126,6 +128,11 @@ pub fn build_status(input: &StatusInput<'_>) -> ModelDeploymentStatus {
         .slo
         .attainment(input.now.as_millisecond() as f64 / 1e3);
     let previous = md.status.clone().unwrap_or_default();
+    // Until this process sees a start, the phases the last leader wrote stay.
+    let start_phases = memory
+        .start_phases
+        .clone()
+        .or_else(|| previous.cold_start_phases.clone());
     let generation = md.metadata.generation;
     let counts = input.counts.unwrap_or_default();
     let gpus = md.spec.engine.gpus_per_replica().max(1);
@@ -198,6 +205,8 @@ pub fn build_status(input: &StatusInput<'_>) -> ModelDeploymentStatus {
         cold_start: memory.cold_start_s.map(duration),
         cold_starts: memory.cold_starts_s.iter().copied().map(duration).collect(),
         lead_time: memory.lead_time_s.map(duration),
+        slowest_start_phase: start_phases.as_ref().and_then(super::start_phases::slowest),
+        cold_start_phases: start_phases,
     }
 }
 

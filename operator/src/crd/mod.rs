@@ -22,6 +22,6 @@ pub use spec::{
 };
 pub use status::{
     CONDITION_CONFLICT, CONDITION_READY, CONDITION_SCALING, CONDITION_SLO_MET, CapacityEstimate,
-    LastDecision, ModelDeploymentStatus, ModelStatus, ObservedLoad,
+    ColdStartPhases, LastDecision, ModelDeploymentStatus, ModelStatus, ObservedLoad,
 };
 pub use validate::SpecError;

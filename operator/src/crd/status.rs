@@ -79,6 +79,31 @@ pub struct ModelDeploymentStatus {
     /// `coldStarts`, or `spec.scaling.startupTime` (default 60s) until a start is measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lead_time: Option<crate::crd::Duration>,
+    /// The most recent measured start split into its phases, from the pod's conditions
+    /// (a single start, not a median: its phases then add up to what it took).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_start_phases: Option<ColdStartPhases>,
+    /// The longest phase of `coldStartPhases`: `scheduling`, `imagePull` or `load`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowest_start_phase: Option<String>,
+}
+
+/// One replica's start by phase (see `controller::start_phases`); a phase whose bounds the
+/// pod does not show yet is absent.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ColdStartPhases {
+    /// Waiting for a node (and its GPU): created until `PodScheduled`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduling: Option<crate::crd::Duration>,
+    /// Pulling the image and starting the containers (init containers included):
+    /// scheduled until the last container's `startedAt`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull: Option<crate::crd::Duration>,
+    /// Fetching the weights, loading and warming up (the engine reports no finer split):
+    /// started until `Ready`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<crate::crd::Duration>,
 }
 
 /// The SLO's record over time (see `controller::attainment` for how a minute is judged).

@@ -5,7 +5,8 @@
 //! template) the output arrives in `reasoning_content`, whole and streamed alike, its tokens
 //! counted as reasoning; `--reasoning-parser none` leaves it all in `content`. The streamed
 //! and whole answers are checked through the official `openai` client too
-//! (scripts/reasoning_check.py).
+//! (scripts/reasoning_check.py). A JSON schema and a named tool choice apply after the
+//! reasoning (its end forced by `thinking_token_budget`: random weights never write `</think>`).
 
 #![allow(clippy::unwrap_used)]
 
@@ -60,6 +61,16 @@ fn checkpoint(label: &str, template: &str) -> Scratch {
     dir
 }
 
+/// Raises the copy's context to `positions` (the tiny model's 128 cannot hold a prompt that
+/// lists tools, one token per byte; its random weights do not depend on the length).
+fn widen_context(dir: &Path, positions: u64) {
+    let path = dir.join("config.json");
+    let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    config["max_position_embeddings"] = json!(positions);
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, serde_json::to_string(&config).unwrap()).unwrap();
+}
+
 async fn serve(model: &Path, extra: &[&str]) -> (EngineProcess, std::net::SocketAddr) {
     let mut command = Command::new(BIN);
     command
@@ -85,7 +96,7 @@ fn chat(extra: Value) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chat_template_kwargs_reach_the_template_and_grammars_wait_for_thinking_off() {
+async fn chat_template_kwargs_reach_the_template() {
     let model = checkpoint("reasoning-qwen3", QWEN3_TEMPLATE);
     let (_engine, addr) = serve(model.path(), &[]).await;
     let usage = |reply: &server_support::client::Reply| {
@@ -127,30 +138,11 @@ async fn chat_template_kwargs_reach_the_template_and_grammars_wait_for_thinking_
         assert!(error["message"].as_str().unwrap().contains(says), "{error}");
     }
 
-    let json_object = json!({"response_format": {"type": "json_object"}});
-    let reply = post_json(addr, "/v1/chat/completions", &chat(json_object.clone())).await;
+    // A grammar waits for the reasoning (the tests below); a budget needs one.
+    let budget = json!({"thinking_token_budget": 4});
+    let reply = post_json(addr, "/v1/chat/completions", &chat(budget)).await;
     assert_eq!(reply.status, 400, "{}", reply.body);
-    let error = &reply.json()["error"];
-    assert_eq!(error["param"], "response_format");
-    assert!(
-        error["message"]
-            .as_str()
-            .unwrap()
-            .contains("would constrain the reasoning"),
-        "{error}"
-    );
-    let tool =
-        json!({"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}});
-    let required = json!({"tools": [tool], "tool_choice": "required"});
-    let reply = post_json(addr, "/v1/chat/completions", &chat(required)).await;
-    assert_eq!(reply.status, 400, "{}", reply.body);
-    assert_eq!(reply.json()["error"]["param"], "tool_choice");
-    let mut thinking_off = chat(json_object);
-    thinking_off["chat_template_kwargs"] = json!({"enable_thinking": false});
-    // A grammar decides where the output ends.
-    thinking_off["ignore_eos"] = json!(false);
-    let reply = post_json(addr, "/v1/chat/completions", &thinking_off).await;
-    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.json()["error"]["param"], "thinking_token_budget");
 }
 
 /// The whole answer's message and usage, and the streamed deltas joined: (reasoning, content)
@@ -207,4 +199,146 @@ async fn an_output_inside_the_think_block_is_reasoning_whole_and_streamed() {
     assert_eq!(message.get("reasoning_content"), None);
     assert_eq!(streamed, (String::new(), text));
     assert_eq!(usage.get("completion_tokens_details"), None);
+}
+
+/// The whole answer (message, finish reason, usage) and the streamed deltas joined:
+/// (reasoning, content, tool calls' arguments) and the streamed finish reason.
+async fn whole_and_streamed_with(
+    addr: std::net::SocketAddr,
+    body: &Value,
+) -> (Value, Value, Value, (String, String, Vec<String>), Value) {
+    let reply = post_json(addr, "/v1/chat/completions", body).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let whole = reply.json();
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    let (status, events) = post_stream(addr, "/v1/chat/completions", &streamed).await;
+    assert_eq!(status, 200, "{events:?}");
+    let (mut reasoning, mut content, mut calls) = (String::new(), String::new(), Vec::new());
+    let mut finish = Value::Null;
+    for choice in events.iter().map(|e| &e["choices"][0]) {
+        let delta = &choice["delta"];
+        reasoning.push_str(delta["reasoning_content"].as_str().unwrap_or_default());
+        content.push_str(delta["content"].as_str().unwrap_or_default());
+        for call in delta["tool_calls"].as_array().into_iter().flatten() {
+            let index = call["index"].as_u64().unwrap() as usize;
+            calls.resize(calls.len().max(index + 1), String::new());
+            calls[index].push_str(call["function"]["arguments"].as_str().unwrap_or_default());
+        }
+        if !choice["finish_reason"].is_null() {
+            finish = choice["finish_reason"].clone();
+        }
+    }
+    let choice = &whole["choices"][0];
+    (
+        choice["message"].clone(),
+        choice["finish_reason"].clone(),
+        whole["usage"].clone(),
+        (reasoning, content, calls),
+        finish,
+    )
+}
+
+/// A small object whose every member is bounded, so a random model completes it.
+fn small_schema() -> Value {
+    json!({"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 6},
+        "n": {"type": "integer", "minimum": 0, "maximum": 99}},
+        "required": ["name", "n"], "additionalProperties": false})
+}
+
+/// Qwen3's parser, reasoning on: the model reasons freely (its `<think>` forced, as Qwen3
+/// opens it itself), and `content` is the schema's JSON. The random weights never write
+/// `</think>`: vLLM's `thinking_token_budget` forces it after 6 reasoning tokens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_schema_applies_after_the_reasoning_whole_and_streamed() {
+    let model = checkpoint("reasoning-schema", QWEN3_TEMPLATE);
+    let (_engine, addr) = serve(model.path(), &[]).await;
+    let format = json!({"type": "json_schema",
+        "json_schema": {"name": "small", "schema": small_schema(), "strict": true}});
+    for seed in 0..5 {
+        let body = chat(
+            json!({"response_format": format, "temperature": 1, "seed": seed,
+            "ignore_eos": false, "max_tokens": 100, "thinking_token_budget": 6}),
+        );
+        let (message, finish, usage, streamed, streamed_finish) =
+            whole_and_streamed_with(addr, &body).await;
+        assert_eq!(finish, "stop", "seed {seed}: {message}");
+        let reasoning = message["reasoning_content"].as_str().unwrap();
+        assert!(!reasoning.is_empty(), "seed {seed}: {message}");
+        let content = message["content"].as_str().unwrap();
+        let parsed: Value = serde_json::from_str(content).unwrap();
+        let object = parsed.as_object().unwrap();
+        assert_eq!(object.len(), 2, "seed {seed}: {content}");
+        assert!(object["name"].as_str().unwrap().chars().count() <= 6);
+        assert!(
+            object["n"].as_u64().unwrap() <= 99,
+            "seed {seed}: {content}"
+        );
+        assert!(
+            usage["completion_tokens_details"]["reasoning_tokens"]
+                .as_u64()
+                .unwrap()
+                >= 6
+        );
+        assert_eq!(
+            streamed,
+            (reasoning.to_string(), content.to_string(), Vec::new())
+        );
+        assert_eq!(streamed_finish, finish);
+    }
+
+    // Without a budget the random model never ends its reasoning: `max_tokens` runs out
+    // inside it, and the answer is `length` with no content.
+    let body = chat(
+        json!({"response_format": format, "temperature": 1, "seed": 1,
+        "ignore_eos": false, "max_tokens": 12}),
+    );
+    let (message, finish, _, streamed, streamed_finish) =
+        whole_and_streamed_with(addr, &body).await;
+    assert_eq!(
+        (finish, streamed_finish),
+        (json!("length"), json!("length"))
+    );
+    assert_eq!(message["content"], Value::Null, "{message}");
+    assert!(!message["reasoning_content"].as_str().unwrap().is_empty());
+    assert_eq!(streamed.1, "");
+}
+
+/// DeepSeek-R1's parser (the prompt opens `<think>`): a named `tool_choice` gives exactly one
+/// whole call after the reasoning, streamed and whole alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_tool_choice_after_the_reasoning_is_one_whole_call() {
+    let model = checkpoint("reasoning-tools", R1_TEMPLATE);
+    widen_context(model.path(), 1024);
+    let (_engine, addr) = serve(model.path(), &[]).await;
+    let tool =
+        json!({"type": "function", "function": {"name": "pick", "parameters": small_schema()}});
+    for seed in 0..5 {
+        let body = chat(json!({"tools": [tool],
+            "tool_choice": {"type": "function", "function": {"name": "pick"}},
+            "temperature": 1, "seed": seed, "ignore_eos": false, "max_tokens": 120,
+            "thinking_token_budget": 5}));
+        let (message, finish, _, streamed, streamed_finish) =
+            whole_and_streamed_with(addr, &body).await;
+        assert!(!message["reasoning_content"].as_str().unwrap().is_empty());
+        let calls = message["tool_calls"].as_array().unwrap();
+        assert_eq!(calls.len(), 1, "seed {seed}: {message}");
+        assert_eq!(calls[0]["function"]["name"], "pick");
+        let arguments = calls[0]["function"]["arguments"].as_str().unwrap();
+        let parsed: Value = serde_json::from_str(arguments).unwrap();
+        assert!(
+            parsed["n"].as_u64().unwrap() <= 99,
+            "seed {seed}: {arguments}"
+        );
+        assert_eq!(
+            streamed,
+            (
+                message["reasoning_content"].as_str().unwrap().to_string(),
+                String::new(),
+                vec![arguments.to_string()]
+            )
+        );
+        assert_eq!(streamed_finish, finish);
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use llguidance::Matcher;
 
-use super::{GrammarError, TokenMask};
+use super::{GateStep, GrammarError, ReasoningGate, TokenMask};
 
 /// A grammar being followed by one sequence.
 pub struct Constraint {
@@ -17,6 +17,8 @@ pub struct Constraint {
     vocab_size: usize,
     /// Sampled but not yet consumed by the grammar.
     pending: Option<u32>,
+    /// While the reasoning goes on, the grammar waits (`None` once it applies).
+    gate: Option<ReasoningGate>,
 }
 
 impl std::fmt::Debug for Constraint {
@@ -36,6 +38,7 @@ impl Clone for Constraint {
             eos_ids: self.eos_ids.clone(),
             vocab_size: self.vocab_size,
             pending: self.pending,
+            gate: self.gate.clone(),
         }
     }
 }
@@ -47,7 +50,15 @@ impl Constraint {
             eos_ids,
             vocab_size,
             pending: None,
+            gate: None,
         }
+    }
+
+    /// This constraint applied only after the reasoning `gate` lets it (the tokens before,
+    /// the reasoning and its end marker, are not the grammar's).
+    pub fn after_reasoning(mut self, gate: ReasoningGate) -> Self {
+        self.gate = Some(gate);
+        self
     }
 
     /// Records the token the sampler chose; the grammar consumes it before the next mask.
@@ -58,21 +69,36 @@ impl Constraint {
     /// Consumes `tokens`, the start of an answer generated elsewhere (a continuation), so the
     /// grammar is where that answer left it. Runs on the caller's thread: once per request.
     pub fn advance(&mut self, tokens: &[u32]) -> Result<(), GrammarError> {
-        for &token in tokens {
-            self.matcher
-                .consume_token(token)
-                .map_err(|e| GrammarError::Runtime(format!("token {token}: {e:#}")))?;
+        tokens.iter().try_for_each(|&token| self.consume(token))
+    }
+
+    /// Gives `token` to the gate while the reasoning goes on, to the grammar after it.
+    fn consume(&mut self, token: u32) -> Result<(), GrammarError> {
+        if let Some(gate) = &mut self.gate {
+            if gate.step() != GateStep::Open {
+                gate.observe(token);
+                return Ok(());
+            }
+            self.gate = None;
         }
-        Ok(())
+        self.matcher
+            .consume_token(token)
+            .map_err(|e| GrammarError::Runtime(format!("token {token}: {e:#}")))
     }
 
     /// Consumes the recorded token, then returns the tokens allowed next: what continues the
     /// grammar, plus every EOS token once the text so far is complete.
     pub fn next_mask(&mut self) -> Result<TokenMask, GrammarError> {
         if let Some(token) = self.pending.take() {
-            self.matcher
-                .consume_token(token)
-                .map_err(|e| GrammarError::Runtime(format!("token {token}: {e:#}")))?;
+            self.consume(token)?;
+        }
+        match self.gate.as_ref().map(ReasoningGate::step) {
+            Some(GateStep::Force(token)) => {
+                return Ok(TokenMask::allowing(self.vocab_size, &[token]));
+            }
+            Some(GateStep::Free) => return Ok(TokenMask::all(self.vocab_size)),
+            Some(GateStep::Open) => self.gate = None,
+            None => {}
         }
         let vob = self
             .matcher

@@ -23,6 +23,15 @@ impl TokenMask {
         Self { words }
     }
 
+    /// A mask allowing every token of a vocabulary of `vocab_size`.
+    pub fn all(vocab_size: usize) -> Self {
+        let mut words = vec![u32::MAX; vocab_size.div_ceil(32)];
+        if let (Some(last), tail @ 1..) = (words.last_mut(), vocab_size % 32) {
+            *last = (1u32 << tail) - 1;
+        }
+        Self { words }
+    }
+
     /// The bit words (the layout the CUDA sampler reads).
     pub fn words(&self) -> &[u32] {
         &self.words

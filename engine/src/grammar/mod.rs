@@ -15,6 +15,7 @@
 
 mod compiler;
 mod constraint;
+mod gate;
 mod mask;
 mod spec;
 mod vocab;
@@ -22,6 +23,7 @@ mod worker;
 
 pub use compiler::{GrammarCompiler, LazyCompiler};
 pub use constraint::Constraint;
+pub use gate::{GateStep, ReasoningGate};
 pub use mask::TokenMask;
 pub use spec::{Grammar, JSON_ITEM_SEPARATOR, JSON_KEY_SEPARATOR, with_json_layout};
 pub use worker::{MaskJob, MaskWorker};

@@ -184,3 +184,37 @@ fn the_worker_returns_each_constraint_with_its_mask() {
         .collect();
     assert_eq!(firsts, vec![(0, true), (1, false), (2, true)]);
 }
+
+#[test]
+fn behind_a_reasoning_gate_the_grammar_starts_after_the_end_marker() {
+    let bytes = |text: &str| text.bytes().map(u32::from).collect::<Vec<_>>();
+    let grammar = Grammar::JsonSchema {
+        schema: json!({"type": "object", "properties": {"a": {"type": "integer"}},
+            "required": ["a"], "additionalProperties": false}),
+        param: "response_format".into(),
+    };
+    let gate = ReasoningGate::new(bytes("<think>"), bytes("</think>"), None);
+    let mut constraint = compiler()
+        .compile(&grammar)
+        .expect("compiles")
+        .after_reasoning(gate);
+    // The opening is forced, one token at a time.
+    for b in "<think>".bytes() {
+        let mask = constraint.next_mask().expect("mask");
+        assert_eq!(
+            mask,
+            TokenMask::allowing(SimVocab::new().size(), &[u32::from(b)])
+        );
+        constraint.record(u32::from(b));
+    }
+    // Reasoning is free: letters the object grammar would refuse, and EOS, are allowed.
+    for b in "no JSON </thi here</think>".bytes() {
+        let mask = constraint.next_mask().expect("mask");
+        assert!(mask.allows(u32::from(b'x')) && mask.allows(EOS));
+        constraint.record(u32::from(b));
+    }
+    let mask = constraint.next_mask().expect("mask");
+    assert!(mask.allows(u32::from(b'{')));
+    assert!(!mask.allows(u32::from(b'x')), "the grammar applies now");
+    assert!(walk(&mut constraint, r#"{"a": 42}"#).allows(EOS));
+}

@@ -66,7 +66,7 @@ impl ReasoningParser {
     }
 
     /// Whether an output that does not open with `<think>` is reasoning (R1) or content.
-    pub(super) fn starts_inside(self) -> bool {
+    pub fn starts_inside(self) -> bool {
         self == Self::DeepSeekR1
     }
 }

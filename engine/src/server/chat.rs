@@ -21,6 +21,7 @@ use super::lora::response_model;
 use super::params::{Resolved, resolve};
 use super::state::{AppState, LoadedModel};
 use super::{ApiError, fields, structured};
+use crate::grammar::ReasoningGate;
 use crate::reasoning::{ReasoningParser, ReasoningStreamer, THINK_CLOSE, THINK_OPEN};
 use crate::tokenizer::{EncodeOptions, SERVER_CONTEXT_KEYS, TemplateKwargs, Tokenizer};
 use crate::tools::{ToolCallStreamer, ToolSet, template_inputs};
@@ -28,6 +29,8 @@ use crate::tools::{ToolCallStreamer, ToolSet, template_inputs};
 const ASSISTANT: &str = "assistant";
 /// The request member whose keys are added to the chat template's variables (vLLM's name).
 const KWARGS: &str = "chat_template_kwargs";
+/// vLLM's cap on reasoning tokens, after which `</think>` is forced.
+const BUDGET: &str = "thinking_token_budget";
 
 /// The handler.
 pub async fn chat_completions(State(state): State<AppState>, request: Request<Body>) -> Response {
@@ -42,7 +45,7 @@ async fn handle(state: AppState, request: Request<Body>) -> Result<Response, Api
     let (headers, body): (_, ChatCompletionRequest) =
         read_json(request, state.max_body_bytes()).await?;
     let adapter = super::lora::adapter_for(body.model.as_deref(), &state, model).await?;
-    fields::check_extra(&body.extra, &["logit_bias", KWARGS])?;
+    fields::check_extra(&body.extra, &["logit_bias", KWARGS, BUDGET])?;
     if body.messages.is_empty() {
         return Err(ApiError::invalid_param(
             "messages",
@@ -168,22 +171,6 @@ async fn shape_output(
     let requested = structured::requested(&body.structured)?;
     let grammar = structured::for_chat(requested, tools, parser, &model.tokenizer)?;
     let reasoning = reasoning_parser(model, body);
-    if let (Some(grammar), Some(reasoning)) = (&grammar, reasoning) {
-        // The grammar masks every generated token from the first, so it would constrain the
-        // reasoning too (or forbid it); applying it only after `</think>` is not built.
-        let field = match grammar.param() {
-            // A required or named call is what `tool_choice` asked for.
-            "tools" => "tool_choice",
-            param => param.split('.').next().unwrap_or(param),
-        };
-        return Err(ApiError::invalid_param(
-            field,
-            format!(
-                "{field} cannot be combined with reasoning (this model's {} parser): the grammar would constrain the reasoning too; send chat_template_kwargs {{\"enable_thinking\": false}} to answer without reasoning",
-                reasoning.name()
-            ),
-        ));
-    }
     if let Some(parser) = reasoning {
         resolved.reasoning = Some(ReasoningStreamer::new(parser));
         // Markers that are special tokens must reach the parser as text.
@@ -198,7 +185,17 @@ async fn shape_output(
                 "ignore_eos cannot be combined with a structured output: the grammar decides where the output ends",
             ));
         }
-        resolved.constraint = Some(structured::compile(model, grammar, tools).await?);
+        let constraint = structured::compile(model, grammar, tools).await?;
+        resolved.constraint = Some(match reasoning {
+            // The model reasons freely; the grammar shapes what follows `</think>`.
+            Some(parser) => constraint.after_reasoning(reasoning_gate(model, body, parser)?),
+            None => constraint,
+        });
+    } else if body.extra.get(BUDGET).is_some_and(|b| !b.is_null()) {
+        return Err(ApiError::invalid_param(
+            BUDGET,
+            "thinking_token_budget applies only to a reasoning answer with a structured output or a required or named tool_choice",
+        ));
     }
     if let Some(set) = tools.filter(|t| t.is_offered()) {
         resolved.tool_calls = Some(ToolCallStreamer::new(parser, set.parallel));
@@ -208,6 +205,46 @@ async fn shape_output(
         }
     }
     Ok(())
+}
+
+/// The reasoning a grammar waits for: Qwen3's `<think>` forced first where the model opens
+/// it itself, then free reasoning up to `</think>`, forced after `thinking_token_budget`
+/// reasoning tokens.
+fn reasoning_gate(
+    model: &LoadedModel,
+    body: &ChatCompletionRequest,
+    parser: ReasoningParser,
+) -> Result<ReasoningGate, ApiError> {
+    let budget = match body.extra.get(BUDGET).filter(|b| !b.is_null()) {
+        None => None,
+        Some(value) => Some(
+            value
+                .as_u64()
+                .and_then(|b| usize::try_from(b).ok())
+                .ok_or_else(|| {
+                    ApiError::invalid_param(
+                        BUDGET,
+                        "thinking_token_budget must be a whole number >= 0",
+                    )
+                })?,
+        ),
+    };
+    let encode = |marker: &str| {
+        let options = EncodeOptions {
+            add_bos: false,
+            parse_special: true,
+        };
+        model
+            .tokenizer
+            .encode_with(marker, options)
+            .map_err(|e| ApiError::internal(format!("tokenising {marker}: {e}")))
+    };
+    let open = if parser.starts_inside() {
+        Vec::new()
+    } else {
+        encode(THINK_OPEN)?
+    };
+    Ok(ReasoningGate::new(open, encode(THINK_CLOSE)?, budget))
 }
 
 /// The model's reasoning parser, unless the request turns thinking off

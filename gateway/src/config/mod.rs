@@ -226,6 +226,21 @@ pub struct ModelConfig {
     /// `--disable-priority-preemption` read too); without them, pacing only.
     #[serde(default)]
     pub engine_args: Vec<String>,
+    /// The latency SLO the gateway holds for the static upstreams by capping each one's
+    /// requests in flight adaptively (absent: no cap but `replica_concurrency`).
+    #[serde(default)]
+    pub slo: Option<ModelSlo>,
+}
+
+/// A static model's SLO (`models[].slo`), held by the adaptive in-flight cap per replica.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSlo {
+    /// Time per output token, p95, in milliseconds.
+    pub tpot_p95_ms: u64,
+    /// Time to first token, p95, in milliseconds (absent: TPOT alone).
+    #[serde(default)]
+    pub ttft_p95_ms: Option<u64>,
 }
 
 /// Where a model's replicas come from.

@@ -26,8 +26,10 @@ use tokenscale_common::served_name::{self, Claim, ServedNames};
 use super::cold_start::cold_start_of;
 use super::engine::engine_of;
 use super::routes::{MODEL_ROUTE, routes_of};
+use super::slo::adaptive_slo_of;
 use super::{DiscoveryHealth, Registry};
 use crate::config::KubernetesConfig;
+use crate::routing::adaptive::Slo;
 use crate::vocab::ColdStart;
 
 /// Label on EndpointSlices (copied from the operator's Service) naming the `ModelDeployment`.
@@ -150,6 +152,14 @@ pub fn cold_starts(deployments: &[Arc<DynamicObject>]) -> BTreeMap<String, Optio
     owners(deployments)
         .into_values()
         .map(|(served_name, md)| (served_name, cold_start_of(md)))
+        .collect()
+}
+
+/// Served model name → the SLO its replicas' adaptive caps hold (see [`adaptive_slo_of`]).
+pub fn adaptive_slos(deployments: &[Arc<DynamicObject>]) -> BTreeMap<String, Option<Slo>> {
+    owners(deployments)
+        .into_values()
+        .map(|(served_name, md)| (served_name, adaptive_slo_of(md)))
         .collect()
 }
 
@@ -297,6 +307,9 @@ pub async fn run(
         }
         for (model, (kind, priority)) in engines(&deployments) {
             registry.set_engine(&model, kind, priority);
+        }
+        for (model, slo) in adaptive_slos(&deployments) {
+            registry.set_adaptive_slo(&model, slo);
         }
         for gone in known.iter().filter(|m| !desired.contains_key(*m)) {
             registry.router().remove_model(gone);

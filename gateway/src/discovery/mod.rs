@@ -7,6 +7,7 @@ pub mod kubernetes;
 mod registry;
 pub mod routes;
 mod section;
+mod slo;
 
 pub use registry::{Registry, RegistryError};
 pub use section::validate_section;

@@ -7,6 +7,7 @@ use tokenscale_common::engines::{EngineKind, EnginePriority};
 use crate::config::{Config, ModelConfig};
 use crate::health::{ProbeSettings, watch_replica};
 use crate::proxy::UpstreamClient;
+use crate::routing::adaptive::Slo;
 use crate::routing::{ModelPool, ModelSettings, ReplicaAddr, Router};
 use crate::vocab::ColdStart;
 
@@ -63,6 +64,8 @@ impl Registry {
         let pool = self.router.model_or_insert(&model.name.value, || settings);
         let priority = EnginePriority::of_args(model.engine, &model.engine_args);
         pool.set_engine(model.engine, priority);
+        // A static model opts in with its `slo:`, whatever engine it names.
+        pool.set_adaptive_slo(model.slo.map(Slo::of_config));
         pool
     }
 
@@ -101,6 +104,12 @@ impl Registry {
     /// without their own deadline wait that long plus its TTFT SLO (`None`: the class default).
     pub fn set_cold_start(&self, model: &str, cold_start: Option<ColdStart>) {
         self.declare_default(model).set_cold_start(cold_start);
+    }
+
+    /// Caps `model`'s replicas adaptively to hold `slo` (`None`: no cap); see
+    /// [`crate::routing::adaptive`].
+    pub fn set_adaptive_slo(&self, model: &str, slo: Option<Slo>) {
+        self.declare_default(model).set_adaptive_slo(slo);
     }
 
     /// Records the engine `model`'s replicas run and how they take a request's class (the

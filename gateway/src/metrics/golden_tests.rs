@@ -73,6 +73,12 @@ fn the_exposition_is_unchanged_byte_for_byte() {
         let (replica, _) = pool.add(addr);
         replica.record_scrape(3.0, 0.25);
     }
+    // An engine we do not control, held to an SLO: its replicas carry an adaptive cap.
+    let slo = crate::routing::adaptive::Slo {
+        tpot_p95: std::time::Duration::from_millis(50),
+        ttft_p95: None,
+    };
+    pool.set_adaptive_slo(Some(slo));
     let mut text = touched().render(&router);
     super::render_bounds(&mut text, &Limiter::memory(share), router.share(), 5, 1, 2);
     batch_metrics().render(&mut text);

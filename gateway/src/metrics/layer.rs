@@ -18,6 +18,7 @@ use crate::Body;
 use crate::body::Reporting;
 use crate::error::{BoxError, GatewayError};
 use crate::request::Parsed;
+use crate::routing::ModelPool;
 use crate::vocab::{Info, Report};
 
 /// Layer adding [`Observe`].
@@ -67,6 +68,7 @@ where
     fn call(&mut self, request: Parsed) -> Self::Future {
         let info = request.info.clone();
         let tenant = request.tenant.name.clone();
+        let pool = request.pool.clone();
         let model = self.metrics.model(&info.model);
         let call = self.inner.call(request);
         async move {
@@ -83,6 +85,7 @@ where
                             replica,
                             queue_wait,
                             model,
+                            pool,
                             status,
                             done: false,
                         })
@@ -144,6 +147,8 @@ struct Observed {
     /// Time in the admission queue (the admission layer puts it on the response).
     queue_wait: Duration,
     model: Arc<ModelMetrics>,
+    /// The model's pool: the replica's adaptive cap learns from the answer.
+    pool: Arc<ModelPool>,
     status: u16,
     done: bool,
 }
@@ -167,6 +172,14 @@ impl Observed {
         );
         if !(200..300).contains(&status) {
             return;
+        }
+        // The replica that ended the answer: a stream's last (failover), else the one named.
+        let replica = report
+            .replica
+            .as_deref()
+            .or(self.replica.as_ref().and_then(|r| r.to_str().ok()));
+        if let Some(url) = replica {
+            self.pool.served(url, &report, self.info.arrival);
         }
         m.e2e
             .observe(now.duration_since(self.info.arrival).as_secs_f64());

@@ -1,6 +1,7 @@
 //! Which replica serves a request: model pools (with their admission permits, taken under
 //! the pool's lock by the rules of `admission/`), the pure picker, and the layers using them.
 
+pub mod adaptive;
 mod admit;
 mod layer;
 mod permit;

@@ -1,15 +1,18 @@
 //! A model's pool: its replicas, and under the same lock its admission [`Slots`] (whose
 //! rules live in `admission/`), so a change of capacity and its effect on waiters are one step.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use tokenscale_common::engines::{EngineKind, EnginePriority};
 
+use super::adaptive::Slo;
 use super::permit::{Waiter, dispatch};
 use super::picker::{self, Candidate};
 use super::replica::{Replica, ReplicaLease, ReplicaState};
 use crate::admission::Slots;
-use crate::vocab::{ColdStart, GatewayShare, ReplicaAddr};
+use crate::vocab::{ColdStart, GatewayShare, ReplicaAddr, Report};
 
 /// Per-model routing settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +39,8 @@ pub struct ModelPool {
     state: Mutex<PoolState>,
     /// This gateway pod's share of the replicas' concurrency.
     share: Arc<GatewayShare>,
+    /// Whether its replicas are capped adaptively (read per answer without the lock).
+    adaptive: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -46,6 +51,9 @@ struct PoolState {
     /// What its replicas run and how they take a request's class (tokenscale's engine and
     /// its header until discovery or the config say otherwise).
     engine: (EngineKind, EnginePriority),
+    /// The SLO its replicas' adaptive caps hold: set only for engines that do not hold it
+    /// themselves (see `adaptive`).
+    adaptive_slo: Option<Slo>,
 }
 
 /// A snapshot of a pool for metrics and `/v1/models`.
@@ -69,6 +77,7 @@ impl ModelPool {
             settings,
             state: Mutex::default(),
             share: Arc::default(),
+            adaptive: AtomicBool::new(false),
         }
     }
 
@@ -91,6 +100,7 @@ impl ModelPool {
             return (existing.clone(), false);
         }
         let replica = Arc::new(Replica::new(addr));
+        replica.set_adaptive(state.adaptive_slo, self.per_replica_share());
         state.replicas.push(replica.clone());
         (replica, true)
     }
@@ -134,7 +144,53 @@ impl ModelPool {
 
     /// Call after the capacity changed (gateway pods came or went): admits waiters if it grew.
     pub fn capacity_changed(self: &Arc<Self>) {
-        self.with_slots(|slots, capacity| dispatch(self, slots, capacity));
+        let mut state = self.lock();
+        self.apply_adaptive(&state);
+        let capacity = self.capacity(&state);
+        dispatch(self, &mut state.slots, capacity);
+    }
+
+    /// Caps each replica's requests in flight adaptively to hold `slo` (`None`: no cap).
+    /// For engines that do not hold an SLO themselves; ours does (`serve --tpot-target`).
+    pub fn set_adaptive_slo(self: &Arc<Self>, slo: Option<Slo>) {
+        let changed = {
+            let mut state = self.lock();
+            self.adaptive.store(slo.is_some(), Ordering::Relaxed);
+            std::mem::replace(&mut state.adaptive_slo, slo) != slo
+        };
+        if changed {
+            self.capacity_changed();
+        }
+    }
+
+    /// The SLO the replicas' adaptive caps hold, if any.
+    pub fn adaptive_slo(&self) -> Option<Slo> {
+        self.lock().adaptive_slo
+    }
+
+    /// The replica at `url` answered a request that arrived at `arrival`, as `report` tells
+    /// (its queue wait left out): the replica's adaptive cap learns its TPOT and TTFT.
+    pub fn served(&self, url: &str, report: &Report, arrival: Instant) {
+        if !self.adaptive.load(Ordering::Relaxed) {
+            return;
+        }
+        let replica = self
+            .lock()
+            .replicas
+            .iter()
+            .find(|r| r.addr.url == url)
+            .cloned();
+        if let Some(replica) = replica {
+            let sent = arrival + report.queue_wait.unwrap_or_default();
+            replica.served(report, sent, Instant::now());
+        }
+    }
+
+    fn apply_adaptive(&self, state: &PoolState) {
+        let ceiling = self.per_replica_share();
+        for replica in &state.replicas {
+            replica.set_adaptive(state.adaptive_slo, ceiling);
+        }
     }
 
     /// Runs `f` on the admission slots and this pod's capacity now, under the pool's lock.
@@ -196,15 +252,19 @@ impl ModelPool {
     }
 
     /// This pod's share of the ready replicas' concurrency: with N gateway pods, engines
-    /// see at most what they were sized for in total.
+    /// see at most what they were sized for in total; an adaptive cap lowers a replica's
+    /// part, so requests over it wait in the queue (demand the autoscaler reads).
     fn capacity(&self, state: &PoolState) -> usize {
-        let ready = state
-            .replicas
-            .iter()
-            .filter(|r| r.state() == ReplicaState::Ready)
-            .count();
-        let total = ready as u64 * u64::from(self.settings.replica_concurrency);
-        usize::try_from(self.share.of(total)).unwrap_or(usize::MAX)
+        let share = self.per_replica_share();
+        let (mut ready, mut capped) = (0u64, 0u64);
+        for replica in &state.replicas {
+            if replica.state() == ReplicaState::Ready {
+                ready += 1;
+                capped += u64::from(replica.cap().map_or(share, |cap| cap.min(share)));
+            }
+        }
+        let total = ready * u64::from(self.settings.replica_concurrency);
+        usize::try_from(self.share.of(total).min(capped)).unwrap_or(usize::MAX)
     }
 
     /// Picks a ready replica not in `exclude` and leases it for a request of `tokens`.
@@ -220,6 +280,13 @@ impl ModelPool {
             .iter()
             .filter(|r| r.state() == ReplicaState::Ready && !exclude.contains(&r.addr.url))
             .collect();
+        // A replica at its adaptive cap counts as full while another has room.
+        let open: Vec<&Arc<Replica>> = ready
+            .iter()
+            .copied()
+            .filter(|r| r.cap().is_none_or(|cap| r.in_flight_requests() < cap))
+            .collect();
+        let ready = if open.is_empty() { ready } else { open };
         let candidates: Vec<Candidate> = ready.iter().map(|r| self.candidate(r)).collect();
         let index = picker::pick(&candidates, prefix_hash, random_bits())?;
         Some(ReplicaLease::new(ready[index].clone(), tokens))
@@ -236,8 +303,11 @@ impl ModelPool {
             in_flight_requests: replica.in_flight_requests(),
             in_flight_tokens: replica.in_flight_tokens(),
             scraped,
-            // This pod's part of one replica's slots (rounded up: the pool caps the total).
-            concurrency: self.per_replica_share(),
+            // This pod's part of one replica's slots (rounded up: the pool caps the total),
+            // or its adaptive cap when lower.
+            concurrency: replica.cap().map_or(self.per_replica_share(), |cap| {
+                cap.min(self.per_replica_share())
+            }),
         }
     }
 }

@@ -1,11 +1,13 @@
 //! One replica of a model: its address, state, and the load the gateway knows about it.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
 use tokenscale_common::engines::EngineKind;
 
-use crate::vocab::ReplicaAddr;
+use super::adaptive::{Aimd, Sample, Slo};
+use crate::vocab::{ReplicaAddr, Report};
 
 /// Lifecycle of a replica as the gateway routes to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +62,11 @@ pub struct Replica {
     /// [`EngineKind::ALL`].
     engine: AtomicU8,
     epoch: Instant,
+    /// The adaptive in-flight cap (see `adaptive`), for engines that do not hold an SLO
+    /// themselves; `None`: the replica's concurrency alone bounds it.
+    adaptive: Mutex<Option<Aimd>>,
+    /// Its limit now, readable without the lock; 0 = no adaptive cap.
+    cap: AtomicU32,
 }
 
 impl Replica {
@@ -79,6 +86,43 @@ impl Replica {
             scraped_at_ms: AtomicU64::new(0),
             engine: AtomicU8::new(0),
             epoch: Instant::now(),
+            adaptive: Mutex::new(None),
+            cap: AtomicU32::new(0),
+        }
+    }
+
+    /// The adaptive cap on requests in flight through this gateway, when it has one.
+    pub fn cap(&self) -> Option<u32> {
+        Some(self.cap.load(Ordering::Relaxed)).filter(|&c| c > 0)
+    }
+
+    /// Caps it adaptively to hold `slo` under `ceiling`, or not at all (`None`); a limiter
+    /// already holding the same SLO and ceiling keeps what it learned.
+    pub(super) fn set_adaptive(&self, slo: Option<Slo>, ceiling: u32) {
+        let mut adaptive = self.adaptive.lock().unwrap_or_else(|p| p.into_inner());
+        let same = match (&*adaptive, slo) {
+            (Some(aimd), Some(slo)) => aimd.holds(slo, ceiling),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            *adaptive = slo.map(|slo| Aimd::new(slo, ceiling));
+        }
+        let limit = adaptive.as_ref().map_or(0, Aimd::limit);
+        self.cap.store(limit, Ordering::Relaxed);
+    }
+
+    /// Feeds the adaptive cap (nothing without one) the answer it gave to a request that
+    /// was sent at `sent` and ended at `now`, as `report` tells it.
+    pub(super) fn served(&self, report: &Report, sent: Instant, now: Instant) {
+        let mut adaptive = self.adaptive.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(aimd) = adaptive.as_mut() else {
+            return;
+        };
+        // Its own lease has ended: the requests beside it, and itself.
+        let in_flight = self.in_flight_requests() + 1;
+        if let Some(limit) = sample(report, sent, now, in_flight).and_then(|s| aimd.record(s)) {
+            self.cap.store(limit, Ordering::Relaxed);
         }
     }
 
@@ -167,6 +211,32 @@ impl Replica {
             (waiting, kv)
         })
     }
+}
+
+/// What an answer says of the replica's speed: `None` for one of fewer than two tokens or
+/// without usage (failed).
+fn sample(report: &Report, sent: Instant, now: Instant, in_flight: u32) -> Option<Sample> {
+    let tokens = report.usage?.completion_tokens;
+    if tokens < 2 {
+        return None;
+    }
+    let (tpot, ttft) = match report.first_content {
+        Some(first) => {
+            let decode = now.saturating_duration_since(first).as_secs_f64();
+            let ttft = first.saturating_duration_since(sent).as_secs_f64();
+            (decode / (tokens - 1) as f64, Some(ttft))
+        }
+        // A whole answer: its time per token includes prefill, an upper bound.
+        None => (
+            now.saturating_duration_since(sent).as_secs_f64() / tokens as f64,
+            None,
+        ),
+    };
+    Some(Sample {
+        tpot,
+        ttft,
+        in_flight,
+    })
 }
 
 /// Holds one request's share of a replica's in-flight counters until dropped.

@@ -27,6 +27,14 @@ pub fn validate_section(models: &[ModelConfig]) -> Result<(), ConfigError> {
                 "replica_concurrency must be at least 1",
             ));
         }
+        if let Some(slo) = model.slo
+            && (slo.tpot_p95_ms == 0 || slo.ttft_p95_ms == Some(0))
+        {
+            return Err(ConfigError::invalid(
+                name,
+                "slo.tpot_p95_ms and slo.ttft_p95_ms must be at least 1",
+            ));
+        }
         if model.discovery == Discovery::Kubernetes && !model.upstreams.is_empty() {
             return Err(ConfigError::invalid(
                 name,

@@ -1,5 +1,6 @@
 //! Gateway integration tests: real sockets on loopback against mock replicas.
 
+mod adaptive_cap;
 mod arrivals;
 mod attacks;
 mod auth;

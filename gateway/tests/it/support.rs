@@ -57,6 +57,37 @@ pub struct MockState {
     /// Answer every completion request with this `(status, content type, body)`, as a given
     /// engine answered it (see `engines.rs`), instead of the mock's own model.
     pub canned: Mutex<Option<(u16, &'static str, String)>>,
+    /// Extra delay per streamed token for each stream being sent at the time, in
+    /// microseconds: an engine whose TPOT grows with its concurrency (0 = fixed TPOT).
+    pub token_delay_per_stream_us: AtomicU64,
+    /// The streams being sent (shared with them).
+    pub streams: Arc<StreamLoad>,
+}
+
+/// Streams a mock replica is sending, and the per-token delays it applied.
+#[derive(Debug, Default)]
+pub struct StreamLoad {
+    pub now: AtomicU64,
+    pub peak: AtomicU64,
+    /// Every streamed token's delay as applied, in microseconds (the fake's own TPOT).
+    pub delays_us: Mutex<Vec<u64>>,
+}
+
+/// Counts one stream in [`StreamLoad::now`] while it lives.
+struct Streaming(Arc<StreamLoad>);
+
+impl Streaming {
+    fn start(load: Arc<StreamLoad>) -> Self {
+        let now = load.now.fetch_add(1, Ordering::SeqCst) + 1;
+        load.peak.fetch_max(now, Ordering::SeqCst);
+        Self(load)
+    }
+}
+
+impl Drop for Streaming {
+    fn drop(&mut self) {
+        self.0.now.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A mock replica listening on loopback.
@@ -327,18 +358,27 @@ fn completion(
     }
     events.push(format!("data: [DONE]{end}"));
     let delay = Duration::from_millis(state.token_delay_ms.load(Ordering::SeqCst));
+    let per_stream_us = state.token_delay_per_stream_us.load(Ordering::SeqCst);
     let hang_after = state.hang_after.load(Ordering::SeqCst) as usize;
-    let stream =
-        futures::stream::iter(events.into_iter().enumerate()).then(move |(n, event)| async move {
+    let streaming = Streaming::start(state.streams.clone());
+    let stream = futures::stream::iter(events.into_iter().enumerate()).then(move |(n, event)| {
+        let load = streaming.0.clone();
+        async move {
             if hang_after > 0 && n >= hang_after {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
             }
             if n == first_token {
                 tokio::time::sleep(prefill).await;
             }
-            tokio::time::sleep(delay).await;
+            let extra = Duration::from_micros(per_stream_us * load.now.load(Ordering::SeqCst));
+            if per_stream_us > 0 {
+                let applied = (delay + extra).as_micros() as u64;
+                load.delays_us.lock().expect("delays").push(applied);
+            }
+            tokio::time::sleep(delay + extra).await;
             Ok::<_, Infallible>(Frame::data(Bytes::from(event)))
-        });
+        }
+    });
     Response::builder()
         .header("content-type", "text/event-stream")
         .body(BodyExt::boxed(StreamBody::new(stream)))

@@ -169,8 +169,9 @@ impl ModelPool {
     }
 
     /// The replica at `url` answered a request that arrived at `arrival`, as `report` tells
-    /// (its queue wait left out): the replica's adaptive cap learns its TPOT and TTFT.
-    pub fn served(&self, url: &str, report: &Report, arrival: Instant) {
+    /// (its queue wait left out): the replica's adaptive cap learns its TPOT and TTFT, and
+    /// waiters go in when it rose.
+    pub fn served(self: &Arc<Self>, url: &str, report: &Report, arrival: Instant) {
         if !self.adaptive.load(Ordering::Relaxed) {
             return;
         }
@@ -182,7 +183,9 @@ impl ModelPool {
             .cloned();
         if let Some(replica) = replica {
             let sent = arrival + report.queue_wait.unwrap_or_default();
-            replica.served(report, sent, Instant::now());
+            if replica.served(report, sent, Instant::now()) {
+                self.capacity_changed();
+            }
         }
     }
 

@@ -113,17 +113,19 @@ impl Replica {
     }
 
     /// Feeds the adaptive cap (nothing without one) the answer it gave to a request that
-    /// was sent at `sent` and ended at `now`, as `report` tells it.
-    pub(super) fn served(&self, report: &Report, sent: Instant, now: Instant) {
+    /// was sent at `sent` and ended at `now`, as `report` tells it; returns whether the cap
+    /// rose (waiters may go in).
+    pub(super) fn served(&self, report: &Report, sent: Instant, now: Instant) -> bool {
         let mut adaptive = self.adaptive.lock().unwrap_or_else(|p| p.into_inner());
         let Some(aimd) = adaptive.as_mut() else {
-            return;
+            return false;
         };
         // Its own lease has ended: the requests beside it, and itself.
         let in_flight = self.in_flight_requests() + 1;
-        if let Some(limit) = sample(report, sent, now, in_flight).and_then(|s| aimd.record(s)) {
-            self.cap.store(limit, Ordering::Relaxed);
-        }
+        let Some(limit) = sample(report, sent, now, in_flight).and_then(|s| aimd.record(s)) else {
+            return false;
+        };
+        self.cap.swap(limit, Ordering::Relaxed) < limit
     }
 
     /// Current state.

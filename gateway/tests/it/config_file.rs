@@ -36,6 +36,11 @@ fn invalid_files_are_rejected_with_line_and_reason() {
         ),
         ("tenants:\n  - name: a\nanonymous: b\n", "line 3"),
         ("queue: {max_len: 0}\n", "queue.max_len"),
+        (
+            "models:\n  - name: m\n    slo: {tpot_p95_ms: 0}\n",
+            "slo.tpot_p95_ms",
+        ),
+        ("models:\n  - name: m\n    slo: {tpot_ms: 50}\n", "tpot_ms"),
     ];
     for (yaml, expected) in cases {
         let error = Config::from_yaml(yaml).expect_err(yaml).to_string();

@@ -9,7 +9,7 @@ mod server_support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cudarc::driver::DriverError;
 use cudarc::driver::sys::CUresult;
@@ -22,7 +22,6 @@ use tokenscale_engine::runtime::{
     EngineConfig, EngineHandle, EngineMetrics, GenerateRequest, RequestStream, TokenEvent,
 };
 use tokenscale_engine::sampling::SamplingParams;
-use tokenscale_engine::sched::Priority;
 use tokenscale_engine::server::{ServeConfig, ServeError, serve_on, start_engine};
 use tokenscale_engine::tokenizer::Tokenizer;
 use tokio::net::TcpListener;
@@ -125,19 +124,13 @@ async fn lose_mid_stream(fault: Fault) -> (EngineHandle, RequestStream, RequestS
 }
 
 fn request(max_tokens: u32) -> GenerateRequest {
-    GenerateRequest {
-        prompt_tokens: b"hello".iter().map(|&b| u32::from(b)).collect(),
-        params: SamplingParams {
+    GenerateRequest::new(
+        b"hello".iter().map(|&b| u32::from(b)).collect(),
+        SamplingParams {
             max_tokens: Some(max_tokens),
             ..SamplingParams::default()
         },
-        priority: Priority::default(),
-        cache_salt: None,
-        arrival: Instant::now(),
-        resumed_tokens: 0,
-        constraint: None,
-        adapter: None,
-    }
+    )
 }
 
 /// An engine loop over `backend` running one request at a time.

@@ -15,7 +15,6 @@ use tokenscale_engine::runtime::{
     EngineConfig, EngineHandle, EngineMetrics, GenerateRequest, TokenEvent,
 };
 use tokenscale_engine::sampling::SamplingParams;
-use tokenscale_engine::sched::Priority;
 
 const STREAMS: usize = 64;
 const OUTPUT_TOKENS: usize = 24;
@@ -73,21 +72,15 @@ fn run(max_num_seqs: usize, tpot_target: Option<Duration>) -> Run {
     let started = Instant::now();
     let streams: Vec<_> = (0..STREAMS)
         .map(|i| {
-            let request = GenerateRequest {
-                // Distinct 32-token prompts: each costs a prefill.
-                prompt_tokens: (0..32).map(|t| 1000 + (i * 32 + t) as u32).collect(),
-                params: SamplingParams {
+            // Distinct 32-token prompts: each costs a prefill.
+            let request = GenerateRequest::new(
+                (0..32).map(|t| 1000 + (i * 32 + t) as u32).collect(),
+                SamplingParams {
                     max_tokens: Some(OUTPUT_TOKENS as u32),
                     ignore_eos: true,
                     ..SamplingParams::default()
                 },
-                priority: Priority::default(),
-                cache_salt: None,
-                arrival: Instant::now(),
-                resumed_tokens: 0,
-                constraint: None,
-                adapter: None,
-            };
+            );
             engine.submit(request).expect("submit")
         })
         .collect();

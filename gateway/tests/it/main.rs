@@ -20,6 +20,7 @@ mod queue;
 mod routes;
 mod routing;
 mod shared_limits;
+mod shutdown_delay;
 mod streaming;
 mod support;
 mod usage;

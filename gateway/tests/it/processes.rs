@@ -3,7 +3,7 @@
 //! dropped; every wait is bounded.
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::TestClient;
@@ -97,6 +97,11 @@ pub struct GatewayProcess {
 impl GatewayProcess {
     /// Starts `tokenscale-gateway` with `yaml` and one worker; waits for `/health`.
     pub async fn start(yaml: &str) -> Self {
+        Self::start_with_env(yaml, &[]).await
+    }
+
+    /// [`GatewayProcess::start`] with `env` (`TOKENSCALE_GATEWAY_*` settings) set.
+    pub async fn start_with_env(yaml: &str, env: &[(&str, &str)]) -> Self {
         let dir = tokenscale_scratch::scratch!("gateway-it");
         let config = dir.join("gateway.yaml");
         std::fs::write(&config, yaml).expect("write the config");
@@ -108,6 +113,7 @@ impl GatewayProcess {
             .args(["--listen", &addr.to_string(), "--workers", "1"])
             .args(["--admin-listen", &admin.to_string()])
             .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -160,6 +166,32 @@ impl GatewayProcess {
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Sends SIGTERM, as the kubelet does to a pod it stops.
+    pub fn terminate(&self) {
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -TERM {}", self.pid());
+    }
+
+    /// Its exit status once it has exited; `None` while it runs.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().expect("the gateway's status")
+    }
+
+    /// Waits (at most `limit`) for it to exit; `None` if it still runs then.
+    pub async fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            if let Some(status) = self.exited() {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
     }
 }
 

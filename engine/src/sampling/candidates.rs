@@ -13,9 +13,10 @@ pub struct Candidate {
     pub weight: f32,
 }
 
-/// Most likely first; the lower id first on a tie, so filtering is deterministic.
+/// Most likely first; the lower id first on a tie, so filtering is deterministic (the
+/// specification's rank order, which the device sampler follows too).
 fn by_likelihood(a: &Candidate, b: &Candidate) -> Ordering {
-    b.weight.total_cmp(&a.weight).then(a.id.cmp(&b.id))
+    super::spec::by_rank((a.id, a.weight), (b.id, b.weight))
 }
 
 /// The `k` heaviest of `weights` ([vocab]) as candidates (in no particular order), in one pass:
@@ -48,10 +49,10 @@ pub fn apply_top_k(candidates: &mut Vec<Candidate>, k: usize) {
     candidates.truncate(k);
 }
 
-/// Keeps the smallest most-likely-first prefix whose probability mass reaches `top_p`, sorted
-/// most likely first. Tries a head of 64, then 1024, then 8192, then everything.
-pub fn apply_top_p(candidates: &mut Vec<Candidate>, top_p: f32) {
-    let total: f64 = candidates.iter().map(|c| c.weight as f64).sum();
+/// Keeps the smallest most-likely-first prefix whose probability mass reaches `top_p` of
+/// `total` (the mass before the cut, which may include light tokens not among `candidates`),
+/// sorted most likely first. Tries a head of 64, then 1024, then 8192, then everything.
+pub fn apply_top_p(candidates: &mut Vec<Candidate>, top_p: f32, total: f64) {
     let threshold = top_p as f64 * total;
     for head in [64, 1024, 8192, usize::MAX] {
         let head = head.min(candidates.len());

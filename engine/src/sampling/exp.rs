@@ -5,7 +5,17 @@
 
 const LOG2_E: f32 = std::f32::consts::LOG2_E;
 /// 1.5 · 2^23: adding and subtracting it rounds an f32 to the nearest integer without `round`.
-const ROUND_MAGIC: f32 = 12_582_912.0;
+pub(crate) const ROUND_MAGIC: f32 = 12_582_912.0;
+/// The polynomial for `2^f`, highest power first (the device sampler's `spec_exp` carries the
+/// same literals; a test holds them equal).
+pub(crate) const POLY: [f32; 6] = [
+    1.535_336_2e-4,
+    1.339_887_4e-3,
+    9.618_438e-3,
+    5.550_332_5e-2,
+    2.402_264_8e-1,
+    6.931_472e-1,
+];
 
 /// `e^x`; inputs below -87 give 0 (the smallest normal f32 is about e^-87.3).
 #[inline(always)]
@@ -16,12 +26,12 @@ pub fn exp(x: f32) -> f32 {
     let k = t + ROUND_MAGIC;
     let n = k - ROUND_MAGIC;
     let f = t - n;
-    let p = 1.535_336_2e-4;
-    let p = p * f + 1.339_887_4e-3;
-    let p = p * f + 9.618_438e-3;
-    let p = p * f + 5.550_332_5e-2;
-    let p = p * f + 2.402_264_8e-1;
-    let p = p * f + 6.931_472e-1;
+    let p = POLY[0];
+    let p = p * f + POLY[1];
+    let p = p * f + POLY[2];
+    let p = p * f + POLY[3];
+    let p = p * f + POLY[4];
+    let p = p * f + POLY[5];
     let two_f = p * f + 1.0;
     let n_bits = (k.to_bits() as i32).wrapping_sub(ROUND_MAGIC.to_bits() as i32);
     let scale = f32::from_bits((n_bits.wrapping_add(127) as u32) << 23);

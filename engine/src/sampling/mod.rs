@@ -8,10 +8,13 @@ mod logprobs;
 mod params;
 mod rng;
 mod sampler;
+pub mod spec;
 mod stop;
 mod weights;
 
 pub(crate) use exp::exp;
+#[cfg(test)]
+pub(crate) use exp::{POLY as EXP_POLY, ROUND_MAGIC as EXP_ROUND_MAGIC};
 pub use logprobs::TokenLogprob;
 pub use params::{
     LOGIT_BIAS_LIMIT, MAX_LOGIT_BIAS_ENTRIES, MAX_REPETITION_PENALTY, MAX_STOP_STRING_BYTES,

@@ -9,6 +9,7 @@ use super::candidates::{Candidate, apply_top_p, top_k_of};
 use super::logprobs::{TokenLogprob, logprob_entry};
 use super::params::{SamplingError, SamplingParams};
 use super::rng::{Rng, random_seed};
+use super::spec;
 use super::weights;
 use crate::grammar::TokenMask;
 
@@ -110,11 +111,8 @@ impl Sampler {
             if let Some(mask) = mask {
                 mask.apply(&mut self.scratch);
             }
-            if biased {
-                self.apply_logit_bias();
-            }
-            if penalised {
-                self.apply_penalties();
+            for e in self.edits(logits.len()) {
+                self.scratch[e.id as usize] = spec::apply_edit(self.scratch[e.id as usize], &e);
             }
         }
         let view: &[f32] = if rewritten { &self.scratch } else { logits };
@@ -138,6 +136,36 @@ impl Sampler {
         })
     }
 
+    /// What the device sampler needs for this step, by the specification: the row's settings
+    /// (drawing this token's uniform from the seeded generator, as [`sample`](Self::sample)
+    /// would) and its logit edits. The token it draws is then recorded with
+    /// [`accept`](Self::accept).
+    pub fn device_row(&mut self, vocab: usize) -> (spec::RowSampling, Vec<spec::Edit>) {
+        let p = &self.params;
+        let row = if p.is_greedy() {
+            spec::RowSampling::default()
+        } else {
+            spec::RowSampling {
+                inv_t: 1.0 / p.temperature,
+                min_weight: spec::min_weight(p.min_p),
+                top_k: p.top_k,
+                top_p: p.top_p,
+                uniform: self.rng.next_f64(),
+            }
+        };
+        (row, self.edits(vocab))
+    }
+
+    /// Records a token the device drew for this request (see [`device_row`](Self::device_row)).
+    pub fn accept(&mut self, token_id: u32) -> SampledToken {
+        *self.output_counts.entry(token_id).or_insert(0) += 1;
+        SampledToken {
+            token_id,
+            logprob: None,
+            top_logprobs: Vec::new(),
+        }
+    }
+
     /// Whether any penalty changes the logits at this step.
     fn has_penalties(&self) -> bool {
         let p = &self.params;
@@ -146,47 +174,25 @@ impl Sampler {
         output || p.repetition_penalty != 1.0
     }
 
-    /// Adds each biased token's bias; −∞ (masked by a grammar) stays −∞.
-    fn apply_logit_bias(&mut self) {
-        for (&id, &bias) in &self.params.logit_bias {
-            if let Some(l) = self.scratch.get_mut(id as usize) {
-                *l += bias;
-            }
-        }
-    }
-
-    /// Repetition (prompt and output), presence and frequency (output only) penalties.
-    fn apply_penalties(&mut self) {
+    /// This step's logit bias and penalties, one edit per touched token (the specification's
+    /// form, which the device sampler applies too).
+    pub fn edits(&self, vocab: usize) -> Vec<spec::Edit> {
         let p = &self.params;
-        let vocab = self.scratch.len();
-        let repetition = |l: f32| {
-            if l > 0.0 {
-                l / p.repetition_penalty
+        let penalised = self.has_penalties();
+        let none = HashMap::new();
+        let inputs = spec::EditInputs {
+            logit_bias: &p.logit_bias,
+            repetition: if penalised { p.repetition_penalty } else { 1.0 },
+            presence: if penalised { p.presence_penalty } else { 0.0 },
+            frequency: if penalised { p.frequency_penalty } else { 0.0 },
+            prompt: &self.prompt_tokens,
+            output_counts: if penalised {
+                &self.output_counts
             } else {
-                l * p.repetition_penalty
-            }
+                &none
+            },
         };
-        if p.repetition_penalty != 1.0 {
-            for &id in self
-                .prompt_tokens
-                .iter()
-                .filter(|id| !self.output_counts.contains_key(id))
-            {
-                if let Some(l) = self.scratch.get_mut(id as usize) {
-                    *l = repetition(*l);
-                }
-            }
-        }
-        for (&id, &count) in &self.output_counts {
-            if (id as usize) >= vocab {
-                continue;
-            }
-            let l = &mut self.scratch[id as usize];
-            if p.repetition_penalty != 1.0 {
-                *l = repetition(*l);
-            }
-            *l -= p.presence_penalty + p.frequency_penalty * count as f32;
-        }
+        spec::edits(&inputs, vocab)
     }
 }
 
@@ -214,7 +220,7 @@ fn draw(
         return Err(SamplingError::InvalidLogits("no finite logit"));
     }
     // min-p: p_i >= min_p * p_max  <=>  weight_i >= min_p, since weights are relative to the max.
-    let min_weight = p.min_p.max(f32::MIN_POSITIVE);
+    let min_weight = spec::min_weight(p.min_p);
     let total = weights::fill(
         logits,
         max,
@@ -251,8 +257,16 @@ fn draw(
         }));
     }
     if p.top_p < 1.0 {
-        apply_top_p(&mut buf.candidates, p.top_p);
+        // Top-p measures against the mass top-k kept (or all of it: the floor only skips
+        // tokens that cannot be in the nucleus).
+        let before = match p.top_k {
+            0 => total,
+            _ => buf.candidates.iter().map(|c| f64::from(c.weight)).sum(),
+        };
+        apply_top_p(&mut buf.candidates, p.top_p, before);
     }
+    // The draw walks the kept tokens in id order, as the device sampler does.
+    buf.candidates.sort_unstable_by_key(|c| c.id);
     let total: f64 = buf.candidates.iter().map(|c| f64::from(c.weight)).sum();
     let mut target = rng.next_f64() * total;
     for c in &buf.candidates {

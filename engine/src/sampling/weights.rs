@@ -2,8 +2,6 @@
 //! vectorises them, with per-block sums so a draw skips to its block instead of scanning 49k
 //! entries.
 
-use super::exp::exp;
-
 /// Entries per block of `block_sums`.
 pub const BLOCK: usize = 256;
 const LANES: usize = 8;
@@ -35,14 +33,30 @@ pub fn fill(
     block_sums: &mut Vec<f64>,
 ) -> f64 {
     weights.clear();
-    weights.extend(logits.iter().map(|&l| {
-        let w = exp((l - max) * inv_t);
-        // `!(w >= ..)` also zeroes NaN.
-        if w >= min_weight { w } else { 0.0 }
-    }));
+    // `!(w >= ..)` also zeroes NaN.
+    weights.extend(
+        logits
+            .iter()
+            .map(|&l| super::spec::weight(l, max, inv_t, min_weight)),
+    );
     block_sums.clear();
-    block_sums.extend(weights.chunks(BLOCK).map(|block| f64::from(sum(block))));
+    // f64 sums: the draw's target is `uniform · total`, and an f32 total would move it by
+    // more than a flat distribution's token width, away from what the device sampler draws.
+    block_sums.extend(weights.chunks(BLOCK).map(sum_f64));
     block_sums.iter().sum()
+}
+
+/// Sum of `values` in eight f64 lanes.
+pub fn sum_f64(values: &[f32]) -> f64 {
+    let mut lanes = [0.0f64; LANES];
+    let chunks = values.chunks_exact(LANES);
+    let rest = chunks.remainder();
+    for chunk in chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane += f64::from(v);
+        }
+    }
+    rest.iter().map(|&v| f64::from(v)).sum::<f64>() + lanes.iter().sum::<f64>()
 }
 
 /// Sum of `values` in eight lanes (vectorised).

@@ -65,7 +65,13 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         file: "sampling.cu",
         text: include_str!("kernels/sampling.cu"),
-        kernels: &["apply_token_mask", "argmax_rows", "sample_top_k_top_p"],
+        kernels: &[
+            "apply_token_mask",
+            "argmax_rows",
+            "sample_top_k_top_p",
+            "apply_logit_edits",
+            "sample_rows",
+        ],
     },
 ];
 

@@ -29,6 +29,8 @@ mod fault;
 mod forward;
 mod gemm;
 mod options;
+#[cfg(test)]
+mod sample_model;
 mod weights;
 
 pub use backend::CudaBackend;

@@ -150,3 +150,218 @@ extern "C" __global__ void __launch_bounds__(SAMPLE_THREADS) sample_top_k_top_p(
         }
     }
 }
+
+// ---- The serving sampler: the specification of sampling/spec.rs, step for step as
+// backend/cuda/sample_model.rs transcribes it (the CPU test of its semantics). Every float
+// operation that must match the host is an explicitly rounded intrinsic (never contracted into
+// a fused multiply-add), so the weights are the host's bit for bit.
+
+#define SPEC_THREADS 1024
+
+struct RowSampling {  // sampling::spec::RowSampling
+    float inv_t;       // 0: greedy
+    float min_weight;  // max(min_p, FLT_MIN)
+    unsigned int top_k;
+    float top_p;
+    double uniform;    // [0, 1), the host generator's
+};
+
+struct Edit {  // sampling::spec::Edit: rep(l + bias) - subtract
+    unsigned int id;
+    float bias;
+    float repetition;
+    float subtract;
+};
+
+// grid: (rows), block: 256. Row r's edits are edits[offsets[r] .. offsets[r + 1]], one per id.
+extern "C" __global__ void apply_logit_edits(float* __restrict__ logits,      // [rows, vocab]
+                                             const Edit* __restrict__ edits,
+                                             const int* __restrict__ offsets,  // [rows + 1]
+                                             int vocab)
+{
+    float* row = logits + (size_t)blockIdx.x * vocab;
+    for (int e = offsets[blockIdx.x] + threadIdx.x; e < offsets[blockIdx.x + 1]; e += blockDim.x) {
+        const Edit d = edits[e];
+        if (d.id >= (unsigned int)vocab) continue;
+        float x = __fadd_rn(row[d.id], d.bias);
+        if (d.repetition != 1.0f) x = x > 0.0f ? __fdiv_rn(x, d.repetition) : __fmul_rn(x, d.repetition);
+        row[d.id] = __fsub_rn(x, d.subtract);
+    }
+}
+
+// sampling/exp.rs operation for operation (the literals are its POLY, LOG2_E, ROUND_MAGIC).
+__device__ __forceinline__ float spec_exp(float x) {
+    if (isnan(x)) return x;
+    const float t = __fmul_rn(fminf(fmaxf(x, -87.0f), 88.0f), 1.442695e0f);
+    const float k = __fadd_rn(t, 1.2582912e7f);
+    const float n = __fsub_rn(k, 1.2582912e7f);
+    const float f = __fsub_rn(t, n);
+    float p = 1.5353362e-4f;
+    p = __fadd_rn(__fmul_rn(p, f), 1.3398874e-3f);
+    p = __fadd_rn(__fmul_rn(p, f), 9.618438e-3f);
+    p = __fadd_rn(__fmul_rn(p, f), 5.5503324e-2f);
+    p = __fadd_rn(__fmul_rn(p, f), 2.4022648e-1f);
+    p = __fadd_rn(__fmul_rn(p, f), 6.931472e-1f);
+    const float two_f = __fadd_rn(__fmul_rn(p, f), 1.0f);
+    const int n_bits = __float_as_int(k) - __float_as_int(1.2582912e7f);
+    const float scale = __int_as_float((int)((unsigned int)(n_bits + 127) << 23));
+    return x < -87.0f ? 0.0f : __fmul_rn(two_f, scale);
+}
+
+// Block-wide sums every thread receives, in one fixed order (warp shuffles, then the warps in
+// order), so every thread takes the same branch on them.
+__device__ double block_sum_d(double v, double* scratch) {
+    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    if (threadIdx.x % WARP_SIZE == 0) scratch[threadIdx.x / WARP_SIZE] = v;
+    __syncthreads();
+    double t = 0.0;
+    for (int w = 0; w < (int)(blockDim.x / WARP_SIZE); ++w) t += scratch[w];
+    return t;
+}
+
+__device__ int block_count(int v, int* scratch) {
+    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    if (threadIdx.x % WARP_SIZE == 0) scratch[threadIdx.x / WARP_SIZE] = v;
+    __syncthreads();
+    int t = 0;
+    for (int w = 0; w < (int)(blockDim.x / WARP_SIZE); ++w) t += scratch[w];
+    return t;
+}
+
+// The ranked prefix kept so far (sampling::spec::Cut): w > cw, or w == cw and id <= ci.
+struct Cut { float w; int id; };
+__device__ __forceinline__ bool keeps(Cut c, float w, int id) { return w > c.w || (w == c.w && id <= c.id); }
+
+// Kept tokens whose weight is >= x (> x when strict): their count, or their mass.
+__device__ int kept_count(const float* w, int vocab, Cut c, float x, bool strict, int* si) {
+    int n = 0;
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
+        n += keeps(c, w[i], i) && (strict ? w[i] > x : w[i] >= x);
+    return block_count(n, si);
+}
+__device__ double kept_mass(const float* w, int vocab, Cut c, float x, bool strict, double* sd) {
+    double m = 0.0;
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
+        if (keeps(c, w[i], i) && (strict ? w[i] > x : w[i] >= x)) m += (double)w[i];
+    return block_sum_d(m, sd);
+}
+
+// The lowest id c such that `need` kept tokens of weight x have ids <= c.
+__device__ int tie_cut(const float* w, int vocab, Cut c, float x, int need, int* si) {
+    int lo = -1, hi = vocab - 1;
+    while (hi - lo > 1) {
+        const int mid = lo + (hi - lo) / 2;
+        int n = 0;
+        for (int i = threadIdx.x; i <= mid; i += blockDim.x) n += keeps(c, w[i], i) && w[i] == x;
+        if (block_count(n, si) >= need) hi = mid; else lo = mid;
+    }
+    return hi;
+}
+
+// The largest weight x (as bits, in [lo, hi)) whose kept tokens at or above it number >= k
+// (by_mass: weigh >= goal). Weights are non-negative, so their bits order as they do.
+__device__ float rank_cut(const float* w, int vocab, Cut c, unsigned int lo, unsigned int hi,
+                          int k, double goal, bool by_mass, int* si, double* sd) {
+    while (hi - lo > 1) {
+        const unsigned int mid = lo + (hi - lo) / 2;
+        const float x = __int_as_float((int)mid);
+        const bool enough = by_mass ? kept_mass(w, vocab, c, x, false, sd) >= goal
+                                    : kept_count(w, vocab, c, x, false, si) >= k;
+        if (enough) lo = mid; else hi = mid;
+    }
+    return __int_as_float((int)lo);
+}
+
+// Inverse CDF over the kept tokens in id order: each thread sums one contiguous segment, thread
+// 0 scans the segment sums, and the thread whose segment holds the target walks it. The highest
+// kept id if rounding runs past the end; -1 if nothing is kept.
+__device__ int draw_in_id_order(const float* w, int vocab, Cut c, double target, double* seg_s,
+                                int* si) {
+    __shared__ int chosen;
+    const int seg = (vocab + blockDim.x - 1) / blockDim.x;
+    const int lo_i = threadIdx.x * seg, hi_i = min(vocab, lo_i + seg);
+    double local = 0.0;
+    int last = -1;
+    for (int i = lo_i; i < hi_i; ++i)
+        if (keeps(c, w[i], i)) { local += (double)w[i]; last = i; }
+    seg_s[threadIdx.x] = local;
+    if (threadIdx.x == 0) chosen = 0x7fffffff;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double run = 0.0;
+        for (int i = 0; i < (int)blockDim.x; ++i) { const double v = seg_s[i]; seg_s[i] = run; run += v; }
+    }
+    __syncthreads();
+    double run = seg_s[threadIdx.x];
+    if (local > 0.0 && run <= target && target < run + local) {
+        for (int i = lo_i; i < hi_i; ++i) {
+            if (!keeps(c, w[i], i)) continue;
+            run += (double)w[i];
+            if (run > target) { atomicMin(&chosen, i); break; }
+        }
+    }
+    // The highest kept id, for the fallback.
+    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    __syncthreads();
+    if (threadIdx.x % WARP_SIZE == 0) si[threadIdx.x / WARP_SIZE] = last;
+    __syncthreads();
+    int highest = -1;
+    for (int i = 0; i < (int)(blockDim.x / WARP_SIZE); ++i) highest = max(highest, si[i]);
+    return chosen != 0x7fffffff ? chosen : highest;
+}
+
+// grid: (rows), block: SPEC_THREADS. One token per row by the specification; the row's logits
+// become its weights (the buffer is dead after sampling). out[r] = -1: no finite logit.
+extern "C" __global__ void __launch_bounds__(SPEC_THREADS) sample_rows(
+    float* __restrict__ logits,                 // [rows, vocab], edited and masked
+    const RowSampling* __restrict__ settings,   // [rows]
+    int* __restrict__ out, int vocab)           // [rows]
+{
+    __shared__ int si[32];
+    __shared__ double sd[32];
+    __shared__ double seg_s[SPEC_THREADS];
+    float* w = logits + (size_t)blockIdx.x * vocab;
+    const RowSampling s = settings[blockIdx.x];
+    float max_logit;
+    int best;
+    block_argmax(w, vocab, &max_logit, &best);
+    if (s.inv_t == 0.0f) {
+        if (threadIdx.x == 0) out[blockIdx.x] = max_logit > -INFINITY ? best : -1;
+        return;
+    }
+    if (isinf(max_logit) || isnan(max_logit)) {
+        if (threadIdx.x == 0) out[blockIdx.x] = -1;
+        return;
+    }
+    __syncthreads();  // every thread has read its maximum before the row is overwritten
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+        const float x = spec_exp(__fmul_rn(__fsub_rn(w[i], max_logit), s.inv_t));
+        w[i] = x >= s.min_weight ? x : 0.0f;
+    }
+    __syncthreads();
+    Cut cut = {0.0f, -1};
+    const int k = (int)min(s.top_k, 0x7fffffffu);
+    if (k > 0 && k < kept_count(w, vocab, cut, 0.0f, true, si)) {
+        const float wk = rank_cut(w, vocab, cut, 1u, 0x7f800000u, k, 0.0, false, si, sd);
+        const int need = k - kept_count(w, vocab, cut, wk, true, si);
+        cut.id = tie_cut(w, vocab, cut, wk, need, si);
+        cut.w = wk;
+    }
+    double mass = kept_mass(w, vocab, cut, 0.0f, false, sd);
+    if (s.top_p < 1.0f) {
+        const double goal = (double)s.top_p * mass;
+        const float wp = rank_cut(w, vocab, cut, 0u, 0x7f800000u, 0, goal, true, si, sd);
+        double run = kept_mass(w, vocab, cut, wp, true, sd);
+        const int ties = kept_count(w, vocab, cut, wp, false, si) - kept_count(w, vocab, cut, wp, true, si);
+        int j = 0;
+        while (j < ties) { run += (double)wp; ++j; if (run >= goal) break; }
+        const int id = tie_cut(w, vocab, cut, wp, j, si);
+        cut.w = wp;
+        cut.id = id;
+        mass = kept_mass(w, vocab, cut, 0.0f, false, sd);
+    }
+    const int chosen = draw_in_id_order(w, vocab, cut, s.uniform * mass, seg_s, si);
+    if (threadIdx.x == 0) out[blockIdx.x] = chosen;
+}

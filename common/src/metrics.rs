@@ -59,6 +59,26 @@ pub mod engine {
     /// Info gauge with labels `source` (what `--model` named), `format` (`gguf`,
     /// `safetensors`) and `revision` (the Hub commit of an `hf://` source, else empty).
     pub const MODEL_INFO: &str = "tokenscale_engine_model_info";
+    /// Gauge (seconds) with label [`LABEL_PHASE`]: how long each phase of this process's
+    /// start took, in the order of [`START_PHASES`]. Exported once the engine serves.
+    pub const START_PHASE_SECONDS: &str = "tokenscale_engine_start_phase_seconds";
+    /// Label: a start phase of [`START_PHASE_SECONDS`].
+    pub const LABEL_PHASE: &str = "phase";
+    /// Start phase: process start to the weights on disk (from the Hub or the cache).
+    pub const START_PHASE_FETCH: &str = "fetch";
+    /// Start phase: weights parsed, quantised or uploaded to the device, the backend built.
+    pub const START_PHASE_LOAD: &str = "load";
+    /// Start phase: the first forward pass (threads, kernels, CUDA graphs).
+    pub const START_PHASE_WARMUP: &str = "warmup";
+    /// Start phase: warmed up to serving (the engine loop started, `/health` 200).
+    pub const START_PHASE_READY: &str = "ready";
+    /// The start phases, in order.
+    pub const START_PHASES: [&str; 4] = [
+        START_PHASE_FETCH,
+        START_PHASE_LOAD,
+        START_PHASE_WARMUP,
+        START_PHASE_READY,
+    ];
 }
 
 /// Gateway metrics: latency as clients see it (queueing included), demand and per-replica

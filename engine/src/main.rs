@@ -3,6 +3,8 @@
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
+    // The start's first phase counts from here (`/metrics`: the engine's start phases).
+    tokenscale_engine::runtime::mark_process_start();
     let cli = tokenscale_engine::cli::Cli::parse();
     match tokenscale_engine::cli::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -61,6 +61,8 @@ pub struct EngineMetrics {
     pub spec_decode: SpecDecodeMetrics,
     /// The LoRA adapters in use (exported only by a backend that computes adapters).
     pub lora: super::lora_metrics::LoraMetrics,
+    /// How long each phase of the start took (exported once the engine serves).
+    pub start: super::start_metrics::StartMetrics,
 }
 
 impl EngineMetrics {
@@ -96,6 +98,7 @@ impl EngineMetrics {
             batch_size: Histogram::new(BATCH_BUCKETS, LeFormat::Decimal),
             spec_decode: SpecDecodeMetrics::default(),
             lora: Default::default(),
+            start: Default::default(),
         }
     }
 
@@ -129,6 +132,7 @@ impl EngineMetrics {
         families.extend(table(Kind::Histogram, &HISTOGRAMS, &items));
         families.extend(self.spec_decode.families(&self.model_name));
         families.extend(self.lora.families());
+        families.extend(self.start.families(&self.model_name));
         render(&families)
     }
 
@@ -306,6 +310,12 @@ mod tests {
             m.step_duration_s.observe(v);
         }
         m.batch_size.observe(5.0);
+        m.start.set(&[
+            ("fetch", 12.5),
+            ("load", 3.25),
+            ("warmup", 0.5),
+            ("ready", 0.001),
+        ]);
         let text = m.render();
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),

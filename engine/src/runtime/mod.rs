@@ -5,6 +5,7 @@
 mod engine_loop;
 mod lora_metrics;
 pub mod metrics;
+mod start_metrics;
 
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -22,6 +23,7 @@ use crate::kv::RequestId;
 use crate::sampling::{FinishReason, SampledToken, SamplingParams};
 use crate::sched::Priority;
 pub use metrics::EngineMetrics;
+pub use start_metrics::{StartClock, mark_process_start};
 
 /// How the loop batches.
 #[derive(Debug, Clone)]

@@ -6,15 +6,16 @@ use std::sync::Arc;
 
 use super::config::ServeConfig;
 use super::state::LoadedModel;
-use crate::backend::Backend;
+use crate::backend::{Backend, SeqStep};
 use crate::grammar::LazyCompiler;
 use crate::lora::{LoraLimits, LoraRegistry};
 use crate::model::Checkpoint;
 use crate::reasoning::ReasoningParser;
-use crate::runtime::{EngineConfig, EngineHandle, EngineMetrics};
+use crate::runtime::{EngineConfig, EngineHandle, EngineMetrics, StartClock};
 use crate::spec::SpeculativeMode;
 use crate::tokenizer::Tokenizer;
 use crate::tools::ToolParser;
+use tokenscale_common::metrics::engine::{START_PHASE_FETCH, START_PHASE_LOAD, START_PHASE_WARMUP};
 
 /// Why the model could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -35,7 +36,9 @@ pub enum LoadError {
 
 /// Loads `config.model` on its backend and starts its engine loop.
 pub fn load_model(config: &ServeConfig) -> Result<LoadedModel, LoadError> {
+    let mut clock = StartClock::from_process_start();
     let resolved = resolve_model(&config.model)?;
+    clock.end(START_PHASE_FETCH);
     let checkpoint = Checkpoint::open(&resolved.path)?;
     tracing::info!(
         model = %config.model,
@@ -46,7 +49,8 @@ pub fn load_model(config: &ServeConfig) -> Result<LoadedModel, LoadError> {
     );
     let tokenizer = checkpoint.tokenizer()?;
     let backend = build_backend(&checkpoint, config)?;
-    let mut loaded = start_engine(backend, tokenizer, config)?;
+    clock.end(START_PHASE_LOAD);
+    let mut loaded = start_warmed(backend, tokenizer, config, clock)?;
     loaded.engine.metrics().set_model_info(
         &config.model,
         checkpoint.format(),
@@ -54,6 +58,40 @@ pub fn load_model(config: &ServeConfig) -> Result<LoadedModel, LoadError> {
     );
     loaded.revision = resolved.revision;
     Ok(loaded)
+}
+
+/// Warms `backend` up, then starts the engine loop over it. `clock` (its fetch and load
+/// phases ended) ends `warmup` here and goes to the engine's metrics, where `ready` ends once
+/// the server serves.
+pub fn start_warmed(
+    mut backend: Box<dyn Backend>,
+    tokenizer: Tokenizer,
+    config: &ServeConfig,
+    mut clock: StartClock,
+) -> Result<LoadedModel, LoadError> {
+    warm_up(backend.as_mut())?;
+    clock.end(START_PHASE_WARMUP);
+    let loaded = start_engine(backend, tokenizer, config)?;
+    loaded.engine.metrics().start.begin(clock);
+    Ok(loaded)
+}
+
+/// One forward pass of one token into the first KV block, before any request: the first
+/// pass pays for starting threads, loading kernels and (CUDA) capturing a decode graph,
+/// which would otherwise land on the first request's TTFT. The block is free: the prefill
+/// that first takes it writes it again.
+fn warm_up(backend: &mut dyn Backend) -> Result<(), LoadError> {
+    if backend.num_kv_blocks() == 0 {
+        return Ok(());
+    }
+    let step = SeqStep {
+        tokens: &[0],
+        start_pos: 0,
+        block_table: &[0],
+        want_logits: true,
+    };
+    backend.forward(&[step])?;
+    Ok(())
 }
 
 /// Starts the engine loop over `backend` (any backend: tests pass their own).
@@ -208,6 +246,7 @@ fn build_cuda_backend(
         max_model_len: config.max_model_len,
         max_num_seqs: config.max_num_seqs,
         max_batch_tokens: config.max_batch_tokens,
+        prefill_attention: config.prefill_attention,
         ..Default::default()
     };
     let backend =

@@ -35,7 +35,7 @@ pub use body::parse_json;
 pub use config::ServeConfig;
 pub use error::ApiError;
 pub use fields::ACCEPTED_IGNORED;
-pub use load::{LoadError, load_model, start_engine};
+pub use load::{LoadError, load_model, start_engine, start_warmed};
 pub use state::{AppState, LoadedModel, Phase};
 
 /// Why a server could not run.
@@ -176,6 +176,7 @@ where
             tracing::info!(model = state.served_model_name(), "model loaded; ready");
             let engine = model.engine.clone();
             state.set_loaded(model);
+            engine.metrics().start.serving();
             engine
         }
         Ok(Err(err)) => {

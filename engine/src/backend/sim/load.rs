@@ -3,10 +3,12 @@
 
 use std::path::Path;
 
+use tokenscale_common::metrics::engine::{START_PHASE_FETCH, START_PHASE_LOAD};
 use tokenscale_common::perf_model::{PerfProfile, bundled_profile, bundled_profile_names};
 
 use super::{SimBackend, SimVocab};
-use crate::server::{LoadError, LoadedModel, ServeConfig, start_engine};
+use crate::runtime::StartClock;
+use crate::server::{LoadError, LoadedModel, ServeConfig, start_warmed};
 use crate::tokenizer::Tokenizer;
 
 /// The profile used when none is named: a Llama-3-8B-class model on one H100.
@@ -35,6 +37,9 @@ pub fn read_profile(name_or_path: Option<&str>) -> Result<PerfProfile, LoadError
 /// Starts the engine loop over a sim backend following `profile`. The profile's KV budget
 /// and batch limits replace the server's (they describe the modelled hardware).
 pub fn load_sim(config: &ServeConfig, profile: PerfProfile) -> Result<LoadedModel, LoadError> {
+    // No weights: nothing to fetch, and loading is building the tokenizer and the backend.
+    let mut clock = StartClock::from_process_start();
+    clock.end(START_PHASE_FETCH);
     let tokenizer = Tokenizer::from_spec(&SimVocab::new().tokenizer_spec())?;
     let mut config = config.clone();
     config.max_num_seqs = profile.max_num_seqs as usize;
@@ -42,5 +47,6 @@ pub fn load_sim(config: &ServeConfig, profile: PerfProfile) -> Result<LoadedMode
     config.block_size = profile.kv.block_tokens as usize;
     config.kv_cache_tokens = profile.kv_capacity_tokens() as usize;
     let backend = SimBackend::new(profile, SIM_CONTEXT_TOKENS);
-    start_engine(Box::new(backend), tokenizer, &config)
+    clock.end(START_PHASE_LOAD);
+    start_warmed(Box::new(backend), tokenizer, &config, clock)
 }

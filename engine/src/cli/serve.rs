@@ -4,7 +4,7 @@
 
 use anyhow::Context;
 
-use crate::backend::cuda::BackendChoice;
+use crate::backend::cuda::{BackendChoice, PrefillAttention};
 use crate::server::{self, ServeConfig};
 
 /// Arguments of `serve`.
@@ -68,6 +68,10 @@ pub struct ServeArgs {
     /// Fraction of GPU memory the CUDA backend may use (weights, activations, KV cache).
     #[arg(long, default_value_t = ServeConfig::default().gpu_memory_utilization)]
     pub gpu_memory_utilization: f64,
+    /// Prefill attention kernel of the CUDA backend: `naive` (the reference) or `mma` (bf16
+    /// tensor cores, 64 query rows per block; head dimensions 64 and 128, others run naive).
+    #[arg(long, default_value_t = ServeConfig::default().prefill_attention)]
+    pub prefill_attention: PrefillAttention,
     /// Seconds a connection may take to send a request's headers, idle keep-alive included.
     #[arg(long, default_value_t = ServeConfig::default().header_timeout_s)]
     pub header_timeout: f64,
@@ -187,6 +191,7 @@ impl ServeArgs {
             max_model_len: self.max_model_len,
             use_cuda,
             gpu_memory_utilization: self.gpu_memory_utilization,
+            prefill_attention: self.prefill_attention,
             api_key: self.api_key.clone(),
             header_timeout_s: self.header_timeout,
             body_timeout_s: self.body_timeout,

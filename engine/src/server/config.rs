@@ -36,6 +36,8 @@ pub struct ServeConfig {
     pub use_cuda: bool,
     /// Fraction of GPU memory the CUDA backend may use (weights, activations, KV cache).
     pub gpu_memory_utilization: f64,
+    /// The CUDA backend's prefill attention kernel (`--prefill-attention`).
+    pub prefill_attention: crate::backend::cuda::PrefillAttention,
     /// Key the OpenAI routes require (`Authorization: Bearer`); `None`: open.
     pub api_key: Option<String>,
     /// Time a connection may take to send a request's headers, the idle wait between
@@ -74,6 +76,7 @@ impl Default for ServeConfig {
             max_model_len: None,
             use_cuda: false,
             gpu_memory_utilization: 0.9,
+            prefill_attention: crate::backend::cuda::PrefillAttention::default(),
             api_key: None,
             header_timeout_s: 30.0,
             body_timeout_s: 30.0,

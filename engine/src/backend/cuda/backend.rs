@@ -322,7 +322,10 @@ impl CudaBackend {
     }
 
     fn run_prefill(&mut self, plan: &StepPlan) -> Result<StepRows> {
-        let tiles = prefill_tiles(&plan.seq_rows, forward::tile_tokens(&self.cfg));
+        let tiles = prefill_tiles(
+            &plan.seq_rows,
+            forward::tile_tokens(&self.cfg, self.opts.prefill_attention),
+        );
         self.bufs.upload(&self.gpu, plan, &tiles)?;
         let attention = AttentionKind::Prefill { tiles: tiles.len() };
         let shape = self.shape(
@@ -368,6 +371,7 @@ impl CudaBackend {
             cfg: &self.cfg,
             weights: &self.weights,
             cache: &self.cache,
+            prefill: self.opts.prefill_attention,
         };
         forward::encode(&model, &mut self.bufs, shape)
     }

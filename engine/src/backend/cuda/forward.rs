@@ -9,9 +9,10 @@ use half::bf16;
 use super::Result;
 use super::device::Gpu;
 use super::gemm::linear;
-use super::geometry::{DecodeSplit, QueryTile, prefill_tile_tokens};
+use super::geometry::{DecodeSplit, QueryTile};
 use super::launch::{self, Attend, CacheShape, DecodeArgs, PrefillArgs, QkvPosition};
 use super::plan::StepPlan;
+use super::prefill::PrefillAttention;
 use super::weights::DeviceWeights;
 use crate::model::ModelConfig;
 
@@ -137,6 +138,8 @@ pub struct Model<'a> {
     pub cfg: &'a ModelConfig,
     pub weights: &'a DeviceWeights,
     pub cache: &'a [LayerCache],
+    /// The prefill attention kernel (`--prefill-attention`).
+    pub prefill: PrefillAttention,
 }
 
 /// Enqueues one whole step: embeddings, every layer, final norm, output head. Kernels run
@@ -309,6 +312,7 @@ fn attention(m: &Model<'_>, b: &mut Buffers, shape: &StepShape, l: usize) -> Res
                 tokens: shape.tokens,
                 seqs: shape.seqs,
                 scale,
+                kernel: m.prefill,
             };
             launch::attention_prefill(gpu, &attend, args)?;
         }
@@ -316,7 +320,7 @@ fn attention(m: &Model<'_>, b: &mut Buffers, shape: &StepShape, l: usize) -> Res
     Ok(())
 }
 
-/// Query tokens per prefill tile for this model.
-pub fn tile_tokens(cfg: &ModelConfig) -> usize {
-    prefill_tile_tokens(cfg.num_heads / cfg.num_kv_heads.max(1), cfg.head_dim)
+/// Query tokens per prefill tile for this model and prefill kernel.
+pub fn tile_tokens(cfg: &ModelConfig, kernel: PrefillAttention) -> usize {
+    kernel.tile_tokens(cfg.num_heads / cfg.num_kv_heads.max(1), cfg.head_dim)
 }

@@ -58,6 +58,11 @@ pub const SOURCES: &[KernelSource] = &[
         kernels: &["attention_prefill"],
     },
     KernelSource {
+        file: "attention_prefill_mma.cu",
+        text: include_str!("kernels/attention_prefill_mma.cu"),
+        kernels: &["attention_prefill_mma_hd64", "attention_prefill_mma_hd128"],
+    },
+    KernelSource {
         file: "silu_mul.cu",
         text: include_str!("kernels/silu_mul.cu"),
         kernels: &["silu_mul"],

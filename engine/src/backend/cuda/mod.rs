@@ -20,6 +20,7 @@ pub mod launch;
 pub mod libs;
 pub mod memory;
 pub mod plan;
+pub mod prefill;
 pub mod release;
 pub mod symbols;
 
@@ -36,6 +37,7 @@ mod weights;
 pub use backend::CudaBackend;
 pub use device::{DeviceInfo, Gpu};
 pub use options::{CudaOptions, DeviceSampling};
+pub use prefill::PrefillAttention;
 pub use weights::{DeviceWeights, tensor_bf16, tensor_f32};
 
 /// Errors of the CUDA backend. Every one names what failed; none is a panic.

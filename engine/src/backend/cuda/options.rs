@@ -1,5 +1,7 @@
 //! How the CUDA backend is set up, and the per-row parameters of its on-device sampler.
 
+use super::prefill::PrefillAttention;
+
 /// How the backend is set up (`serve`/`generate` flags map onto these).
 #[derive(Debug, Clone)]
 pub struct CudaOptions {
@@ -19,6 +21,8 @@ pub struct CudaOptions {
     pub cuda_graphs: bool,
     /// Upper bound on KV blocks (default: as many as fit).
     pub max_kv_blocks: Option<usize>,
+    /// The prefill attention kernel (`--prefill-attention`).
+    pub prefill_attention: PrefillAttention,
 }
 
 impl Default for CudaOptions {
@@ -32,6 +36,7 @@ impl Default for CudaOptions {
             max_batch_tokens: 4096,
             cuda_graphs: true,
             max_kv_blocks: None,
+            prefill_attention: PrefillAttention::default(),
         }
     }
 }

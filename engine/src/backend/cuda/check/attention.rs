@@ -1,6 +1,6 @@
 //! Attention parity on the GPU: the KV-cache write, split-K paged decode + merge (with splits
-//! forced, some of them empty) and chunked causal prefill, each against the host reference
-//! over the same bf16 cache contents.
+//! forced, some of them empty) and chunked causal prefill (both prefill kernels; the long
+//! contexts in `prefill`), each against the host reference over the same bf16 cache contents.
 
 use half::bf16;
 
@@ -10,7 +10,7 @@ use crate::backend::SeqStep;
 use crate::backend::cuda::geometry::DecodeSplit;
 use crate::backend::cuda::launch::{self, Attend, CacheShape, DecodeArgs, PrefillArgs};
 use crate::backend::cuda::plan::{PlanLimits, StepPlan, plan_step};
-use crate::backend::cuda::{Gpu, Result};
+use crate::backend::cuda::{Gpu, PrefillAttention, Result};
 
 const BLOCKS: usize = 64;
 const MAX_BLOCKS: usize = 48;
@@ -145,14 +145,7 @@ pub fn run(gpu: &Gpu, rand: &mut dyn FnMut() -> f32) -> Result<Vec<OpResult>> {
         r::rel_err(&got_k, &want_k).max(r::rel_err(&got_v, &want_v)),
     ));
 
-    let tiles = tiles_for(&plan.seq_rows, nh / nkv);
-    let (d_tables, d_tiles) = (
-        gpu.stream.clone_htod(&plan.block_tables)?,
-        gpu.stream.clone_htod(&tiles)?,
-    );
-    let mut d_attn = gpu
-        .stream
-        .alloc_zeros::<bf16>(plan.num_tokens() * nh * hd)?;
+    let d_tables = gpu.stream.clone_htod(&plan.block_tables)?;
     let scale = 1.0 / (hd as f32).sqrt();
     let prefill_inputs = Attend {
         qkv: &d_qkv,
@@ -166,31 +159,40 @@ pub fn run(gpu: &Gpu, rand: &mut dyn FnMut() -> f32) -> Result<Vec<OpResult>> {
         max_blocks_per_seq: MAX_BLOCKS,
         cache_blocks: BLOCKS,
     };
-    let prefill = PrefillArgs {
-        out: &mut d_attn,
-        tiles: &d_tiles,
-        num_tiles: tiles.len(),
-        tokens: plan.num_tokens(),
-        seqs: plan.num_seqs(),
-        scale,
-    };
-    launch::attention_prefill(gpu, &prefill_inputs, prefill)?;
     let queries: Vec<(usize, &[u32], usize)> = (0..plan.num_tokens())
         .map(|row| {
             let table: &[u32] = if row < 20 { &table_a } else { &table_b };
             (row, table, plan.positions[row] as usize + 1)
         })
         .collect();
-    let got: Vec<f32> = gpu
-        .stream
-        .clone_dtoh(&d_attn)?
-        .iter()
-        .map(|x| x.to_f32())
-        .collect();
-    out.push(result(
-        "attention_prefill (chunked, causal)",
-        r::rel_err(&got, &reference(&host, &qkv, &queries)),
-    ));
+    let want = reference(&host, &qkv, &queries);
+    for kernel in [PrefillAttention::Naive, PrefillAttention::Mma] {
+        let tiles = tiles_for(&plan.seq_rows, nh / nkv, kernel);
+        let d_tiles = gpu.stream.clone_htod(&tiles)?;
+        let mut d_attn = gpu
+            .stream
+            .alloc_zeros::<bf16>(plan.num_tokens() * nh * hd)?;
+        let prefill = PrefillArgs {
+            out: &mut d_attn,
+            tiles: &d_tiles,
+            num_tiles: tiles.len(),
+            tokens: plan.num_tokens(),
+            seqs: plan.num_seqs(),
+            scale,
+            kernel,
+        };
+        launch::attention_prefill(gpu, &prefill_inputs, prefill)?;
+        let got: Vec<f32> = gpu
+            .stream
+            .clone_dtoh(&d_attn)?
+            .iter()
+            .map(|x| x.to_f32())
+            .collect();
+        out.push(result(
+            &format!("attention_prefill {kernel} (chunked, causal)"),
+            r::rel_err(&got, &want),
+        ));
+    }
 
     // Decode: contexts 1, 17, 100 and 700 tokens, with 1 split and with 8 (some empty).
     let contexts = [1usize, 17, 100, 700];
@@ -281,6 +283,7 @@ pub fn run(gpu: &Gpu, rand: &mut dyn FnMut() -> f32) -> Result<Vec<OpResult>> {
             r::rel_err(&got, &want),
         ));
     }
+    out.extend(super::prefill::run(gpu, rand)?);
     Ok(out)
 }
 

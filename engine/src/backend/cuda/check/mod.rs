@@ -7,5 +7,7 @@ mod attention;
 pub mod golden;
 pub mod ops;
 pub mod parity;
+mod prefill;
 pub mod reference;
 pub mod speed;
+pub mod tiled;

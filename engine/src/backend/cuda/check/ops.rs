@@ -412,11 +412,9 @@ pub fn forced_split(max_context: usize) -> DecodeSplit {
 pub fn tiles_for(
     seqs: &[(usize, usize, usize)],
     group: usize,
+    kernel: crate::backend::cuda::PrefillAttention,
 ) -> Vec<crate::backend::cuda::geometry::QueryTile> {
-    prefill_tiles(
-        seqs,
-        crate::backend::cuda::geometry::prefill_tile_tokens(group, HD),
-    )
+    prefill_tiles(seqs, kernel.tile_tokens(group, HD))
 }
 
 /// Shapes shared with the attention check.

@@ -1,11 +1,13 @@
-//! `attention_decode.cu` and `attention_prefill.cu`: paged attention of new queries over the
-//! KV cache (split-K decode plus its merge, and tiled causal prefill).
+//! `attention_decode.cu`, `attention_prefill.cu` and `attention_prefill_mma.cu`: paged
+//! attention of new queries over the KV cache (split-K decode plus its merge, and tiled causal
+//! prefill, naive or on tensor cores).
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
 use half::bf16;
 
 use super::{grid, int, need};
 use crate::backend::cuda::geometry::{DecodeSplit, QueryTile};
+use crate::backend::cuda::prefill::{PREFILL_THREADS, PrefillAttention};
 use crate::backend::cuda::{Gpu, Result};
 
 /// What both attention kernels read: the step's qkv rows, one layer's cache and the block
@@ -174,6 +176,8 @@ pub struct PrefillArgs<'a> {
     pub tokens: usize,
     pub seqs: usize,
     pub scale: f32,
+    /// Which kernel runs (the tiles must be cut for it: `PrefillAttention::tile_tokens`).
+    pub kernel: PrefillAttention,
 }
 
 /// Causal attention of prefill query tiles (each within one sequence) over the cache, which
@@ -187,6 +191,9 @@ pub fn attention_prefill(gpu: &Gpu, a: &Attend<'_>, p: PrefillArgs<'_>) -> Resul
     need("attention_prefill", &buffers)?;
     if p.num_tiles == 0 {
         return Ok(());
+    }
+    if p.kernel.for_head_dim(a.head_dim) == PrefillAttention::Mma {
+        return attention_prefill_mma(gpu, a, p);
     }
     let i = a.ints()?;
     let f = gpu.function("attention_prefill")?;
@@ -211,6 +218,41 @@ pub fn attention_prefill(gpu: &Gpu, a: &Attend<'_>, p: PrefillArgs<'_>) -> Resul
             .arg(&i[5])
             .arg(&p.scale)
             .launch(grid(p.num_tiles, a.num_kv_heads, 1, 128)?)
+    }?;
+    Ok(())
+}
+
+/// The tensor-core prefill kernel (`attention_prefill_mma.cu`), one entry point per head
+/// dimension; its tiles hold at most 64 query rows (`PrefillAttention::tile_tokens`).
+fn attention_prefill_mma(gpu: &Gpu, a: &Attend<'_>, p: PrefillArgs<'_>) -> Result<()> {
+    let [row_stride, heads, kv_heads, _, block_size, blocks_per_seq] = a.ints()?;
+    let f = gpu.function(p.kernel.function(a.head_dim))?;
+    // SAFETY: (bf16*, const float*, const bf16*, const bf16*, const int*, const QueryTile*,
+    // int × 5, float) as in attention_prefill_mma.cu, whose head dimension is the entry
+    // point's. Block (k, h) reads tile k (rows below `tokens`, a sequence with a table row: the
+    // host-built tiles of a validated plan, at most 64 rows each) and writes those rows of
+    // `out`, all inside the sizes `attention_prefill` checked.
+    unsafe {
+        gpu.stream
+            .launch_builder(f)
+            .arg(p.out)
+            .arg(a.qkv)
+            .arg(a.k_cache)
+            .arg(a.v_cache)
+            .arg(a.block_tables)
+            .arg(p.tiles)
+            .arg(&row_stride)
+            .arg(&heads)
+            .arg(&kv_heads)
+            .arg(&block_size)
+            .arg(&blocks_per_seq)
+            .arg(&p.scale)
+            .launch(grid(
+                p.num_tiles,
+                a.num_kv_heads,
+                1,
+                PREFILL_THREADS as u32,
+            )?)
     }?;
     Ok(())
 }

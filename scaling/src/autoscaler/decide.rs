@@ -70,6 +70,9 @@ fn remember(
         state.capacity_ceiling_tokens_per_s = learned.ceiling_tokens_per_s;
         state.capacity_tokens_per_s_per_replica = learned.capacity_tokens_per_s_per_replica;
         state.idle_since_s = measured.idle_since_s;
+        if spec.foresight {
+            state.foresight.record(now_s, measured.offered_tokens_per_s);
+        }
         // The trend's point is kept once demand was sized (capacity known or not), not at a
         // zero edge.
         if matches!(target, Target::UnknownCapacity | Target::Replicas(_)) {

@@ -18,6 +18,11 @@ pub enum DecisionReason {
     ScaleDown,
     /// Would scale down, but the stabilisation window still remembers higher demand.
     Stabilizing,
+    /// The model's history predicts a rise within the lead time: replicas ordered ahead of it.
+    PreWarm,
+    /// Would scale down, but the model's history predicts a rise before replicas let go
+    /// now could be back.
+    HoldPredictedRise,
     /// Would scale down, but a p95 is over (or too close to) the SLO.
     HoldSloNotMet,
     /// Would scale down, but still panicking after a burst.
@@ -44,6 +49,8 @@ impl DecisionReason {
             Self::ScaleUpForBatch => "ScaleUpForBatch",
             Self::ScaleDown => "ScaleDown",
             Self::Stabilizing => "Stabilizing",
+            Self::PreWarm => "PreWarm",
+            Self::HoldPredictedRise => "HoldPredictedRise",
             Self::HoldSloNotMet => "HoldSLONotMet",
             Self::HoldPanic => "HoldPanic",
             Self::HoldMissingMetrics => "HoldMissingMetrics",

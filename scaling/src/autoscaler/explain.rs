@@ -103,6 +103,16 @@ fn sized_why(sized: &Sized, stabilised: &Stabilised, step: Move, current: u32) -
     let (raw, wanted) = (sized.raw, stabilised.wanted);
     let (stabilized, window_s) = (stabilised.stabilized, stabilised.window_s);
     match step {
+        Move::Up(Rise::Predicted) => match sized.ahead {
+            Some(a) => format!(
+                "pre-warming for the predicted rise at {} ({:.0} tokens/s, recurring every {:.0} s): \
+                 needs {raw} replicas, scaling {current} → {wanted}",
+                a.when(),
+                a.prewarm_tokens_per_s,
+                a.period_s
+            ),
+            None => format!("needs {raw} replicas, scaling {current} → {wanted}"),
+        },
         Move::Up(_) => format!("needs {raw} replicas, scaling {current} → {wanted}"),
         Move::Hold(Hold::Fit) => format!("{current} replicas fit"),
         Move::Hold(Hold::Panic) => {
@@ -118,6 +128,16 @@ fn sized_why(sized: &Sized, stabilised: &Stabilised, step: Move, current: u32) -
         Move::Hold(Hold::Stabilizing) => format!(
             "{raw} would do, but demand needed {stabilized} within the last {window_s:.0} s"
         ),
+        Move::Hold(Hold::PredictedRise) => match sized.ahead {
+            Some(a) => format!(
+                "{raw} would do, but a rise to {:.0} tokens/s is predicted at {} (recurring every \
+                 {:.0} s): holding {current}",
+                a.hold_tokens_per_s,
+                a.when(),
+                a.period_s
+            ),
+            None => format!("{raw} would do, but a rise is predicted: holding {current}"),
+        },
         Move::Hold(Hold::Floor { floor }) => {
             format!("{raw} would do, but only an idle period scales below {floor}")
         }

@@ -62,6 +62,7 @@ mod decision;
 mod edge_tests;
 mod estimate;
 mod explain;
+pub mod foresight;
 mod observations;
 mod oscillation;
 #[cfg(test)]

@@ -13,6 +13,7 @@ use jiff::Timestamp;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::foresight::{Foresight, ForesightRecord};
 use super::state::PolicyState;
 
 /// What the autoscaler remembers about a model, as written into its status. Instants are
@@ -71,6 +72,10 @@ pub struct PolicySnapshot {
     /// window's peak (where a broken p95 puts the knee).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub burst_tokens_per_second_per_replica: Vec<Sample>,
+    /// The demand history foresight learns recurring demand from (u16 levels per bin at a
+    /// few resolutions: a few kilobytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foresight: Option<ForesightRecord>,
 }
 
 /// A replica count and an instant.
@@ -183,6 +188,7 @@ pub fn snapshot(state: &PolicyState, clocks: Clocks) -> PolicySnapshot {
         recommendations: samples(&recommendations),
         demand_tokens_per_second: samples(&state.demand_history),
         burst_tokens_per_second_per_replica: samples(&burst),
+        foresight: state.foresight.to_record(|t| clocks.to_wall(t)),
     }
 }
 
@@ -222,6 +228,11 @@ pub fn restore(snapshot: &PolicySnapshot, clocks: Clocks) -> PolicyState {
         last_scale_in: count(&snapshot.last_scale_in),
         scale_in_window_changed_s: policy(&snapshot.scale_in_window_changed),
         batch_required_history: VecDeque::new(),
+        foresight: snapshot
+            .foresight
+            .as_ref()
+            .map(|record| Foresight::from_record(record, |at| clocks.to_policy(at)))
+            .unwrap_or_default(),
     }
 }
 

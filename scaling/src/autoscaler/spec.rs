@@ -39,6 +39,9 @@ pub struct PolicySpec {
     pub scale_down_max_fraction: f64,
     /// A scale-down uses the highest recommendation of this long a window (hysteresis).
     pub scale_down_stabilization: Duration,
+    /// Learn the model's recurring demand from its history and pre-warm for a predicted rise
+    /// (`foresight`); on by default.
+    pub foresight: bool,
     /// Starting estimate of output tokens/s one GPU sustains within the SLO (from a bench or a
     /// profile). `None`: learned from the first measurements.
     pub initial_tokens_per_s_per_gpu: Option<f64>,
@@ -67,6 +70,7 @@ impl PolicySpec {
             scale_up_min_step: 4,
             scale_down_max_fraction: 0.25,
             scale_down_stabilization: Duration::from_secs(60),
+            foresight: true,
             initial_tokens_per_s_per_gpu: None,
             gpus_per_replica: 1,
             period: Duration::from_secs(10),

@@ -5,6 +5,7 @@
 use super::capacity::slo_ratio;
 use super::decision::DecisionReason;
 use super::estimate::Estimate;
+use super::foresight;
 use super::observations::{DemandSource, Observations};
 use super::oscillation;
 use super::spec::PolicySpec;
@@ -33,6 +34,9 @@ pub(super) enum Hold {
     Stabilizing,
     /// Fewer would do, but only an idle period goes below this floor.
     Floor { floor: u32 },
+    /// Fewer would do now, but the model's history predicts a rise within the lead time and
+    /// the scale-in window (`foresight`).
+    PredictedRise,
 }
 
 /// Why the count rises.
@@ -46,6 +50,8 @@ pub(super) enum Rise {
     Batch,
     /// Capacity not learned yet and the p95 at this share of its SLO: one more.
     SloBroken { ratio: f64 },
+    /// The model's history predicts a rise within the lead time: pre-warm (`foresight`).
+    Predicted,
 }
 
 /// What the count does.
@@ -135,6 +141,10 @@ fn sized_step(
         };
         let rise = if sized.panicking && sized.need.panic_replicas > sized.need.stable_replicas {
             Rise::Burst
+        } else if sized.ahead.is_some_and(|a| a.prewarm_replicas == sized.interactive)
+            && sized.interactive > sized.need.stable_replicas
+        {
+            Rise::Predicted
         } else if sized.interactive <= current {
             Rise::Batch
         } else {
@@ -151,7 +161,13 @@ fn sized_step(
     } else {
         stabilized
     };
-    let (step, replicas) = scale_down(spec, obs, raw, stabilized, sized.panicking);
+    // Never below what a rise the history predicts will need (`foresight`).
+    let floor = foresight::scale_in_floor(sized.ahead.as_ref(), current);
+    let (step, replicas) = scale_down(spec, obs, raw, stabilized.max(floor), sized.panicking);
+    let step = match step {
+        Move::Hold(Hold::Stabilizing) if floor > stabilized => Move::Hold(Hold::PredictedRise),
+        step => step,
+    };
     (step, replicas, stabilized)
 }
 
@@ -216,6 +232,8 @@ pub(super) fn reason(stabilised: &Stabilised) -> DecisionReason {
         Move::Hold(Hold::SloNotMet { .. }) => DecisionReason::HoldSloNotMet,
         Move::Hold(Hold::WaitingForPending) => DecisionReason::WaitingForPending,
         Move::Hold(Hold::Stabilizing) => DecisionReason::Stabilizing,
+        Move::Hold(Hold::PredictedRise) => DecisionReason::HoldPredictedRise,
+        Move::Up(Rise::Predicted) => DecisionReason::PreWarm,
         Move::Up(Rise::Demand | Rise::SloBroken { .. }) => DecisionReason::ScaleUp,
         Move::Up(Rise::Burst) => DecisionReason::PanicScaleUp,
         Move::Up(Rise::Batch) => DecisionReason::ScaleUpForBatch,

@@ -4,6 +4,8 @@
 
 use std::collections::VecDeque;
 
+use super::foresight::Foresight;
+use super::snapshot::Clocks;
 use super::spec::PolicySpec;
 
 /// Memory of the policy for one model.
@@ -53,6 +55,8 @@ pub struct PolicyState {
     /// The batches' required output tokens/s `(time_s, tokens_per_s)` of recent periods (not
     /// in the snapshot: a new leader sizes for batches on its own readings a startup later).
     pub(crate) batch_required_history: VecDeque<(f64, f64)>,
+    /// The demand history foresight learns recurring demand from (in the snapshot).
+    pub(crate) foresight: Foresight,
 }
 
 impl PolicyState {
@@ -72,6 +76,17 @@ impl PolicyState {
     pub fn seen_since(mut self, t_s: f64) -> Self {
         self.first_seen_s = Some(t_s);
         self
+    }
+
+    /// Tells the policy the wall clock of this period, so a predicted rise is named by its
+    /// time of day (`pre-warming for the predicted rise at HH:MM`).
+    pub fn note_wall_clock(&mut self, clocks: Clocks) {
+        self.foresight.wall_offset_s = Some(clocks.unix_s() - clocks.now_s);
+    }
+
+    /// The period of the recurring demand foresight found, seconds, if any.
+    pub fn recurring_period_s(&self) -> Option<f64> {
+        self.foresight.period_s()
     }
 
     /// This period's demand against the last `window_s` of it: its change per second (0 when

@@ -4,7 +4,9 @@
 
 use super::batch::{self, BatchNeed};
 use super::estimate::{Estimate, Need};
+use super::foresight::{self, Ahead};
 use super::observations::Observations;
+use super::oscillation;
 use super::spec::PolicySpec;
 use super::state::PolicyState;
 use super::zero::{Edge, edge};
@@ -36,7 +38,9 @@ pub(super) struct Sized {
     pub panic_until_s: Option<f64>,
     /// Whether the panic mode is on: the burst demand counts.
     pub panicking: bool,
-    /// Replicas interactive demand needs (backlog included).
+    /// A rise the model's own history predicts (`foresight`): pre-warm, no scale-in before it.
+    pub ahead: Option<Ahead>,
+    /// Replicas interactive demand needs (backlog included; a predicted rise's pre-warm in).
     pub interactive: u32,
     /// What running batches add on top.
     pub batch: BatchNeed,
@@ -92,6 +96,18 @@ pub(super) fn target(
             need.stable_level_replicas,
         )
     };
+    let window_s = oscillation::window_s(spec, state);
+    // Foresight: replicas for a rise the model's own history predicts within the lead time.
+    let ahead = foresight::ahead(
+        spec,
+        &state.foresight,
+        estimate.capacity,
+        planned_tokens_per_s,
+        window_s,
+        now_s,
+    );
+    let (interactive, planned_tokens_per_s) =
+        foresight::prewarmed(ahead.as_ref(), interactive, planned_tokens_per_s);
     let capacity = estimate.capacity.unwrap_or(0.0);
     let startup_s = spec.startup_time.as_secs_f64();
     // Batch work adds replicas only when the capacity the interactive ones leave idle does not
@@ -114,6 +130,7 @@ pub(super) fn target(
         need,
         panic_until_s,
         panicking,
+        ahead,
         interactive,
         batch,
         batch_required_tokens_per_s,

@@ -233,6 +233,7 @@ impl ScalingLoop {
             startup_time: std::time::Duration::from_secs_f64(lead_time_s),
             ..self.spec.clone()
         };
+        self.policy.note_wall_clock(now);
         let decision = decide(&planning, &observations, &mut self.policy, now.now_s);
         let period = PeriodSample {
             ttft_p95_s: view.ttft_p95_s,

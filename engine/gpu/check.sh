@@ -30,8 +30,10 @@
 #
 # It prints: the device, a compile check against the machine's own NVRTC, a table of every
 # kernel against its host reference (‖Δ‖/‖ref‖ ≤ 1e-2; qkv_position in five configurations:
-# both RoPE pairings, llama3 scaling, Qwen2 biases, Qwen3 q/k norms with yarn), a table of the
-# five golden cases (judged by the margin rule of the CPU checkpoint tests: a greedy token may
+# both RoPE pairings, llama3 scaling, Qwen2 biases, Qwen3 q/k norms with yarn; one row per
+# prefill attention kernel, naive and mma, per shape: a chunked batch, contexts to 1,040
+# tokens, head dimensions 64 and 128), a table of the five golden cases, once per prefill
+# kernel (judged by the margin rule of the CPU checkpoint tests: a greedy token may
 # differ from the golden one only where the golden top-1/top-2 margin is below the GPU's
 # measured logit error; logits against the CPU reference backend), a table of the tiny safetensors checkpoints (bf16/f16/f32; Llama 3.1, Qwen2, Qwen3,
 # Mistral) against the CPU reference backend over 64 positions (‖Δ‖/‖ref‖ ≤ 3e-2), and a
@@ -135,7 +137,7 @@ gpu_step 45 "$BIN" cuda-check --compile-only --arch compute_90 | awk 'NR == 1; E
 gpu_step 45 "$BIN" cuda-check --compile-only --arch sm_90 | tail -n 1 || failed=1
 
 section "parity: kernels vs host reference, model vs golden tokens and the CPU reference"
-gpu_step 120 "$BIN" cuda-check --model "$MODEL" --golden "$FIXTURE" || failed=1
+gpu_step 120 "$BIN" cuda-check --model "$MODEL" --golden "$FIXTURE" --prefill-attention naive,mma || failed=1
 
 section "parity: tiny safetensors checkpoints (new architectures, bf16 as stored) vs the CPU reference"
 if [ -d .gpu/tiny ] || [ "$DRY" = 1 ]; then

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 
 use crate::backend::cuda::compile::{self, Arch};
-use crate::backend::cuda::{check, kernels, libs};
+use crate::backend::cuda::{PrefillAttention, check, kernels, libs};
 
 /// Arguments of `cuda-check`.
 #[derive(Debug, clap::Args)]
@@ -42,6 +42,10 @@ pub struct CudaCheckArgs {
     /// Also measure a random-weight Llama of 1B shape (Llama 3.2 1B) in `--bench`.
     #[arg(long)]
     pub random_1b: bool,
+    /// Prefill attention kernels `--golden` runs with, one after the other: `naive`, `mma`
+    /// or `naive,mma` (the per-kernel parity table always checks both).
+    #[arg(long, value_delimiter = ',', default_value = "naive")]
+    pub prefill_attention: Vec<PrefillAttention>,
     /// Skip the per-kernel parity checks.
     #[arg(long)]
     pub skip_ops: bool,
@@ -66,14 +70,17 @@ pub fn run(args: CudaCheckArgs) -> anyhow::Result<()> {
         failed.extend(rows.iter().filter(|r| !r.pass).map(|r| r.op.clone()));
     }
     if let (Some(model), Some(golden)) = (&args.model, &args.golden) {
-        let cases = check::golden::run(model, golden).context("golden tokens")?;
-        println!("{}", check::golden::table(&cases));
-        failed.extend(
-            cases
-                .iter()
-                .filter(|c| !c.pass)
-                .map(|c| format!("golden: {}", c.prompt)),
-        );
+        for &kernel in &args.prefill_attention {
+            let cases = check::golden::run(model, golden, kernel).context("golden tokens")?;
+            println!("prefill attention: {kernel}");
+            println!("{}", check::golden::table(&cases));
+            failed.extend(
+                cases
+                    .iter()
+                    .filter(|c| !c.pass)
+                    .map(|c| format!("golden ({kernel}): {}", c.prompt)),
+            );
+        }
     }
     if !args.parity.is_empty() {
         let mut rows = Vec::new();

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 
 use crate::backend::cpu::{CpuBackend, CpuOptions, Precision};
-use crate::backend::cuda::{CudaBackend, CudaOptions};
+use crate::backend::cuda::{CudaBackend, CudaOptions, PrefillAttention};
 use crate::backend::{Backend, SeqStep};
 use crate::model::Checkpoint;
 
@@ -103,8 +103,12 @@ fn table_of(case: usize) -> Vec<u32> {
     (case as u32 * BLOCKS_PER_CASE..(case as u32 + 1) * BLOCKS_PER_CASE).collect()
 }
 
-/// Runs every golden case of `golden` on `model`.
-pub fn run(model: &Path, golden: &Path) -> anyhow::Result<Vec<GoldenCase>> {
+/// Runs every golden case of `golden` on `model`, prefilling with the `prefill` kernel.
+pub fn run(
+    model: &Path,
+    golden: &Path,
+    prefill: PrefillAttention,
+) -> anyhow::Result<Vec<GoldenCase>> {
     let cases = parse(golden)?;
     if cases.is_empty()
         || cases
@@ -123,6 +127,7 @@ pub fn run(model: &Path, golden: &Path) -> anyhow::Result<Vec<GoldenCase>> {
         max_num_seqs: 8,
         max_batch_tokens: 512,
         max_kv_blocks: Some(cases.len() * BLOCKS_PER_CASE as usize),
+        prefill_attention: prefill,
         ..CudaOptions::default()
     };
     let mut gpu = CudaBackend::new(&checkpoint, opts)?;

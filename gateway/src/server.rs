@@ -329,17 +329,32 @@ impl Gateway {
         text_response(body, "application/json")
     }
 
-    /// The models `access` allows, as `GET /v1/models` lists them.
+    /// The models `access` allows, as `GET /v1/models` lists them: each model, its LoRA
+    /// adapters after it with `parent` and `root` naming it (as vLLM lists them; an adapter
+    /// is listed when its name or its parent is allowed), then the routes.
     fn models(&self, access: &crate::auth::ModelAccess) -> Response<Body> {
-        let data: Vec<_> = self
-            .router
-            .pools()
-            .iter()
-            .map(|pool| pool.name.clone())
-            .chain(self.router.route_names())
-            .filter(|name| access.allows(name))
-            .map(|name| serde_json::json!({"id": name, "object": "model", "created": 0, "owned_by": "tokenscale"}))
-            .collect();
+        let entry = |id: &str| serde_json::json!({"id": id, "object": "model", "created": 0, "owned_by": "tokenscale"});
+        let mut data = Vec::new();
+        for pool in self.router.pools() {
+            let parent_allowed = access.allows(&pool.name);
+            if parent_allowed {
+                data.push(entry(&pool.name));
+            }
+            for adapter in pool.adapters() {
+                if parent_allowed || access.allows(&adapter) {
+                    let mut listed = entry(&adapter);
+                    listed["parent"] = pool.name.clone().into();
+                    listed["root"] = pool.name.clone().into();
+                    data.push(listed);
+                }
+            }
+        }
+        let routes = self.router.route_names().into_iter();
+        data.extend(
+            routes
+                .filter(|name| access.allows(name))
+                .map(|name| entry(&name)),
+        );
         let body = serde_json::json!({"object": "list", "data": data}).to_string();
         text_response(body, "application/json")
     }

@@ -230,6 +230,12 @@ pub struct ModelConfig {
     /// requests in flight adaptively (absent: no cap but `replica_concurrency`).
     #[serde(default)]
     pub slo: Option<ModelSlo>,
+    /// LoRA adapters its replicas serve beside it under their own names (our engine's
+    /// `--lora NAME=SOURCE`, vLLM's `--lora-modules`): a request naming one goes to this
+    /// model's replicas, preferring those that hold it. Kubernetes discovery reads them from
+    /// the `ModelDeployment`'s `spec.model.adapters` instead.
+    #[serde(default)]
+    pub adapters: Vec<Spanned<String>>,
 }
 
 /// A static model's SLO (`models[].slo`), held by the adaptive in-flight cap per replica.

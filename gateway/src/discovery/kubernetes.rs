@@ -23,6 +23,7 @@ use kube::{Client, ResourceExt};
 use tokenscale_common::engines::{EngineKind, EnginePriority};
 use tokenscale_common::served_name::{self, Claim, ServedNames};
 
+use super::adapters::adapters_of;
 use super::cold_start::cold_start_of;
 use super::engine::engine_of;
 use super::routes::{MODEL_ROUTE, routes_of};
@@ -174,6 +175,14 @@ pub fn engines(
         .collect()
 }
 
+/// Served model name → the LoRA adapters its replicas serve (see [`adapters_of`]).
+pub fn adapters(deployments: &[Arc<DynamicObject>]) -> BTreeMap<String, Vec<String>> {
+    owners(deployments)
+        .into_values()
+        .map(|(served_name, md)| (served_name, adapters_of(md)))
+        .collect()
+}
+
 /// Whether the operator refused `md` (a `Conflict` condition that is `True`).
 fn refused_by_operator(md: &DynamicObject) -> bool {
     md.data["status"]["conditions"]
@@ -310,6 +319,9 @@ pub async fn run(
         }
         for (model, slo) in adaptive_slos(&deployments) {
             registry.set_adaptive_slo(&model, slo);
+        }
+        for (model, names) in adapters(&deployments) {
+            registry.set_adapters(&model, names);
         }
         for gone in known.iter().filter(|m| !desired.contains_key(*m)) {
             registry.router().remove_model(gone);

@@ -1,6 +1,7 @@
 //! Where replicas come from: the config's static upstreams, the programmatic [`Registry`]
 //! (used by `tokenscale up`), and Kubernetes (`ModelDeployment` + `EndpointSlice` watches).
 
+mod adapters;
 mod cold_start;
 mod engine;
 pub mod kubernetes;

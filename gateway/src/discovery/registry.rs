@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tokenscale_common::engines::{EngineKind, EnginePriority};
 
-use crate::config::{Config, ModelConfig};
+use crate::config::{Config, Discovery, ModelConfig};
 use crate::health::{ProbeSettings, watch_replica};
 use crate::proxy::UpstreamClient;
 use crate::routing::adaptive::Slo;
@@ -66,6 +66,9 @@ impl Registry {
         pool.set_engine(model.engine, priority);
         // A static model opts in with its `slo:`, whatever engine it names.
         pool.set_adaptive_slo(model.slo.map(Slo::of_config));
+        if model.discovery == Discovery::Static {
+            pool.set_adapters(model.adapters.iter().map(|a| a.value.clone()).collect());
+        }
         pool
     }
 
@@ -104,6 +107,11 @@ impl Registry {
     /// without their own deadline wait that long plus its TTFT SLO (`None`: the class default).
     pub fn set_cold_start(&self, model: &str, cold_start: Option<ColdStart>) {
         self.declare_default(model).set_cold_start(cold_start);
+    }
+
+    /// Serves `adapters` as the LoRA adapters of `model`'s replicas (Kubernetes discovery).
+    pub fn set_adapters(&self, model: &str, adapters: Vec<String>) {
+        self.declare_default(model).set_adapters(adapters);
     }
 
     /// Caps `model`'s replicas adaptively to hold `slo` (`None`: no cap); see

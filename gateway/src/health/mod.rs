@@ -1,5 +1,6 @@
 //! Active health checks and load scraping: one small task per replica.
 
+mod lora;
 mod scrape;
 mod section;
 
@@ -65,6 +66,9 @@ pub async fn watch_replica(
             replica.record_engine(scraped.kind);
             if let Some((waiting, kv)) = scraped.load {
                 replica.record_scrape(waiting, kv);
+            }
+            if let Some(lora) = &scraped.lora {
+                replica.record_adapters(lora);
             }
         }
     }

@@ -2,27 +2,43 @@
 //! vLLM, SGLang, llama.cpp): waiting requests and KV-cache use, through the engine's metric
 //! adapter (`tokenscale_common::engines`), the same reading the autoscaler makes.
 
-use tokenscale_common::engines::{self, EngineKind};
+use tokenscale_common::engines::{self, EngineKind, SampleRef};
+use tokenscale_common::prom_text;
+
+use super::lora::lora_info;
+use crate::routing::adapters::LoraInfo;
 
 /// What one scrape of a replica's `/metrics` tells.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Scraped {
     /// The engine that exported the metrics.
     pub kind: EngineKind,
     /// `(waiting requests, KV-cache use 0–1)`, as [`parse_engine_load`] reads them.
     pub load: Option<(f64, f64)>,
+    /// The LoRA adapters in use and the engine's bound, when it exports them.
+    pub lora: Option<LoraInfo>,
 }
 
 /// The engine and its load, or `None` when the text is no engine's.
 pub fn parse_scrape(text: &[u8]) -> Option<Scraped> {
     let text = std::str::from_utf8(text).ok()?;
-    let reading = engines::read_text(text)?;
+    let samples = prom_text::parse(text).samples;
+    let refs = || {
+        samples.iter().map(|s| SampleRef {
+            name: &s.name,
+            labels: &s.labels,
+            value: s.value,
+        })
+    };
+    let kind = EngineKind::detect(refs())?;
+    let reading = engines::read(kind, refs());
     let (waiting, kv) = (reading.waiting_requests.ok(), reading.kv_cache_usage.ok());
     let load =
         (waiting.is_some() || kv.is_some()).then(|| (waiting.unwrap_or(0.0), kv.unwrap_or(0.0)));
     Some(Scraped {
-        kind: reading.kind,
+        kind,
         load,
+        lora: lora_info(&samples),
     })
 }
 

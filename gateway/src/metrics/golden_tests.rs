@@ -79,6 +79,8 @@ fn the_exposition_is_unchanged_byte_for_byte() {
         ttft_p95: None,
     };
     pool.set_adaptive_slo(Some(slo));
+    // A model serving a LoRA adapter: its affinity counters.
+    pool.set_adapters(vec!["sql".into()]);
     let mut text = touched().render(&router);
     super::render_bounds(&mut text, &Limiter::memory(share), router.share(), 5, 1, 2);
     batch_metrics().render(&mut text);

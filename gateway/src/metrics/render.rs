@@ -262,6 +262,7 @@ fn pools(router: &Router) -> Vec<Family<'static>> {
         help,
         by_state.collect(),
     ));
+    families.push(adapter_picks(router));
     for (name, help, read) in PER_REPLICA {
         let series = pools.iter().flat_map(|(model, snapshot)| {
             snapshot.replicas.iter().filter_map(move |replica| {
@@ -275,6 +276,32 @@ fn pools(router: &Router) -> Vec<Family<'static>> {
         families.push(Family::new(name, Kind::Gauge, help, series.collect()));
     }
     families
+}
+
+/// Requests for a LoRA adapter by whether the replica picked held it (`affinity` `hit` or
+/// `miss`), for the models that serve adapters. Kept here, beside the pools it reads.
+const ADAPTER_REQUESTS_TOTAL: &str = "tokenscale_gateway_adapter_requests_total";
+
+/// [`ADAPTER_REQUESTS_TOTAL`], read from the pools now.
+fn adapter_picks(router: &Router) -> Family<'static> {
+    let series = router
+        .pools()
+        .into_iter()
+        .filter(|pool| !pool.adapters().is_empty())
+        .flat_map(|pool| {
+            let (hits, misses) = pool.adapter_picks();
+            [("hit", hits), ("miss", misses)].map(|(affinity, n)| {
+                let labels = vec![(MODEL, pool.name.clone()), ("affinity", affinity.into())];
+                Series::new(labels, n)
+            })
+        });
+    Family::new(
+        ADAPTER_REQUESTS_TOTAL,
+        Kind::Counter,
+        "Requests for a LoRA adapter sent to a replica that held it (hit) or not (miss: it \
+         loads the adapter first).",
+        series.collect(),
+    )
 }
 
 /// Gauges of each model's pool.

@@ -305,7 +305,11 @@ fn read(
         .model
         .as_deref()
         .ok_or_else(|| GatewayError::bad_request("`model` is required", Some("model")))?;
-    let (pool, route) = resolve(router, name, access)?;
+    let Resolved {
+        pool,
+        route,
+        adapter,
+    } = resolve(router, name, access)?;
     let model = pool.name.as_str();
     let prompt = body.summarize_prompt(pool.settings.affinity_prefix_chars)?;
     let reserved_output_tokens = body.reserved_output_tokens(settings.tokens.default_max_tokens)?;
@@ -329,6 +333,7 @@ fn read(
     };
     let info = Arc::new(RequestInfo {
         model: model.to_string(),
+        adapter,
         stream,
         client_wants_usage,
         reserved_output_tokens,
@@ -341,20 +346,33 @@ fn read(
     Ok((info, pool, forward, route))
 }
 
-/// The pool a request for `name` goes to: the model's, or for a route the first of its
-/// models the tenant may use that is served, with the rest of its order. A name the tenant
-/// may not use answers exactly as one that does not exist: nothing to probe.
-fn resolve(
-    router: &Router,
-    name: &str,
-    access: &ModelAccess,
-) -> Result<(Arc<ModelPool>, Option<Fallbacks>), GatewayError> {
+/// The pool a request for `name` goes to: the model's; a LoRA adapter's parent, with the
+/// adapter; or for a route the first of its models the tenant may use that is served, with
+/// the rest of its order. A name the tenant may not use answers exactly as one that does not
+/// exist: nothing to probe. An adapter may be used when its own name or its parent is allowed.
+fn resolve(router: &Router, name: &str, access: &ModelAccess) -> Result<Resolved, GatewayError> {
+    let resolved = |pool, route, adapter| Resolved {
+        pool,
+        route,
+        adapter,
+    };
     let not_found = || GatewayError::ModelNotFound(name.to_string());
+    if let Some(pool) = router.model(name) {
+        let allowed = access.allows(name);
+        return if allowed {
+            Ok(resolved(pool, None, None))
+        } else {
+            Err(not_found())
+        };
+    }
+    if let Some(parent) = router.adapter_parent(name) {
+        if !access.allows(name) && !access.allows(&parent.name) {
+            return Err(not_found());
+        }
+        return Ok(resolved(parent, None, Some(name.to_string())));
+    }
     if !access.allows(name) {
         return Err(not_found());
-    }
-    if let Some(pool) = router.model(name) {
-        return Ok((pool, None));
     }
     let order = router.route_order(name).ok_or_else(not_found)?;
     let mut usable = order.into_iter().filter(|model| access.allows(model));
@@ -368,5 +386,12 @@ fn resolve(
         route: name.into(),
         next: usable.collect(),
     };
-    Ok((pool, Some(route)))
+    Ok(resolved(pool, Some(route), None))
+}
+
+/// Where a request goes: its pool, the rest of a route's order, the LoRA adapter it names.
+struct Resolved {
+    pool: Arc<ModelPool>,
+    route: Option<Fallbacks>,
+    adapter: Option<String>,
 }

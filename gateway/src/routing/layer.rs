@@ -59,7 +59,12 @@ where
     fn call(&mut self, request: Parsed) -> Self::Future {
         let (info, pool) = (&request.info, &request.pool);
         let tokens = info.estimated_prompt_tokens + info.reserved_output_tokens;
-        let Some(lease) = pool.pick(info.prefix_hash, tokens, &request.exclude) else {
+        let Some(lease) = pool.pick(
+            info.prefix_hash,
+            info.adapter.as_deref(),
+            tokens,
+            &request.exclude,
+        ) else {
             let error = GatewayError::NoReplicaLeft {
                 model: pool.name.clone(),
             };

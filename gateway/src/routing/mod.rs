@@ -1,6 +1,7 @@
 //! Which replica serves a request: model pools (with their admission permits, taken under
 //! the pool's lock by the rules of `admission/`), the pure picker, and the layers using them.
 
+pub mod adapters;
 pub mod adaptive;
 mod admit;
 mod layer;
@@ -69,6 +70,12 @@ impl Router {
             .unwrap_or_else(|p| p.into_inner())
             .get(model)
             .cloned()
+    }
+
+    /// The pool whose replicas serve the LoRA adapter `name` beside their model (the first
+    /// by model name, should two declare it: configuration and discovery refuse that).
+    pub fn adapter_parent(&self, name: &str) -> Option<Arc<ModelPool>> {
+        self.pools().into_iter().find(|p| p.serves_adapter(name))
     }
 
     /// The pool of `model`, created with `settings` if new.

@@ -60,20 +60,36 @@ pub fn pick(candidates: &[Candidate], prefix_hash: Option<u64>, random: u64) -> 
 /// Rendezvous-hash order with bounded load: the highest-weight replica whose in-flight
 /// requests are under the bound and not full.
 fn pick_by_prefix(candidates: &[Candidate], prefix: u64) -> Option<usize> {
+    let bound = load_bound(candidates);
+    rendezvous_order(candidates, prefix)
+        .into_iter()
+        .find(|&i| under_bound(&candidates[i], bound))
+}
+
+/// The most in-flight requests one replica may carry with one more request, as consistent
+/// hashing with bounded loads puts it: `ceil(AFFINITY_BOUND × (total + 1) / replicas)`.
+pub(super) fn load_bound(candidates: &[Candidate]) -> f64 {
     let total: u64 = candidates.iter().map(|c| c.in_flight_requests as u64).sum();
-    let bound = AFFINITY_BOUND * ((total + 1) as f64 / candidates.len() as f64);
+    (AFFINITY_BOUND * ((total + 1) as f64 / candidates.len().max(1) as f64)).ceil()
+}
+
+/// Whether `c` may take one more request under `bound` (and is neither stale nor full).
+pub(super) fn under_bound(c: &Candidate, bound: f64) -> bool {
+    c.scraped.is_some()
+        && c.in_flight_requests < c.concurrency
+        && (c.in_flight_requests as f64 + 1.0) <= bound
+}
+
+/// Candidate indices by rendezvous weight for `key`, highest first: the same order for the
+/// same replicas, and removing one moves only what ranked it first.
+pub(super) fn rendezvous_order(candidates: &[Candidate], key: u64) -> Vec<usize> {
     let mut order: Vec<usize> = (0..candidates.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(mix(prefix ^ candidates[i].key)));
-    order.into_iter().find(|&i| {
-        let c = &candidates[i];
-        c.scraped.is_some()
-            && c.in_flight_requests < c.concurrency
-            && (c.in_flight_requests as f64 + 1.0) <= bound.ceil()
-    })
+    order.sort_by_key(|&i| std::cmp::Reverse(mix(key ^ candidates[i].key)));
+    order
 }
 
 /// Least load; among ties, two random draws and the one with fewer in-flight tokens.
-fn least_loaded(candidates: &[Candidate], random: u64) -> usize {
+pub(super) fn least_loaded(candidates: &[Candidate], random: u64) -> usize {
     let best = candidates
         .iter()
         .map(Candidate::load)

@@ -1,12 +1,13 @@
 //! A model's pool: its replicas, and under the same lock its admission [`Slots`] (whose
 //! rules live in `admission/`), so a change of capacity and its effect on waiters are one step.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Instant;
 
 use tokenscale_common::engines::{EngineKind, EnginePriority};
 
+use super::adapters;
 use super::adaptive::Slo;
 use super::permit::{Waiter, dispatch};
 use super::picker::{self, Candidate};
@@ -41,6 +42,11 @@ pub struct ModelPool {
     share: Arc<GatewayShare>,
     /// Whether its replicas are capped adaptively (read per answer without the lock).
     adaptive: AtomicBool,
+    /// The LoRA adapters its replicas serve beside it, by name (apart from the state's lock:
+    /// read by every request for a name that is not a model).
+    adapters: RwLock<Vec<String>>,
+    /// Adapter requests sent to a replica that held the adapter, and to one that did not.
+    adapter_picks: [AtomicU64; 2],
 }
 
 #[derive(Debug, Default)]
@@ -78,7 +84,35 @@ impl ModelPool {
             state: Mutex::default(),
             share: Arc::default(),
             adaptive: AtomicBool::new(false),
+            adapters: RwLock::default(),
+            adapter_picks: Default::default(),
         }
+    }
+
+    /// Serves `names` as its LoRA adapters (replacing those before).
+    pub fn set_adapters(&self, names: Vec<String>) {
+        *self.adapters.write().unwrap_or_else(|p| p.into_inner()) = names;
+    }
+
+    /// The LoRA adapters its replicas serve, as declared.
+    pub fn adapters(&self) -> Vec<String> {
+        self.adapters
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Whether `name` is one of its adapters.
+    pub fn serves_adapter(&self, name: &str) -> bool {
+        let adapters = self.adapters.read().unwrap_or_else(|p| p.into_inner());
+        adapters.iter().any(|a| a == name)
+    }
+
+    /// Adapter requests sent so far to a replica that held the adapter (`hits`) and to one
+    /// that did not (`misses`): `(hits, misses)`.
+    pub fn adapter_picks(&self) -> (u64, u64) {
+        let [hits, misses] = &self.adapter_picks;
+        (hits.load(Ordering::Relaxed), misses.load(Ordering::Relaxed))
     }
 
     /// The pool taking `share` of its replicas' concurrency (gateway pods split it).
@@ -270,10 +304,13 @@ impl ModelPool {
         usize::try_from(self.share.of(total).min(capped)).unwrap_or(usize::MAX)
     }
 
-    /// Picks a ready replica not in `exclude` and leases it for a request of `tokens`.
+    /// Picks a ready replica not in `exclude` and leases it for a request of `tokens`; a
+    /// request for one of its LoRA `adapter`s prefers a replica holding it (see
+    /// [`adapters::pick`]).
     pub fn pick(
         &self,
         prefix_hash: Option<u64>,
+        adapter: Option<&str>,
         tokens: u64,
         exclude: &[String],
     ) -> Option<ReplicaLease> {
@@ -291,7 +328,16 @@ impl ModelPool {
             .collect();
         let ready = if open.is_empty() { ready } else { open };
         let candidates: Vec<Candidate> = ready.iter().map(|r| self.candidate(r)).collect();
-        let index = picker::pick(&candidates, prefix_hash, random_bits())?;
+        let Some(adapter) = adapter else {
+            let index = picker::pick(&candidates, prefix_hash, random_bits())?;
+            return Some(ReplicaLease::new(ready[index].clone(), tokens));
+        };
+        let held: Vec<bool> = ready.iter().map(|r| r.holds_adapter(adapter)).collect();
+        let key = adapters::adapter_key(adapter);
+        let index = adapters::pick(&candidates, &held, key, prefix_hash, random_bits())?;
+        let miss = usize::from(!held[index]);
+        self.adapter_picks[miss].fetch_add(1, Ordering::Relaxed);
+        ready[index].sent_adapter(adapter);
         Some(ReplicaLease::new(ready[index].clone(), tokens))
     }
 
@@ -324,7 +370,6 @@ impl ModelPool {
 
 /// Cheap per-call random bits for the power-of-two-choices draw.
 fn random_bits() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use tokenscale_common::engines::EngineKind;
 
+use super::adapters::{AdapterMemory, LoraInfo};
 use super::adaptive::{Aimd, Sample, Slo};
 use crate::vocab::{ReplicaAddr, Report};
 
@@ -67,6 +68,8 @@ pub struct Replica {
     adaptive: Mutex<Option<Aimd>>,
     /// Its limit now, readable without the lock; 0 = no adaptive cap.
     cap: AtomicU32,
+    /// The LoRA adapters it likely holds in memory.
+    adapters: Mutex<AdapterMemory>,
 }
 
 impl Replica {
@@ -88,7 +91,28 @@ impl Replica {
             epoch: Instant::now(),
             adaptive: Mutex::new(None),
             cap: AtomicU32::new(0),
+            adapters: Mutex::default(),
         }
+    }
+
+    /// Whether it likely holds the LoRA adapter `adapter` in memory (it was sent there, or
+    /// its metrics named it, and fewer than its bound of other adapters came since).
+    pub fn holds_adapter(&self, adapter: &str) -> bool {
+        self.adapter_memory().holds(adapter)
+    }
+
+    /// A request for `adapter` was sent there: the engine loads it if it had not.
+    pub(super) fn sent_adapter(&self, adapter: &str) {
+        self.adapter_memory().touch(adapter);
+    }
+
+    /// Records what its `vllm:lora_requests_info` said.
+    pub fn record_adapters(&self, info: &LoraInfo) {
+        self.adapter_memory().scraped(info);
+    }
+
+    fn adapter_memory(&self) -> std::sync::MutexGuard<'_, AdapterMemory> {
+        self.adapters.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The adaptive cap on requests in flight through this gateway, when it has one.

@@ -47,6 +47,33 @@ pub fn validate_section(models: &[ModelConfig]) -> Result<(), ConfigError> {
             }
         }
     }
+    validate_adapters(models)
+}
+
+/// Refuses an adapter name that is empty, given twice (in one model or two), or also a
+/// model's name (a request could not tell which it means), and adapters on a discovered
+/// model (its `ModelDeployment` lists them).
+fn validate_adapters(models: &[ModelConfig]) -> Result<(), ConfigError> {
+    let mut seen = HashSet::new();
+    for model in models {
+        for adapter in &model.adapters {
+            let name = adapter.value.as_str();
+            let reason = if name.trim().is_empty() {
+                "adapter name is empty".to_string()
+            } else if model.discovery == Discovery::Kubernetes {
+                "a model with `discovery: kubernetes` takes its adapters from its \
+                 ModelDeployment's `spec.model.adapters`"
+                    .to_string()
+            } else if models.iter().any(|m| m.name.value == name) {
+                format!("adapter `{name}` has the name of a model")
+            } else if !seen.insert(name) {
+                format!("adapter `{name}` listed twice")
+            } else {
+                continue;
+            };
+            return Err(ConfigError::invalid(adapter, reason));
+        }
+    }
     Ok(())
 }
 
@@ -64,5 +91,13 @@ pub fn validate_routes(config: &Config) -> Result<(), ConfigError> {
         complete: config.kubernetes.is_none(),
     };
     check_routes(&config.route_specs(), known)
-        .map_err(|e| ConfigError::invalid(&config.routes[e.index].name, e.to_string()))
+        .map_err(|e| ConfigError::invalid(&config.routes[e.index].name, e.to_string()))?;
+    let adapters = || config.models.iter().flat_map(|m| &m.adapters);
+    for route in &config.routes {
+        if adapters().any(|a| a.value == route.name.value) {
+            let reason = format!("route `{}` has the name of an adapter", route.name.value);
+            return Err(ConfigError::invalid(&route.name, reason));
+        }
+    }
+    Ok(())
 }

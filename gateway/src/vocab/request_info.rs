@@ -10,8 +10,10 @@ use super::Priority;
 /// [`Report`](super::Report)).
 #[derive(Debug, Clone)]
 pub struct RequestInfo {
-    /// The served model name.
+    /// The served model name (a LoRA adapter's parent model for a request naming one).
     pub model: String,
+    /// The LoRA adapter the request names, served by `model`'s replicas.
+    pub adapter: Option<String>,
     /// Whether the client asked for SSE.
     pub stream: bool,
     /// Whether the client itself asked for the usage chunk (else the gateway strips it).

@@ -55,6 +55,44 @@ fn invalid_files_are_rejected_with_line_and_reason() {
     );
 }
 
+#[test]
+fn bad_adapters_are_refused_at_their_line() {
+    let models = "models:\n  - name: base\n    adapters:\n      - sql\n";
+    let cases = [
+        (
+            format!("{models}      - \"\"\n"),
+            "line 5: adapter name is empty",
+        ),
+        (
+            format!("{models}      - sql\n"),
+            "line 5: adapter `sql` listed twice",
+        ),
+        (
+            format!("{models}  - name: other\n    adapters: [sql]\n"),
+            "line 6: adapter `sql` listed twice",
+        ),
+        (
+            format!("{models}      - other\n  - name: other\n"),
+            "line 5: adapter `other` has the name of a model",
+        ),
+        (
+            format!("{models}routes:\n  - name: sql\n    targets: [{{model: base}}]\n"),
+            "line 6: route `sql` has the name of an adapter",
+        ),
+        (
+            "models:\n  - name: k\n    discovery: kubernetes\n    adapters: [sql]\n".into(),
+            "line 4: a model with `discovery: kubernetes` takes its adapters",
+        ),
+        (format!("{models}      - {{name: sql}}\n"), "line 5"),
+    ];
+    for (yaml, expected) in cases {
+        let error = Config::from_yaml(&yaml).expect_err(&yaml).to_string();
+        assert!(error.contains(expected), "{yaml}\n→ {error}");
+    }
+    let config = Config::from_yaml(models).expect("adapters load");
+    assert_eq!(config.models[0].adapters[0].value, "sql");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenants_reload_when_the_file_changes_and_bad_edits_are_ignored() {
     let dir = tokenscale_scratch::scratch!("gw-reload");

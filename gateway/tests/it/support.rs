@@ -62,6 +62,8 @@ pub struct MockState {
     pub token_delay_per_stream_us: AtomicU64,
     /// The streams being sent (shared with them).
     pub streams: Arc<StreamLoad>,
+    /// More lines for /metrics (e.g. `vllm:lora_requests_info`).
+    pub extra_metrics: Mutex<String>,
 }
 
 /// Streams a mock replica is sending, and the per-token delays it applied.
@@ -183,7 +185,8 @@ async fn respond(
                 "vllm:num_requests_waiting{{model_name=\"m\"}} {}\nvllm:kv_cache_usage_perc{{model_name=\"m\"}} 0.1\n",
                 state.waiting.load(Ordering::SeqCst)
             );
-            Ok(Response::new(full(text)))
+            let extra = state.extra_metrics.lock().expect("metrics").clone();
+            Ok(Response::new(full(text + &extra)))
         }
         "/v1/completions" | "/v1/chat/completions" => {
             let token_ids = request.headers().contains_key("x-tokenscale-token-ids")

@@ -60,7 +60,7 @@ pub const SOURCES: &[KernelSource] = &[
     KernelSource {
         file: "attention_prefill_mma.cu",
         text: include_str!("kernels/attention_prefill_mma.cu"),
-        kernels: &["attention_prefill_mma_hd64", "attention_prefill_mma_hd128"],
+        kernels: &["attention_prefill_mma"],
     },
     KernelSource {
         file: "silu_mul.cu",

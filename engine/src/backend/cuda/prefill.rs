@@ -8,16 +8,17 @@ use std::str::FromStr;
 use super::geometry::prefill_tile_tokens;
 
 /// Threads per block of both prefill kernels (`PRE_THREADS`, `MMA_THREADS`).
-pub const PREFILL_THREADS: usize = 128;
+pub const PREFILL_THREADS: u32 = 128;
 /// Query rows (tokens × GQA group) one MMA block owns: 16 per warp (`MMA_ROWS`).
 pub const MMA_ROWS: usize = 64;
 /// Keys per shared-memory K/V tile of the MMA kernel (`MMA_KEYS`).
 pub const MMA_KEYS: usize = 64;
 /// bf16 padding per shared-memory row of the MMA kernel (`MMA_PAD`).
 const MMA_PAD: usize = 8;
-/// Head dimensions the MMA kernel has an entry point for (`attention_prefill_mma_hd{64,128}`):
-/// SmolLM2 and Llama-3.2-1B-shaped models.
+/// Head dimensions the MMA kernel has an instance for: SmolLM2 and Llama-3.2-1B-shaped models.
 pub const MMA_HEAD_DIMS: [usize; 2] = [64, 128];
+/// The largest of them, which sizes the kernel's shared memory (`MMA_MAX_HD`).
+const MMA_MAX_HD: usize = 128;
 /// Static shared memory a block may declare on sm_80 and sm_90 without an opt-in.
 pub const STATIC_SHARED_LIMIT: usize = 48 * 1024;
 
@@ -28,7 +29,7 @@ pub enum PrefillAttention {
     /// and the default until the MMA kernel's row of the GPU parity table has passed on a GPU.
     #[default]
     Naive,
-    /// `attention_prefill_mma_hd*`: 64 query rows per block, bf16 tensor-core MMA
+    /// `attention_prefill_mma`: 64 query rows per block, bf16 tensor-core MMA
     /// (FlashAttention-2 style). Head dimensions other than 64 and 128 run the naive kernel.
     Mma,
 }
@@ -52,12 +53,12 @@ impl PrefillAttention {
         }
     }
 
-    /// The kernel's function name in the compiled module.
+    /// The function name, in the compiled module, of the kernel that runs for `head_dim` (both
+    /// take the same arguments).
     pub fn function(self, head_dim: usize) -> &'static str {
-        match (self.for_head_dim(head_dim), head_dim) {
-            (Self::Mma, 64) => "attention_prefill_mma_hd64",
-            (Self::Mma, _) => "attention_prefill_mma_hd128",
-            (Self::Naive, _) => "attention_prefill",
+        match self.for_head_dim(head_dim) {
+            Self::Mma => "attention_prefill_mma",
+            Self::Naive => "attention_prefill",
         }
     }
 
@@ -73,9 +74,9 @@ impl PrefillAttention {
                     + rows * tile * 4
                     + 3 * rows * 4
             }
-            // Q staged through the K/V buffers: the larger of the two.
+            // K and V tiles of the largest head dimension (Q is staged through them).
             Self::Mma => {
-                let stride = head_dim + MMA_PAD;
+                let stride = MMA_MAX_HD + MMA_PAD;
                 2 * (2 * MMA_KEYS * stride).max(MMA_ROWS * stride)
             }
         }
@@ -132,8 +133,8 @@ mod tests {
     #[test]
     fn mma_runs_only_where_it_has_an_entry_point() {
         let mma = PrefillAttention::Mma;
-        assert_eq!(mma.function(64), "attention_prefill_mma_hd64");
-        assert_eq!(mma.function(128), "attention_prefill_mma_hd128");
+        assert_eq!(mma.function(64), "attention_prefill_mma");
+        assert_eq!(mma.function(128), "attention_prefill_mma");
         for hd in [8, 32, 96, 256] {
             assert_eq!(mma.for_head_dim(hd), PrefillAttention::Naive);
             assert_eq!(mma.function(hd), "attention_prefill");
@@ -168,11 +169,11 @@ mod tests {
             let bytes = PrefillAttention::Mma.shared_bytes(hd);
             assert!(bytes <= STATIC_SHARED_LIMIT, "hd {hd}: {bytes}");
         }
-        // What ptxas reports for sm_90 (-Xptxas -v).
-        assert_eq!(PrefillAttention::Mma.shared_bytes(64), 18_432);
+        // What ptxas reports for sm_90 (-Xptxas -v): one buffer serves both head dimensions.
+        assert_eq!(PrefillAttention::Mma.shared_bytes(64), 34_816);
         assert_eq!(PrefillAttention::Mma.shared_bytes(128), 34_816);
         assert!(PrefillAttention::Naive.shared_bytes(64) <= STATIC_SHARED_LIMIT);
         // Four warps of 16 rows each own the block's rows.
-        assert_eq!(PREFILL_THREADS / 32 * 16, MMA_ROWS);
+        assert_eq!(PREFILL_THREADS as usize / 32 * 16, MMA_ROWS);
     }
 }

@@ -2,6 +2,7 @@
 //! forced, some of them empty) and chunked causal prefill (both prefill kernels; the long
 //! contexts in `prefill`), each against the host reference over the same bf16 cache contents.
 
+use cudarc::driver::CudaSlice;
 use half::bf16;
 
 use super::ops::{OpResult, SHAPE, TOLERANCE, tiles_for};
@@ -45,7 +46,18 @@ impl HostCache {
     }
 }
 
-fn result(op: &str, rel_err: f64) -> OpResult {
+/// A device bf16 buffer as host f32 values.
+pub(super) fn host_f32(gpu: &Gpu, d: &CudaSlice<bf16>) -> Result<Vec<f32>> {
+    Ok(gpu
+        .stream
+        .clone_dtoh(d)?
+        .iter()
+        .map(|x| x.to_f32())
+        .collect())
+}
+
+/// One parity row, passing within `TOLERANCE`.
+pub(super) fn result(op: &str, rel_err: f64) -> OpResult {
     OpResult {
         op: op.to_string(),
         rel_err,
@@ -128,18 +140,8 @@ pub fn run(gpu: &Gpu, rand: &mut dyn FnMut() -> f32) -> Result<Vec<OpResult>> {
     write_expected(&mut host, &qkv, &plan);
     let want_k: Vec<f64> = host.k.iter().map(|x| x.to_f64()).collect();
     let want_v: Vec<f64> = host.v.iter().map(|x| x.to_f64()).collect();
-    let got_k: Vec<f32> = gpu
-        .stream
-        .clone_dtoh(&d_k)?
-        .iter()
-        .map(|x| x.to_f32())
-        .collect();
-    let got_v: Vec<f32> = gpu
-        .stream
-        .clone_dtoh(&d_v)?
-        .iter()
-        .map(|x| x.to_f32())
-        .collect();
+    let got_k: Vec<f32> = host_f32(gpu, &d_k)?;
+    let got_v: Vec<f32> = host_f32(gpu, &d_v)?;
     out.push(result(
         "kv_cache_write (whole cache)",
         r::rel_err(&got_k, &want_k).max(r::rel_err(&got_v, &want_v)),
@@ -182,12 +184,7 @@ pub fn run(gpu: &Gpu, rand: &mut dyn FnMut() -> f32) -> Result<Vec<OpResult>> {
             kernel,
         };
         launch::attention_prefill(gpu, &prefill_inputs, prefill)?;
-        let got: Vec<f32> = gpu
-            .stream
-            .clone_dtoh(&d_attn)?
-            .iter()
-            .map(|x| x.to_f32())
-            .collect();
+        let got: Vec<f32> = host_f32(gpu, &d_attn)?;
         out.push(result(
             &format!("attention_prefill {kernel} (chunked, causal)"),
             r::rel_err(&got, &want),
@@ -272,12 +269,7 @@ pub fn run(gpu: &Gpu, rand: &mut dyn FnMut() -> f32) -> Result<Vec<OpResult>> {
             hd,
             split.splits,
         )?;
-        let got: Vec<f32> = gpu
-            .stream
-            .clone_dtoh(&d_out)?
-            .iter()
-            .map(|x| x.to_f32())
-            .collect();
+        let got: Vec<f32> = host_f32(gpu, &d_out)?;
         out.push(result(
             &format!("attention_decode + merge ({} splits)", split.splits),
             r::rel_err(&got, &want),

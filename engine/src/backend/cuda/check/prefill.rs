@@ -5,7 +5,8 @@
 
 use half::bf16;
 
-use super::ops::{OpResult, TOLERANCE};
+use super::attention::{host_f32, result};
+use super::ops::OpResult;
 use super::reference as r;
 use crate::backend::cuda::geometry::prefill_tiles;
 use crate::backend::cuda::launch::{self, Attend, PrefillArgs};
@@ -161,13 +162,8 @@ impl Case {
                 kernel,
             };
             launch::attention_prefill(gpu, &attend, args)?;
-            let got: Vec<f32> = st.clone_dtoh(&d_out)?.iter().map(|x| x.to_f32()).collect();
-            let rel_err = r::rel_err(&got, &want);
-            out.push(OpResult {
-                op: self.label(kernel),
-                rel_err,
-                pass: rel_err <= TOLERANCE,
-            });
+            let got = host_f32(gpu, &d_out)?;
+            out.push(result(&self.label(kernel), r::rel_err(&got, &want)));
         }
         Ok(out)
     }

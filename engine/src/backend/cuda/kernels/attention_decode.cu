@@ -49,7 +49,7 @@ extern "C" __global__ void __launch_bounds__(DEC_THREADS) attention_decode(
 
     for (int t0 = start; t0 < end; t0 += DEC_TILE) {
         load_kv_tile(k_s, v_s, k_cache, v_cache, table, t0, DEC_TILE, end, h, num_kv_heads,
-                     block_size, head_dim);
+                     block_size, head_dim, head_dim + 2, head_dim);
         __syncthreads();
         // Scores: one (head, token) pair per thread at a time.
         for (int idx = threadIdx.x; idx < group * DEC_TILE; idx += blockDim.x) {

@@ -56,7 +56,7 @@ extern "C" __global__ void __launch_bounds__(PRE_THREADS) attention_prefill(
 
     for (int t0 = 0; t0 < end; t0 += PRE_TILE) {
         load_kv_tile(k_s, v_s, k_cache, v_cache, table, t0, PRE_TILE, end, h, num_kv_heads,
-                     block_size, head_dim);
+                     block_size, head_dim, head_dim + 2, head_dim);
         __syncthreads();
         for (int idx = threadIdx.x; idx < rows * PRE_TILE; idx += blockDim.x) {
             const int r = idx / PRE_TILE, j = idx % PRE_TILE;

@@ -15,6 +15,10 @@
 #define MMA_ROWS 64                    // query rows per block: 16 per warp
 #define MMA_KEYS 64                    // keys per shared-memory tile
 #define MMA_PAD 8                      // bf16 padding per shared row: 16 bytes, no bank conflicts
+#define MMA_MAX_HD 128
+// Shared memory of a block: K and V tiles of the largest head dimension. Q (MMA_ROWS rows) is
+// staged through the same buffer: it lives in registers once the first tile loads.
+#define MMA_SMEM_ELEMS (2 * MMA_KEYS * (MMA_MAX_HD + MMA_PAD))
 #define LOG2E 1.4426950408889634f
 
 struct QueryTile {
@@ -40,28 +44,6 @@ __device__ __forceinline__ void mma_bf16(float* d, const u32* a, u32 b0, u32 b1)
         "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Keys and values of positions [t0, t0 + MMA_KEYS) (zeros past `end`) of kv head `h` into
-// k_s / v_s ([MMA_KEYS][HD + MMA_PAD] each), 16 bytes per read.
-template <int HD>
-__device__ void load_kv_tile_padded(bf16* k_s, bf16* v_s, const bf16* k_cache,
-                                    const bf16* v_cache, const int* table, int t0, int end,
-                                    int h, int num_kv_heads, int block_size) {
-    constexpr int VECS = HD / 8;
-    for (int idx = threadIdx.x; idx < MMA_KEYS * VECS; idx += MMA_THREADS) {
-        const int j = idx / VECS, c = idx % VECS, pos = t0 + j;
-        uint4 k8 = make_uint4(0, 0, 0, 0), v8 = k8;
-        if (pos < end) {
-            const int block = table[pos / block_size];
-            const size_t base =
-                (((size_t)block * num_kv_heads + h) * block_size + pos % block_size) * HD;
-            k8 = reinterpret_cast<const uint4*>(k_cache + base)[c];
-            v8 = reinterpret_cast<const uint4*>(v_cache + base)[c];
-        }
-        reinterpret_cast<uint4*>(k_s + j * (HD + MMA_PAD))[c] = k8;
-        reinterpret_cast<uint4*>(v_s + j * (HD + MMA_PAD))[c] = v8;
-    }
 }
 
 // Rows of the block: scaled q in bf16 into q_s ([MMA_ROWS][HD + MMA_PAD]), zeros past `rows`.
@@ -168,17 +150,14 @@ __device__ __forceinline__ void warp_pv(float (*o)[4], const float (*p)[4], cons
 }
 
 template <int HD>
-__device__ void prefill_mma(bf16* __restrict__ out, const float* __restrict__ qkv,
+__device__ void prefill_mma(bf16* smem, bf16* __restrict__ out, const float* __restrict__ qkv,
                             const bf16* __restrict__ k_cache, const bf16* __restrict__ v_cache,
                             const int* __restrict__ block_tables,
                             const QueryTile* __restrict__ tiles, int row_stride, int num_heads,
                             int num_kv_heads, int block_size, int max_blocks_per_seq,
                             float scale) {
-    // Q is staged through the K/V buffers: it lives in registers once the first tile loads.
     constexpr int STRIDE = HD + MMA_PAD;
-    constexpr int KV_ELEMS = 2 * MMA_KEYS * STRIDE;
-    constexpr int Q_ELEMS = MMA_ROWS * STRIDE;
-    __shared__ __align__(16) bf16 smem[KV_ELEMS > Q_ELEMS ? KV_ELEMS : Q_ELEMS];
+    static_assert(HD <= MMA_MAX_HD && MMA_ROWS <= 2 * MMA_KEYS, "tiles exceed MMA_SMEM_ELEMS");
     bf16* k_s = smem;
     bf16* v_s = smem + MMA_KEYS * STRIDE;
 
@@ -219,8 +198,8 @@ __device__ void prefill_mma(bf16* __restrict__ out, const float* __restrict__ qk
 
     for (int t0 = 0; t0 < end; t0 += MMA_KEYS) {
         __syncthreads();  // every warp is done with the previous tile (and with q)
-        load_kv_tile_padded<HD>(k_s, v_s, k_cache, v_cache, table, t0, end, h, num_kv_heads,
-                                block_size);
+        load_kv_tile(k_s, v_s, k_cache, v_cache, table, t0, MMA_KEYS, end, h, num_kv_heads,
+                     block_size, HD, STRIDE, STRIDE);
         __syncthreads();
         if (t0 > warp_last) continue;
         warp_scores<HD>(s, qf, k_s, g, t);
@@ -247,23 +226,20 @@ __device__ void prefill_mma(bf16* __restrict__ out, const float* __restrict__ qk
 }
 
 // grid: (num_tiles, num_kv_heads), block: MMA_THREADS; each tile holds at most
-// MMA_ROWS / group tokens. One entry point per supported head dimension.
-extern "C" __global__ void __launch_bounds__(MMA_THREADS) attention_prefill_mma_hd64(
+// MMA_ROWS / group tokens. The naive kernel's signature; head_dim is 64 or 128 (the host runs
+// the naive kernel for any other), each compiled as its own instance.
+extern "C" __global__ void __launch_bounds__(MMA_THREADS) attention_prefill_mma(
     bf16* __restrict__ out, const float* __restrict__ qkv, const bf16* __restrict__ k_cache,
     const bf16* __restrict__ v_cache, const int* __restrict__ block_tables,
     const QueryTile* __restrict__ tiles, int row_stride, int num_heads, int num_kv_heads,
-    int block_size, int max_blocks_per_seq, float scale)
+    int head_dim, int block_size, int max_blocks_per_seq, float scale)
 {
-    prefill_mma<64>(out, qkv, k_cache, v_cache, block_tables, tiles, row_stride, num_heads,
-                    num_kv_heads, block_size, max_blocks_per_seq, scale);
-}
-
-extern "C" __global__ void __launch_bounds__(MMA_THREADS) attention_prefill_mma_hd128(
-    bf16* __restrict__ out, const float* __restrict__ qkv, const bf16* __restrict__ k_cache,
-    const bf16* __restrict__ v_cache, const int* __restrict__ block_tables,
-    const QueryTile* __restrict__ tiles, int row_stride, int num_heads, int num_kv_heads,
-    int block_size, int max_blocks_per_seq, float scale)
-{
-    prefill_mma<128>(out, qkv, k_cache, v_cache, block_tables, tiles, row_stride, num_heads,
-                     num_kv_heads, block_size, max_blocks_per_seq, scale);
+    __shared__ __align__(16) bf16 smem[MMA_SMEM_ELEMS];
+    if (head_dim == 64) {
+        prefill_mma<64>(smem, out, qkv, k_cache, v_cache, block_tables, tiles, row_stride,
+                        num_heads, num_kv_heads, block_size, max_blocks_per_seq, scale);
+    } else if (head_dim == 128) {
+        prefill_mma<128>(smem, out, qkv, k_cache, v_cache, block_tables, tiles, row_stride,
+                         num_heads, num_kv_heads, block_size, max_blocks_per_seq, scale);
+    }
 }

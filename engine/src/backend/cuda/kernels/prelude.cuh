@@ -54,12 +54,14 @@ __device__ float block_max(float v, float* scratch) {
 }
 
 // Loads keys and values of positions [t0, t0 + tile) (zeros past `end`) of kv head `h` from
-// the paged cache ([blocks, kv_heads, block_size, head_dim]) into shared memory: K rows padded
-// by one bf16 pair (stride head_dim + 2) so lanes reading different rows hit different banks,
-// V rows dense. Global reads are 16 bytes (8 values); head_dim is a multiple of 8.
+// the paged cache ([blocks, kv_heads, block_size, head_dim]) into shared memory rows of
+// `k_stride` and `v_stride` bf16 (the attention kernels pad rows so that lanes reading
+// different rows hit different banks; k_stride even, v_stride a multiple of 8). Global reads
+// are 16 bytes (8 values); head_dim is a multiple of 8.
 __device__ void load_kv_tile(bf16* k_s, bf16* v_s, const bf16* k_cache, const bf16* v_cache,
                              const int* table, int t0, int tile, int end, int h,
-                             int num_kv_heads, int block_size, int head_dim)
+                             int num_kv_heads, int block_size, int head_dim, int k_stride,
+                             int v_stride)
 {
     const int vecs = head_dim / 8;
     for (int idx = threadIdx.x; idx < tile * vecs; idx += blockDim.x) {
@@ -72,9 +74,9 @@ __device__ void load_kv_tile(bf16* k_s, bf16* v_s, const bf16* k_cache, const bf
             k8 = reinterpret_cast<const uint4*>(k_cache + base)[c];
             v8 = reinterpret_cast<const uint4*>(v_cache + base)[c];
         }
-        unsigned int* kw = reinterpret_cast<unsigned int*>(k_s + j * (head_dim + 2)) + 4 * c;
+        unsigned int* kw = reinterpret_cast<unsigned int*>(k_s + j * k_stride) + 4 * c;
         kw[0] = k8.x; kw[1] = k8.y; kw[2] = k8.z; kw[3] = k8.w;
-        reinterpret_cast<uint4*>(v_s + j * head_dim)[c] = v8;
+        reinterpret_cast<uint4*>(v_s + j * v_stride)[c] = v8;
     }
 }
 

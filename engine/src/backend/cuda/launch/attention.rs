@@ -192,15 +192,14 @@ pub fn attention_prefill(gpu: &Gpu, a: &Attend<'_>, p: PrefillArgs<'_>) -> Resul
     if p.num_tiles == 0 {
         return Ok(());
     }
-    if p.kernel.for_head_dim(a.head_dim) == PrefillAttention::Mma {
-        return attention_prefill_mma(gpu, a, p);
-    }
     let i = a.ints()?;
-    let f = gpu.function("attention_prefill")?;
+    let f = gpu.function(p.kernel.function(a.head_dim))?;
     // SAFETY: (bf16*, const float*, const bf16*, const bf16*, const int*, const QueryTile*,
-    // int × 6, float) as in attention_prefill.cu (QueryTile is its repr(C) twin). Block (k, h)
-    // reads tile k, whose rows lie below `tokens` and whose sequence indexes a table row (the
-    // host-built tiles of a validated plan), and writes those rows of `out`.
+    // int × 6, float) as in attention_prefill.cu and attention_prefill_mma.cu (QueryTile is
+    // their repr(C) twin; `function` names the MMA kernel only for the head dimensions it has
+    // an instance for). Block (k, h) reads tile k, whose rows lie below `tokens` and whose
+    // sequence indexes a table row (the host-built tiles of a validated plan, cut for this
+    // kernel), and writes those rows of `out`.
     unsafe {
         gpu.stream
             .launch_builder(f)
@@ -217,42 +216,7 @@ pub fn attention_prefill(gpu: &Gpu, a: &Attend<'_>, p: PrefillArgs<'_>) -> Resul
             .arg(&i[4])
             .arg(&i[5])
             .arg(&p.scale)
-            .launch(grid(p.num_tiles, a.num_kv_heads, 1, 128)?)
-    }?;
-    Ok(())
-}
-
-/// The tensor-core prefill kernel (`attention_prefill_mma.cu`), one entry point per head
-/// dimension; its tiles hold at most 64 query rows (`PrefillAttention::tile_tokens`).
-fn attention_prefill_mma(gpu: &Gpu, a: &Attend<'_>, p: PrefillArgs<'_>) -> Result<()> {
-    let [row_stride, heads, kv_heads, _, block_size, blocks_per_seq] = a.ints()?;
-    let f = gpu.function(p.kernel.function(a.head_dim))?;
-    // SAFETY: (bf16*, const float*, const bf16*, const bf16*, const int*, const QueryTile*,
-    // int × 5, float) as in attention_prefill_mma.cu, whose head dimension is the entry
-    // point's. Block (k, h) reads tile k (rows below `tokens`, a sequence with a table row: the
-    // host-built tiles of a validated plan, at most 64 rows each) and writes those rows of
-    // `out`, all inside the sizes `attention_prefill` checked.
-    unsafe {
-        gpu.stream
-            .launch_builder(f)
-            .arg(p.out)
-            .arg(a.qkv)
-            .arg(a.k_cache)
-            .arg(a.v_cache)
-            .arg(a.block_tables)
-            .arg(p.tiles)
-            .arg(&row_stride)
-            .arg(&heads)
-            .arg(&kv_heads)
-            .arg(&block_size)
-            .arg(&blocks_per_seq)
-            .arg(&p.scale)
-            .launch(grid(
-                p.num_tiles,
-                a.num_kv_heads,
-                1,
-                PREFILL_THREADS as u32,
-            )?)
+            .launch(grid(p.num_tiles, a.num_kv_heads, 1, PREFILL_THREADS)?)
     }?;
     Ok(())
 }

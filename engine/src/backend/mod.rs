@@ -11,6 +11,7 @@ pub mod sim;
 
 use crate::Result;
 use crate::model::ModelConfig;
+use crate::sampling::spec::{Edit, RowSampling};
 
 /// One sequence's part of a forward step.
 #[derive(Debug, Clone, Copy)]
@@ -59,6 +60,25 @@ impl StepOutput {
     }
 }
 
+/// A wanted row the backend samples where its logits are (see
+/// [`Backend::forward_sampled`]): the specification's settings and this step's logit edits
+/// (`sampling::spec`), as `Sampler::device_row` gives them.
+#[derive(Debug, Clone, Default)]
+pub struct DeviceRow {
+    pub settings: RowSampling,
+    pub edits: Vec<Edit>,
+}
+
+/// What [`Backend::forward_sampled`] returns.
+#[derive(Debug, Default, Clone)]
+pub struct SampledStep {
+    /// The logits of the wanted rows left to the host sampler.
+    pub output: StepOutput,
+    /// `(batch index, token)` of each row sampled by the backend; −1: the row had no finite
+    /// logit.
+    pub sampled: Vec<(usize, i32)>,
+}
+
 /// A compute backend: CPU reference, CUDA, or the simulated performance model.
 pub trait Backend: Send {
     /// Short name for logs, metrics and `/v1/models` (`cpu`, `cuda`, `sim`).
@@ -95,6 +115,25 @@ pub trait Backend: Send {
         Err(crate::Error::Backend {
             backend: self.name(),
             message: "prompt logprobs are not computed by this backend".into(),
+        })
+    }
+    /// Whether [`forward_sampled`](Self::forward_sampled) samples rows itself (the CUDA
+    /// backend: only ids come back instead of vocabulary-wide logits rows).
+    fn samples_on_device(&self) -> bool {
+        false
+    }
+    /// Like [`forward`](Self::forward), sampling each wanted row whose `rows[i]` (by batch
+    /// index) is set by the shared specification where the logits are; the other wanted rows'
+    /// logits come back for the host sampler. By default every row comes back.
+    fn forward_sampled(
+        &mut self,
+        batch: &[SeqStep<'_>],
+        rows: &[Option<DeviceRow>],
+    ) -> Result<SampledStep> {
+        let _ = rows;
+        Ok(SampledStep {
+            output: self.forward(batch)?,
+            sampled: Vec::new(),
         })
     }
     /// Whether [`forward_lora`](Self::forward_lora) computes adapters (LoRA serving).

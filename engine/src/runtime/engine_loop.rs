@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::{Command, EngineConfig, EngineMetrics, GenerateRequest, RequestUsage, TokenEvent};
-use crate::backend::{Backend, SeqStep, StepOutput};
+use crate::backend::{Backend, DeviceRow, SampledStep, SeqStep, StepOutput};
 use crate::grammar::{Constraint, GrammarError, MaskJob, MaskWorker, TokenMask};
 use crate::kv::{KvCacheManager, RequestId};
 use crate::lora::LoraAdapter;
-use crate::sampling::{FinishReason, SampledToken, Sampler, finish_on_token};
+use crate::sampling::{FinishReason, SampledToken, Sampler, SamplingError, finish_on_token};
 use crate::sched::{
     SchedRequest, Scheduler, SchedulerConfig, SchedulerOutput, StepLimits, StepTimeModel,
 };
@@ -284,6 +284,7 @@ impl EngineLoop {
         let started = Instant::now();
         let lent = self.lend_constraints(out);
         let drafted = self.drafted_tokens(out);
+        let device = self.device_rows(out, &drafted);
         let result = {
             let mut batch = Vec::with_capacity(out.seqs.len());
             let mut every_row = Vec::with_capacity(out.seqs.len());
@@ -311,14 +312,23 @@ impl EngineLoop {
                 true => &every_row,
                 false => &[],
             };
-            self.backend.forward_lora(&batch, every_row, &adapters)
+            match &device {
+                Some(rows) => self.backend.forward_sampled(&batch, rows),
+                None => self
+                    .backend
+                    .forward_lora(&batch, every_row, &adapters)
+                    .map(|output| SampledStep {
+                        output,
+                        sampled: Vec::new(),
+                    }),
+            }
         };
         let masks = self.take_back_constraints(lent);
         match result {
-            Ok(output) => {
+            Ok(step) => {
                 self.scheduler.on_step_computed(out, &mut self.kv);
-                self.gather_prompt_logprobs(out, &output);
-                self.sample_and_send(out, &output, masks);
+                self.gather_prompt_logprobs(out, &step.output);
+                self.sample_and_send(out, &step, masks);
             }
             // A fatal error fails nothing here: the caller reports the fault first and then
             // fails every request (this step's too), so no client whose request failed can
@@ -446,14 +456,79 @@ impl EngineLoop {
         }
     }
 
+    /// The rows the backend samples itself this step (by index in `out.seqs`), when it can
+    /// and nothing in the step needs every row's logits on the host (prompt logprobs, drafts,
+    /// adapters); `None` otherwise. A row the device sampler does not cover (a grammar,
+    /// logprobs) stays with the host sampler. Building a row draws its uniform.
+    fn device_rows(
+        &mut self,
+        out: &SchedulerOutput,
+        drafted: &[Option<Vec<u32>>],
+    ) -> Option<Vec<Option<DeviceRow>>> {
+        let adapters = out
+            .seqs
+            .iter()
+            .any(|s| self.active.get(&s.id).is_some_and(|a| a.adapter.is_some()));
+        let every_row = out.seqs.iter().any(|s| s.prompt_logits || s.num_draft > 0);
+        if !self.backend.samples_on_device()
+            || adapters
+            || every_row
+            || drafted.iter().any(Option::is_some)
+        {
+            return None;
+        }
+        let vocab = self.vocab_size;
+        let row = |seq: &crate::sched::ScheduledSeq, active: Option<&mut Active>| {
+            let active = active?;
+            let p = active.sampler.params();
+            let covered = seq.want_logits
+                && !active.constrained
+                && p.logprobs.is_none()
+                && p.max_tokens != Some(0);
+            covered.then(|| {
+                let (settings, edits) = active.sampler.device_row(vocab);
+                DeviceRow { settings, edits }
+            })
+        };
+        Some(
+            out.seqs
+                .iter()
+                .map(|seq| row(seq, self.active.get_mut(&seq.id)))
+                .collect(),
+        )
+    }
+
+    /// Delivers a token the backend sampled (−1: its row had no finite logit).
+    fn deliver_sampled(&mut self, id: RequestId, token: i32, now: Instant) {
+        let Some(active) = self.active.get_mut(&id) else {
+            return;
+        };
+        let Ok(token_id) = u32::try_from(token) else {
+            let err = SamplingError::InvalidLogits("no finite logit");
+            self.finish(id, TokenEvent::Failed(err.to_string()));
+            return;
+        };
+        let token = active.sampler.accept(token_id);
+        if let Some(spec) = &mut active.spec {
+            spec.on_token(token_id);
+        }
+        self.deliver(id, token, now);
+    }
+
     fn sample_and_send(
         &mut self,
         out: &SchedulerOutput,
-        output: &StepOutput,
+        step: &SampledStep,
         mut masks: HashMap<RequestId, Result<TokenMask, GrammarError>>,
     ) {
         let now = Instant::now();
+        let output = &step.output;
+        let sampled: HashMap<usize, i32> = step.sampled.iter().copied().collect();
         for (index, seq) in out.seqs.iter().enumerate().filter(|(_, s)| s.want_logits) {
+            if let Some(&token) = sampled.get(&index) {
+                self.deliver_sampled(seq.id, token, now);
+                continue;
+            }
             let Some(logits) = output.logits_of(index, self.vocab_size) else {
                 self.finish(
                     seq.id,

@@ -10,13 +10,14 @@ use cudarc::driver::{CudaGraph, CudaSlice};
 
 use super::buckets::{GraphKey, batch_buckets, context_buckets, graph_key};
 use super::device::Gpu;
+use super::device_sampler::{DeviceSampler, layout};
 use super::forward::{self, AttentionKind, BufferSizes, Buffers, LayerCache, Model, StepShape};
 use super::geometry::{check_attention_shape, decode_split, max_split_rows, prefill_tiles};
 use super::options::{CudaOptions, DeviceSampling};
-use super::plan::{PlanLimits, StepPlan, pad_decode, plan_step};
+use super::plan::{PlanLimits, StepPlan, mixed_decode, pad_decode, plan_step};
 use super::weights::DeviceWeights;
 use super::{Error, Result, gemm, launch, memory};
-use crate::backend::{Backend, SeqStep, StepOutput};
+use crate::backend::{Backend, DeviceRow, SampledStep, SeqStep, StepOutput};
 use crate::model::{Checkpoint, ModelConfig};
 
 /// Memory kept free beyond the utilisation budget for graphs and cuBLAS internals.
@@ -43,6 +44,8 @@ pub struct CudaBackend {
     graphs: HashMap<GraphKey, DecodeGraph>,
     blas: CudaBlas,
     _workspace: CudaSlice<u8>,
+    /// Serving's on-device sampling and the pinned buffers results come back through.
+    sampler: DeviceSampler,
     bufs: Buffers,
     cache: Vec<LayerCache>,
     weights: DeviceWeights,
@@ -110,6 +113,7 @@ impl CudaBackend {
             max_split_rows,
         };
         let bufs = Buffers::new(&gpu, &cfg, sizes)?;
+        let sampler = DeviceSampler::new(&gpu, sizes.max_seqs)?;
         let blas = CudaBlas::new(gpu.stream.clone())?;
         let mut workspace = gpu.stream.alloc_zeros::<u8>(gemm::WORKSPACE_BYTES)?;
         gemm::set_workspace(&blas, &gpu.stream, &mut workspace)?;
@@ -155,6 +159,7 @@ impl CudaBackend {
             graphs: HashMap::new(),
             blas,
             _workspace: workspace,
+            sampler,
             bufs,
             cache,
             weights,
@@ -240,6 +245,33 @@ impl CudaBackend {
             .collect())
     }
 
+    /// The logits of `rows` (`(logits row, batch index)`), copied to the host through pinned
+    /// memory in one copy of the rows they span.
+    fn host_rows(&mut self, rows: &[(usize, usize)]) -> Result<StepOutput> {
+        let vocab = self.cfg.vocab_size;
+        let mut out = StepOutput {
+            logits: Vec::with_capacity(rows.len() * vocab),
+            rows: Vec::new(),
+        };
+        let span = rows.iter().map(|r| r.0);
+        let (Some(first), Some(last)) = (span.clone().min(), span.max()) else {
+            return Ok(out);
+        };
+        let host = self.sampler.logits_rows(
+            &self.gpu,
+            &self.bufs.logits,
+            first,
+            last + 1 - first,
+            vocab,
+        )?;
+        for &(row, seq) in rows {
+            out.logits
+                .extend_from_slice(&host[(row - first) * vocab..][..vocab]);
+            out.rows.push(seq);
+        }
+        Ok(out)
+    }
+
     /// Sets the logits each row's mask disallows to −∞ (rows in `rows` order, one mask each).
     fn apply_masks(&mut self, rows: &StepRows, masks: &[u32]) -> Result<()> {
         let vocab = self.cfg.vocab_size;
@@ -322,12 +354,25 @@ impl CudaBackend {
     }
 
     fn run_prefill(&mut self, plan: &StepPlan) -> Result<StepRows> {
-        let tiles = prefill_tiles(
-            &plan.seq_rows,
-            forward::tile_tokens(&self.cfg, self.opts.prefill_attention),
+        // The one-token sequences lead the plan; they go through the decode kernel when their
+        // split fits, and the prefill kernel covers the rest.
+        let decode = mixed_decode(
+            plan,
+            self.cfg.num_kv_heads,
+            self.gpu.info.sm_count,
+            self.split_rows,
         );
+        let skip = decode.map_or(0, |(seqs, _)| seqs);
+        let tile_tokens = forward::tile_tokens(&self.cfg, self.opts.prefill_attention);
+        let tiles: Vec<_> = prefill_tiles(&plan.seq_rows, tile_tokens)
+            .into_iter()
+            .filter(|t| t.seq as usize >= skip)
+            .collect();
         self.bufs.upload(&self.gpu, plan, &tiles)?;
-        let attention = AttentionKind::Prefill { tiles: tiles.len() };
+        let attention = AttentionKind::Prefill {
+            tiles: tiles.len(),
+            decode,
+        };
         let shape = self.shape(
             plan.num_tokens(),
             plan.num_seqs(),
@@ -407,23 +452,32 @@ impl Backend for CudaBackend {
 
     fn forward(&mut self, batch: &[SeqStep<'_>]) -> crate::Result<StepOutput> {
         let rows = self.run_step(batch)?;
+        Ok(self.host_rows(&rows.rows)?)
+    }
+
+    fn samples_on_device(&self) -> bool {
+        true
+    }
+
+    fn forward_sampled(
+        &mut self,
+        batch: &[SeqStep<'_>],
+        device: &[Option<DeviceRow>],
+    ) -> crate::Result<SampledStep> {
+        let rows = self.run_step(batch)?;
+        let (plan, taken) = layout(&rows.rows, device, rows.computed);
+        let host: Vec<(usize, usize)> = rows
+            .rows
+            .iter()
+            .filter(|r| !taken.contains(r))
+            .copied()
+            .collect();
+        // The host's rows first: sampling turns the device's rows into weights in place.
+        let output = self.host_rows(&host)?;
         let vocab = self.cfg.vocab_size;
-        let mut out = StepOutput {
-            logits: Vec::with_capacity(rows.rows.len() * vocab),
-            rows: Vec::new(),
-        };
-        if let Some(last) = rows.rows.iter().map(|r| r.0).max() {
-            let host = self
-                .gpu
-                .stream
-                .clone_dtoh(&self.bufs.logits.slice(0..(last + 1) * vocab))
-                .map_err(Error::from)?;
-            for &(row, seq) in &rows.rows {
-                out.logits
-                    .extend_from_slice(&host[row * vocab..(row + 1) * vocab]);
-                out.rows.push(seq);
-            }
-        }
-        Ok(out)
+        let sampled =
+            self.sampler
+                .sample(&self.gpu, &mut self.bufs.logits, &plan, &taken, vocab)?;
+        Ok(SampledStep { output, sampled })
     }
 }

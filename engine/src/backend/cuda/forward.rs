@@ -13,6 +13,7 @@ use super::geometry::{DecodeSplit, QueryTile};
 use super::launch::{self, Attend, CacheShape, DecodeArgs, PrefillArgs, QkvPosition};
 use super::plan::StepPlan;
 use super::prefill::PrefillAttention;
+use super::table_upload::TableMirror;
 use super::weights::DeviceWeights;
 use crate::model::ModelConfig;
 
@@ -48,6 +49,8 @@ pub struct Buffers {
     pub top_k: CudaSlice<i32>,        // [seqs]
     pub top_p: CudaSlice<f32>,        // [seqs]
     pub uniforms: CudaSlice<f32>,     // [seqs]
+    /// What `block_tables` holds, so a step uploads only the entries that changed.
+    tables: TableMirror,
 }
 
 /// Sizes the buffers are allocated for.
@@ -91,16 +94,24 @@ impl Buffers {
             top_k: st.alloc_zeros(n)?,
             top_p: st.alloc_zeros(n)?,
             uniforms: st.alloc_zeros(n)?,
+            tables: TableMirror::new(n * s.max_blocks_per_seq),
         })
     }
 
-    /// Copies a plan's inputs into the step-input buffers.
+    /// Copies a plan's inputs into the step-input buffers; of the block tables only the entries
+    /// that changed since the last step.
     pub fn upload(&mut self, gpu: &Gpu, plan: &StepPlan, tiles: &[QueryTile]) -> Result<()> {
         let st = &gpu.stream;
         st.memcpy_htod(&plan.token_ids, &mut self.ids)?;
         st.memcpy_htod(&plan.positions, &mut self.positions)?;
         st.memcpy_htod(&plan.slots, &mut self.slots)?;
-        st.memcpy_htod(&plan.block_tables, &mut self.block_tables)?;
+        for range in self.tables.changes(&plan.block_tables) {
+            let mut dst = self.block_tables.slice_mut(range.clone());
+            if let Err(err) = st.memcpy_htod(&plan.block_tables[range], &mut dst) {
+                self.tables.invalidate();
+                return Err(err.into());
+            }
+        }
         st.memcpy_htod(&plan.context_lens, &mut self.context_lens)?;
         st.memcpy_htod(&plan.logit_rows, &mut self.logit_rows)?;
         if !tiles.is_empty() {
@@ -115,8 +126,13 @@ impl Buffers {
 pub enum AttentionKind {
     /// One token per sequence: split-K paged decode + merge.
     Decode(DecodeSplit),
-    /// Any tokens: the prefill kernel over `tiles` query tiles.
-    Prefill { tiles: usize },
+    /// Any tokens: the first `decode.0` sequences (one token each, their token rows their
+    /// sequence rows) through the decode kernel split as `decode.1`, the rest through the
+    /// prefill kernel over `tiles` query tiles.
+    Prefill {
+        tiles: usize,
+        decode: Option<(usize, DecodeSplit)>,
+    },
 }
 
 /// The shape of one step's launches.
@@ -280,42 +296,46 @@ fn attention(m: &Model<'_>, b: &mut Buffers, shape: &StepShape, l: usize) -> Res
         cache_blocks: geometry.num_blocks,
     };
     let scale = 1.0 / (cfg.head_dim as f32).sqrt();
-    match shape.attention {
-        AttentionKind::Decode(split) => {
-            let args = DecodeArgs {
-                part_out: &mut b.part_out,
-                part_max: &mut b.part_max,
-                part_sum: &mut b.part_sum,
-                context_lens: &b.context_lens,
-                seqs: shape.seqs,
-                split,
-                scale,
-            };
-            launch::attention_decode(gpu, &attend, args)?;
-            launch::attention_merge(
-                gpu,
-                &mut b.attn,
-                &b.part_out,
-                &b.part_max,
-                &b.part_sum,
-                shape.seqs,
-                cfg.num_heads,
-                cfg.head_dim,
-                split.splits,
-            )?;
-        }
-        AttentionKind::Prefill { tiles } => {
-            let args = PrefillArgs {
-                out: &mut b.attn,
-                tiles: &b.tiles,
-                num_tiles: tiles,
-                tokens: shape.tokens,
-                seqs: shape.seqs,
-                scale,
-                kernel: m.prefill,
-            };
-            launch::attention_prefill(gpu, &attend, args)?;
-        }
+    let decode = match shape.attention {
+        AttentionKind::Decode(split) => Some((shape.seqs, split)),
+        AttentionKind::Prefill { decode, .. } => decode,
+    };
+    if let Some((seqs, split)) = decode {
+        let args = DecodeArgs {
+            part_out: &mut b.part_out,
+            part_max: &mut b.part_max,
+            part_sum: &mut b.part_sum,
+            context_lens: &b.context_lens,
+            seqs,
+            split,
+            scale,
+        };
+        launch::attention_decode(gpu, &attend, args)?;
+        launch::attention_merge(
+            gpu,
+            &mut b.attn,
+            &b.part_out,
+            &b.part_max,
+            &b.part_sum,
+            seqs,
+            cfg.num_heads,
+            cfg.head_dim,
+            split.splits,
+        )?;
+    }
+    if let AttentionKind::Prefill { tiles, .. } = shape.attention
+        && tiles > 0
+    {
+        let args = PrefillArgs {
+            out: &mut b.attn,
+            tiles: &b.tiles,
+            num_tiles: tiles,
+            tokens: shape.tokens,
+            seqs: shape.seqs,
+            scale,
+            kernel: m.prefill,
+        };
+        launch::attention_prefill(gpu, &attend, args)?;
     }
     Ok(())
 }

@@ -22,16 +22,17 @@ pub mod memory;
 pub mod plan;
 pub mod prefill;
 pub mod release;
+pub mod sample_model;
 pub mod symbols;
+pub mod table_upload;
 
 mod backend;
 mod device;
+mod device_sampler;
 mod fault;
 mod forward;
 mod gemm;
 mod options;
-#[cfg(test)]
-mod sample_model;
 mod weights;
 
 pub use backend::CudaBackend;

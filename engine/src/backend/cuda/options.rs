@@ -41,9 +41,9 @@ impl Default for CudaOptions {
     }
 }
 
-/// Per-row parameters of the on-device sampler. Only the speed check uses it: served requests
-/// are sampled on the host by `sampling::Sampler`, the one place where `logit_bias`, penalties
-/// and grammar masks apply, so a CUDA replica honours them exactly as a CPU one does.
+/// Per-row parameters of the speed check's sampler (`sample_top_k_top_p`, with a grammar mask
+/// when given). Served requests go through the shared specification instead
+/// (`sampling::spec`, `device_sampler.rs`): the same draws as the host sampler's.
 #[derive(Debug, Clone, Copy)]
 pub struct DeviceSampling {
     /// 0 means greedy.

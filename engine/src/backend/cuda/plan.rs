@@ -1,6 +1,7 @@
 //! A forward step's host-side plan (pure): the flat per-token and per-sequence arrays the
 //! kernels read, validated against the cache and model limits, and padding to a graph bucket.
 
+use super::geometry::{DecodeSplit, decode_split};
 use crate::backend::SeqStep;
 
 /// Limits a step is checked against.
@@ -38,6 +39,9 @@ pub struct StepPlan {
     pub logit_seqs: Vec<usize>,
     /// Every sequence runs exactly one token (the decode kernel and graphs apply).
     pub decode_only: bool,
+    /// The leading sequences that run one token each: a mixed step puts them first, so their
+    /// token rows are their sequence rows and the decode kernel runs them.
+    pub decode_rows: usize,
     /// Longest context in the step.
     pub max_context: usize,
 }
@@ -54,7 +58,8 @@ impl StepPlan {
     }
 }
 
-/// Builds and validates the plan of `batch`.
+/// Builds and validates the plan of `batch`: the sequences that run one token first (in batch
+/// order), then the others; `logit_seqs` names batch indices, errors too.
 pub fn plan_step(batch: &[SeqStep<'_>], limits: &PlanLimits) -> Result<StepPlan, String> {
     if batch.is_empty() {
         return Err("empty batch".into());
@@ -78,7 +83,10 @@ pub fn plan_step(batch: &[SeqStep<'_>], limits: &PlanLimits) -> Result<StepPlan,
         ..StepPlan::default()
     };
     plan.block_tables = vec![0; batch.len() * limits.max_blocks_per_seq];
-    for (i, seq) in batch.iter().enumerate() {
+    let singles = (0..batch.len()).filter(|&i| batch[i].tokens.len() == 1);
+    let others = (0..batch.len()).filter(|&i| batch[i].tokens.len() != 1);
+    for (row, i) in singles.chain(others).enumerate() {
+        let seq = &batch[i];
         let n = seq.tokens.len();
         if n == 0 {
             return Err(format!("sequence {i} has no tokens"));
@@ -124,7 +132,7 @@ pub fn plan_step(batch: &[SeqStep<'_>], limits: &PlanLimits) -> Result<StepPlan,
             plan.slots
                 .push((block * limits.block_size + pos % limits.block_size) as i32);
         }
-        let table = &mut plan.block_tables[i * limits.max_blocks_per_seq..][..needed];
+        let table = &mut plan.block_tables[row * limits.max_blocks_per_seq..][..needed];
         for (dst, &b) in table.iter_mut().zip(seq.block_table) {
             *dst = b as i32;
         }
@@ -135,9 +143,25 @@ pub fn plan_step(batch: &[SeqStep<'_>], limits: &PlanLimits) -> Result<StepPlan,
             plan.logit_seqs.push(i);
         }
         plan.decode_only &= n == 1;
+        plan.decode_rows += usize::from(n == 1);
         plan.max_context = plan.max_context.max(context);
     }
     Ok(plan)
+}
+
+/// How a step that is not a decode graph runs its leading one-token sequences through the
+/// decode kernel: `(sequences, split)`, or `None` when it has none or their split would not
+/// fit the `split_rows` the partial-result buffers hold (the prefill kernel takes them then).
+pub fn mixed_decode(
+    plan: &StepPlan,
+    num_kv_heads: usize,
+    sm_count: usize,
+    split_rows: usize,
+) -> Option<(usize, DecodeSplit)> {
+    let seqs = plan.decode_rows;
+    let context = plan.context_lens.get(..seqs)?.iter().copied().max()?;
+    let split = decode_split(seqs, num_kv_heads, context.max(1) as usize, sm_count);
+    (seqs * split.splits <= split_rows).then_some((seqs, split))
 }
 
 /// Pads a decode-only plan to `bucket` sequences for a captured graph: padding rows run token
@@ -185,19 +209,58 @@ mod tests {
             step(&[9], 8, &[1, 4, 3], true),
         ];
         let plan = plan_step(&batch, &LIMITS).unwrap();
-        assert_eq!(plan.token_ids, [5, 6, 7, 9]);
-        assert_eq!(plan.positions, [3, 4, 5, 8]);
-        // pos 3 → block 7 slot 3; pos 4, 5 → block 2 slots 0, 1; pos 8 → block 3 slot 0.
-        assert_eq!(plan.slots, [31, 8, 9, 12]);
-        assert_eq!(plan.block_tables, [7, 2, 0, 1, 4, 3]);
-        assert_eq!(plan.context_lens, [6, 9]);
-        assert_eq!(plan.seq_rows, [(0, 3, 3), (3, 8, 1)]);
+        // The decode row (batch entry 1) goes first, then the prefill chunk.
+        assert_eq!(plan.token_ids, [9, 5, 6, 7]);
+        assert_eq!(plan.positions, [8, 3, 4, 5]);
+        // pos 8 → block 3 slot 0; pos 3 → block 7 slot 3; pos 4, 5 → block 2 slots 0, 1.
+        assert_eq!(plan.slots, [12, 31, 8, 9]);
+        assert_eq!(plan.block_tables, [1, 4, 3, 7, 2, 0]);
+        assert_eq!(plan.context_lens, [9, 6]);
+        assert_eq!(plan.seq_rows, [(0, 8, 1), (1, 3, 3)]);
         assert_eq!(
             (plan.logit_rows.as_slice(), plan.logit_seqs.as_slice()),
-            (&[3][..], &[1][..])
+            (&[0][..], &[1][..])
         );
         assert!(!plan.decode_only);
+        assert_eq!(plan.decode_rows, 1);
         assert_eq!(plan.max_context, 9);
+    }
+
+    #[test]
+    fn a_mixed_step_puts_its_decode_rows_first_and_keeps_batch_indices() {
+        let batch = [
+            step(&[1, 2], 0, &[0], true),
+            step(&[3], 4, &[1, 2], true),
+            step(&[4, 5, 6], 0, &[3], false),
+            step(&[7], 2, &[4], true),
+        ];
+        let plan = plan_step(&batch, &LIMITS).unwrap();
+        assert_eq!(plan.decode_rows, 2);
+        // Decode rows are sequence rows 0 and 1 and token rows 0 and 1.
+        assert_eq!(&plan.seq_rows[..2], [(0, 4, 1), (1, 2, 1)]);
+        assert_eq!(plan.token_ids, [3, 7, 1, 2, 4, 5, 6]);
+        assert_eq!(plan.context_lens, [5, 3, 2, 3]);
+        assert_eq!(&plan.block_tables[..6], [1, 2, 0, 4, 0, 0]);
+        // Logits of batch entries 1, 3 and 0, at their token rows.
+        assert_eq!(plan.logit_rows, [0, 1, 3]);
+        assert_eq!(plan.logit_seqs, [1, 3, 0]);
+    }
+
+    #[test]
+    fn mixed_steps_split_their_decode_rows_within_the_buffers() {
+        let batch = [
+            step(&[1, 2, 3], 0, &[0], true),
+            step(&[4], 8, &[1, 2, 3], true),
+        ];
+        let plan = plan_step(&batch, &LIMITS).unwrap();
+        let (seqs, split) = mixed_decode(&plan, 2, 132, 1 << 20).unwrap();
+        assert_eq!(seqs, 1);
+        assert!(split.splits * split.partition_tokens >= 9);
+        // Too little room for the split: the prefill kernel takes the row.
+        assert_eq!(mixed_decode(&plan, 2, 132, 0), None);
+        // No decode rows: nothing to split.
+        let prefill = plan_step(&[step(&[1, 2], 0, &[0], true)], &LIMITS).unwrap();
+        assert_eq!(mixed_decode(&prefill, 2, 132, 1 << 20), None);
     }
 
     #[test]

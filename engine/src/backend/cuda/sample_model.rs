@@ -2,7 +2,8 @@
 //! `kernels/sampling.cu`) transcribed to Rust as the kernel executes it: 1024 threads striding
 //! the row, block-wide sums in the kernel's order (warp butterflies, then warps in order),
 //! bisections on weight bits and ids, the segmented inverse CDF. Its tests hold it to the host
-//! sampler on given logits: the CPU-side pin of the device sampler's semantics.
+//! sampler on given logits: the CPU-side pin of the device sampler's semantics. It is also the
+//! reference a stand-in backend samples with in the engine's device-sampling test.
 
 use crate::sampling::spec::{self, Edit, RowSampling};
 
@@ -110,39 +111,27 @@ enum Goal {
 /// walk inside the segment holding the target; the highest kept id past the end.
 fn draw_in_id_order(w: &[f32], c: spec::Cut, target: f64) -> i32 {
     let seg = w.len().div_ceil(THREADS);
-    let mut chosen = i32::MAX;
-    let mut highest = -1i32;
-    let mut sums = Vec::with_capacity(THREADS);
-    for t in 0..THREADS {
-        let range = (t * seg).min(w.len())..((t + 1) * seg).min(w.len());
-        let kept = range.filter(|&i| keeps(c, w[i], i));
-        sums.push(kept.map(|i| f64::from(w[i])).sum::<f64>());
-    }
+    let segment = |t: usize| (t * seg).min(w.len())..((t + 1) * seg).min(w.len());
+    let kept = |t: usize| segment(t).filter(|&i| keeps(c, w[i], i));
+    let sums: Vec<f64> = (0..THREADS)
+        .map(|t| kept(t).map(|i| f64::from(w[i])).sum())
+        .collect();
+    let highest = (0..THREADS).filter_map(|t| kept(t).next_back()).max();
+    let mut chosen = None;
     let mut run = 0.0;
     for (t, &local) in sums.iter().enumerate() {
         let start = run;
         run += local;
-        for i in (t * seg).min(w.len())..((t + 1) * seg).min(w.len()) {
-            if keeps(c, w[i], i) {
-                highest = highest.max(i as i32);
-            }
-        }
-        if !(local > 0.0 && start <= target && target < start + local) {
+        if chosen.is_some() || !(local > 0.0 && start <= target && target < start + local) {
             continue;
         }
         let mut acc = start;
-        for i in (t * seg).min(w.len())..((t + 1) * seg).min(w.len()) {
-            if !keeps(c, w[i], i) {
-                continue;
-            }
+        chosen = kept(t).find(|&i| {
             acc += f64::from(w[i]);
-            if acc > target {
-                chosen = chosen.min(i as i32);
-                break;
-            }
-        }
+            acc > target
+        });
     }
-    if chosen != i32::MAX { chosen } else { highest }
+    chosen.or(highest).map_or(-1, |i| i as i32)
 }
 
 /// `sample_rows` on one row (edited and masked): the token, or −1 without a finite logit.

@@ -42,6 +42,15 @@ pub const DRIVER: &[&str] = &[
     "cuMemcpyHtoDAsync_v2",
     "cuMemcpyDtoHAsync_v2",
     "cuMemcpyDtoDAsync_v2",
+    // Pinned host buffers (`alloc_pinned_with_flags`, their `Drop`) and the event each one
+    // carries, recorded and waited on by every copy through it (`device_sampler`).
+    "cuMemHostAlloc",
+    "cuMemFreeHost",
+    "cuEventCreate",
+    "cuEventRecord",
+    "cuEventSynchronize",
+    "cuEventDestroy_v2",
+    "cuStreamWaitEvent",
     // Kernels: `load_module`, `load_function`, `launch`.
     "cuModuleLoadData",
     "cuModuleUnload",

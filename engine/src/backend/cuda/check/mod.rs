@@ -1,7 +1,8 @@
 //! The GPU checks behind `tokenscale-engine cuda-check`: each kernel against a host reference
-//! (`ops`, `attention`), the whole model against golden tokens and the CPU backend (`golden`),
-//! any checkpoint against the CPU reference backend (`parity`), and decode speed against the
-//! roofline (`speed`). Only `reference` and the pure parts of `speed` run without a GPU.
+//! (`ops`, `attention`, `serve_sampling`), the whole model against golden tokens and the CPU
+//! backend (`golden`), any checkpoint against the CPU reference backend (`parity`), and decode
+//! speed against the roofline (`speed`). Only `reference` and the pure parts of `speed` run
+//! without a GPU.
 
 mod attention;
 pub mod golden;
@@ -9,5 +10,6 @@ pub mod ops;
 pub mod parity;
 mod prefill;
 pub mod reference;
+mod serve_sampling;
 pub mod speed;
 pub mod tiled;

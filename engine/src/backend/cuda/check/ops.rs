@@ -81,6 +81,7 @@ pub fn run_all() -> Result<Vec<OpResult>> {
     out.push(linear(&gpu, &mut rng)?);
     out.extend(super::attention::run(&gpu, &mut || rng.next())?);
     out.extend(sampling(&gpu, &mut rng)?);
+    out.extend(super::serve_sampling::run(&gpu)?);
     Ok(out)
 }
 

@@ -209,7 +209,8 @@ __device__ __forceinline__ float spec_exp(float x) {
 }
 
 // Block-wide sums every thread receives, in one fixed order (warp shuffles, then the warps in
-// order), so every thread takes the same branch on them.
+// order), so every thread takes the same branch on them. Counts go through it too (exact in a
+// double).
 __device__ double block_sum_d(double v, double* scratch) {
     for (int o = WARP_SIZE / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     __syncthreads();
@@ -220,26 +221,16 @@ __device__ double block_sum_d(double v, double* scratch) {
     return t;
 }
 
-__device__ int block_count(int v, int* scratch) {
-    for (int o = WARP_SIZE / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    __syncthreads();
-    if (threadIdx.x % WARP_SIZE == 0) scratch[threadIdx.x / WARP_SIZE] = v;
-    __syncthreads();
-    int t = 0;
-    for (int w = 0; w < (int)(blockDim.x / WARP_SIZE); ++w) t += scratch[w];
-    return t;
-}
-
 // The ranked prefix kept so far (sampling::spec::Cut): w > cw, or w == cw and id <= ci.
 struct Cut { float w; int id; };
 __device__ __forceinline__ bool keeps(Cut c, float w, int id) { return w > c.w || (w == c.w && id <= c.id); }
 
 // Kept tokens whose weight is >= x (> x when strict): their count, or their mass.
-__device__ int kept_count(const float* w, int vocab, Cut c, float x, bool strict, int* si) {
+__device__ int kept_count(const float* w, int vocab, Cut c, float x, bool strict, double* sd) {
     int n = 0;
     for (int i = threadIdx.x; i < vocab; i += blockDim.x)
         n += keeps(c, w[i], i) && (strict ? w[i] > x : w[i] >= x);
-    return block_count(n, si);
+    return (int)block_sum_d((double)n, sd);
 }
 __device__ double kept_mass(const float* w, int vocab, Cut c, float x, bool strict, double* sd) {
     double m = 0.0;
@@ -249,13 +240,13 @@ __device__ double kept_mass(const float* w, int vocab, Cut c, float x, bool stri
 }
 
 // The lowest id c such that `need` kept tokens of weight x have ids <= c.
-__device__ int tie_cut(const float* w, int vocab, Cut c, float x, int need, int* si) {
+__device__ int tie_cut(const float* w, int vocab, Cut c, float x, int need, double* sd) {
     int lo = -1, hi = vocab - 1;
     while (hi - lo > 1) {
         const int mid = lo + (hi - lo) / 2;
         int n = 0;
         for (int i = threadIdx.x; i <= mid; i += blockDim.x) n += keeps(c, w[i], i) && w[i] == x;
-        if (block_count(n, si) >= need) hi = mid; else lo = mid;
+        if ((int)block_sum_d((double)n, sd) >= need) hi = mid; else lo = mid;
     }
     return hi;
 }
@@ -263,12 +254,12 @@ __device__ int tie_cut(const float* w, int vocab, Cut c, float x, int need, int*
 // The largest weight x (as bits, in [lo, hi)) whose kept tokens at or above it number >= k
 // (by_mass: weigh >= goal). Weights are non-negative, so their bits order as they do.
 __device__ float rank_cut(const float* w, int vocab, Cut c, unsigned int lo, unsigned int hi,
-                          int k, double goal, bool by_mass, int* si, double* sd) {
+                          int k, double goal, bool by_mass, double* sd) {
     while (hi - lo > 1) {
         const unsigned int mid = lo + (hi - lo) / 2;
         const float x = __int_as_float((int)mid);
         const bool enough = by_mass ? kept_mass(w, vocab, c, x, false, sd) >= goal
-                                    : kept_count(w, vocab, c, x, false, si) >= k;
+                                    : kept_count(w, vocab, c, x, false, sd) >= k;
         if (enough) lo = mid; else hi = mid;
     }
     return __int_as_float((int)lo);
@@ -343,21 +334,21 @@ extern "C" __global__ void __launch_bounds__(SPEC_THREADS) sample_rows(
     __syncthreads();
     Cut cut = {0.0f, -1};
     const int k = (int)min(s.top_k, 0x7fffffffu);
-    if (k > 0 && k < kept_count(w, vocab, cut, 0.0f, true, si)) {
-        const float wk = rank_cut(w, vocab, cut, 1u, 0x7f800000u, k, 0.0, false, si, sd);
-        const int need = k - kept_count(w, vocab, cut, wk, true, si);
-        cut.id = tie_cut(w, vocab, cut, wk, need, si);
+    if (k > 0 && k < kept_count(w, vocab, cut, 0.0f, true, sd)) {
+        const float wk = rank_cut(w, vocab, cut, 1u, 0x7f800000u, k, 0.0, false, sd);
+        const int need = k - kept_count(w, vocab, cut, wk, true, sd);
+        cut.id = tie_cut(w, vocab, cut, wk, need, sd);
         cut.w = wk;
     }
     double mass = kept_mass(w, vocab, cut, 0.0f, false, sd);
     if (s.top_p < 1.0f) {
         const double goal = (double)s.top_p * mass;
-        const float wp = rank_cut(w, vocab, cut, 0u, 0x7f800000u, 0, goal, true, si, sd);
+        const float wp = rank_cut(w, vocab, cut, 0u, 0x7f800000u, 0, goal, true, sd);
         double run = kept_mass(w, vocab, cut, wp, true, sd);
-        const int ties = kept_count(w, vocab, cut, wp, false, si) - kept_count(w, vocab, cut, wp, true, si);
+        const int ties = kept_count(w, vocab, cut, wp, false, sd) - kept_count(w, vocab, cut, wp, true, sd);
         int j = 0;
         while (j < ties) { run += (double)wp; ++j; if (run >= goal) break; }
-        const int id = tie_cut(w, vocab, cut, wp, j, si);
+        const int id = tie_cut(w, vocab, cut, wp, j, sd);
         cut.w = wp;
         cut.id = id;
         mass = kept_mass(w, vocab, cut, 0.0f, false, sd);

@@ -153,7 +153,7 @@ fn crd_has_names_subresources_columns_and_every_cel_rule_is_mirrored() {
     mirrored.sort();
     assert_eq!(
         rules, mirrored,
-        "a CEL rule was added or changed: mirror it in crd/validate.rs"
+        "a CEL rule was added or changed: mirror it in crd/src/validate.rs"
     );
 }
 

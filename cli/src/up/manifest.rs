@@ -2,7 +2,7 @@
 //! the same file runs on one machine and in a cluster.
 
 use serde::Deserialize;
-use tokenscale_operator::crd::{Backend, EngineKind, ModelDeploymentSpec, ModelSource};
+use tokenscale_crd::{Backend, EngineKind, ModelDeploymentSpec, ModelSource};
 
 use super::UpError;
 

@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
+use tokenscale_crd::ModelRoute;
 use tokenscale_gateway::routing::route::{KnownModels, check_routes};
 use tokenscale_gateway::routing::{RouteSpec, RouteTarget};
-use tokenscale_operator::crd::ModelRoute;
 
 use super::UpError;
 use super::manifest::{DEFAULT_MANIFEST, Manifest};

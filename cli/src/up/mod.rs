@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use tokenscale_common::engines::EnginePriority;
 use tokenscale_common::hub_source::HubSource;
+use tokenscale_crd::policy::policy_spec;
+use tokenscale_crd::{Backend, EngineKind};
 use tokenscale_gateway::routing::RouteSpec;
-use tokenscale_operator::controller::scaling::policy_spec;
-use tokenscale_operator::crd::{Backend, EngineKind};
 use tokenscale_scaling::autoscaler::PolicySpec;
 use tokenscale_scaling::scale::ScaleTarget;
 

@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use tokenscale_operator::children::engines;
-use tokenscale_operator::crd::{EngineKind, ModelDeployment, ModelSource};
+use tokenscale_crd::children::engines;
+use tokenscale_crd::{EngineKind, ModelDeployment, ModelSource};
 
 use super::{Manifest, UpError};
 

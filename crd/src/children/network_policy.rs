@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::{ChildError, ENGINE_PORT, child_metadata, selector_labels};
-use crate::crd::ModelDeployment;
+use crate::ModelDeployment;
 
 /// The NetworkPolicy admitting only `peers` to `md`'s engine pods.
 pub fn engine_network_policy(

@@ -20,7 +20,7 @@ use super::resources::{GPU_RESOURCE, engine_resources};
 use super::{
     ChildError, ENGINE_PORT, ENGINE_PORT_NAME, child_metadata, common_labels, selector_labels,
 };
-use crate::crd::{Backend, ModelDeployment, ModelSource};
+use crate::{Backend, ModelDeployment, ModelSource};
 
 /// Seconds the pod keeps serving after it is marked for deletion, before it drains: long
 /// enough for endpoint removal to reach the gateway so no new request lands on it. Our engine

@@ -5,8 +5,8 @@
 //! processes share tensors there).
 
 use super::{Args, EngineProcess, ModelLocation, TORCH_CACHES};
+use crate::ModelDeployment;
 use crate::children::served_name;
-use crate::crd::ModelDeployment;
 
 /// SGLang's JIT cache root (its torch.compile and DeepGEMM kernels), Triton's and Inductor's
 /// (which SGLang's docs name for shipping the compile cache), and FlashInfer's JIT kernels.

@@ -250,8 +250,8 @@ fn the_pinned_default_images_have_priority_scheduling() {
     // The gateway reads a spec without `image` as the pinned default: it must be one whose
     // version has the flags, or the gateway would send a field the replicas refuse.
     for (kind, image) in [
-        (EngineKind::Vllm, crate::crd::spec::DEFAULT_VLLM_IMAGE),
-        (EngineKind::Sglang, crate::crd::spec::DEFAULT_SGLANG_IMAGE),
+        (EngineKind::Vllm, crate::spec::DEFAULT_VLLM_IMAGE),
+        (EngineKind::Sglang, crate::spec::DEFAULT_SGLANG_IMAGE),
     ] {
         assert_eq!(
             render_flags(kind, Some(image), &[]),

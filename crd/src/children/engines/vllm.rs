@@ -4,8 +4,8 @@
 //! the API port. It downloads Hub repositories into `$HF_HOME` (under the cache volume).
 
 use super::{Args, EngineProcess, ModelLocation, TORCH_CACHES};
+use crate::ModelDeployment;
 use crate::children::served_name;
-use crate::crd::ModelDeployment;
 
 /// vLLM's own cache (`torch_compile_cache`: the compiled graphs, keyed by model, config and
 /// versions), Triton's and Inductor's, and FlashInfer's JIT kernels (under its workspace base).

@@ -10,7 +10,7 @@
 use k8s_openapi::api::apps::v1::{DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::crd::RolloutSpec;
+use crate::RolloutSpec;
 
 /// The Deployment's rolling update, with the spec's bounds.
 pub fn strategy(rollout: &RolloutSpec) -> DeploymentStrategy {

@@ -9,7 +9,7 @@ use super::{
     ANNOTATION_SERVED_MODEL, ChildError, ENGINE_PORT, ENGINE_PORT_NAME, child_metadata,
     selector_labels, served_name,
 };
-use crate::crd::ModelDeployment;
+use crate::ModelDeployment;
 
 /// The ClusterIP Service in front of `md`'s engine pods. Only ready pods get endpoints, so a
 /// loading or draining replica receives no traffic.

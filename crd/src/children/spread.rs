@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::selector_labels;
-use crate::crd::ModelDeployment;
+use crate::ModelDeployment;
 
 /// Node label the replicas spread over first: one node's loss takes as few as possible.
 pub const HOSTNAME_KEY: &str = "kubernetes.io/hostname";

@@ -5,8 +5,8 @@
 //! layer on the GPUs when it has any (split across them by layer, llama.cpp's default).
 
 use super::{Args, EngineProcess, ModelLocation};
+use crate::ModelDeployment;
 use crate::children::served_name;
-use crate::crd::ModelDeployment;
 
 pub(super) fn render(md: &ModelDeployment, location: &ModelLocation) -> EngineProcess {
     let engine = &md.spec.engine;

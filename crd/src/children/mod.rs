@@ -23,7 +23,7 @@ pub use network_policy::engine_network_policy;
 pub use pdb::engine_pdb;
 pub use service::engine_service;
 
-use crate::crd::ModelDeployment;
+use crate::ModelDeployment;
 
 /// The one field manager the operator applies with.
 pub const FIELD_MANAGER: &str = "tokenscale-operator";
@@ -123,10 +123,12 @@ pub fn child_metadata(md: &ModelDeployment) -> Result<ObjectMeta, ChildError> {
     })
 }
 
-#[cfg(test)]
-pub(crate) mod test_support {
-    //! A valid `ModelDeployment` as the API server would return it, for builder tests.
-    use crate::crd::ModelDeployment;
+#[cfg(any(test, feature = "test-support"))]
+#[doc(hidden)]
+pub mod test_support {
+    //! A valid `ModelDeployment` as the API server would return it, for builder tests (and the
+    //! operator's unit tests: feature `test-support`).
+    use crate::ModelDeployment;
 
     pub fn md(yaml_spec: &str) -> ModelDeployment {
         let text = format!(

@@ -4,8 +4,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::autoscaler::PolicySnapshot;
-use crate::scaling::attainment::SloHistory;
+use tokenscale_scaling::autoscaler::PolicySnapshot;
+use tokenscale_scaling::scaling::attainment::SloHistory;
 
 /// Condition type: at least one replica serves (or the model is scaled to zero on purpose).
 pub const CONDITION_READY: &str = "Ready";
@@ -70,15 +70,15 @@ pub struct ModelDeploymentStatus {
     /// ready): the gateway holds a request for this model at zero replicas that long plus the
     /// TTFT SLO.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cold_start: Option<crate::crd::Duration>,
+    pub cold_start: Option<crate::Duration>,
     /// The latest measured cold starts, oldest first (at most 20), carried so that a new
     /// leader plans with the same lead time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cold_starts: Vec<crate::crd::Duration>,
+    pub cold_starts: Vec<crate::Duration>,
     /// The time to capacity the autoscaler plans rises with: the 90th percentile of
     /// `coldStarts`, or `spec.scaling.startupTime` (default 60s) until a start is measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lead_time: Option<crate::crd::Duration>,
+    pub lead_time: Option<crate::Duration>,
     /// The most recent measured start split into its phases, from the pod's conditions
     /// (a single start, not a median: its phases then add up to what it took).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -95,15 +95,15 @@ pub struct ModelDeploymentStatus {
 pub struct ColdStartPhases {
     /// Waiting for a node (and its GPU): created until `PodScheduled`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scheduling: Option<crate::crd::Duration>,
+    pub scheduling: Option<crate::Duration>,
     /// Pulling the image and starting the containers (init containers included):
     /// scheduled until the last container's `startedAt`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image_pull: Option<crate::crd::Duration>,
+    pub image_pull: Option<crate::Duration>,
     /// Fetching the weights, loading and warming up (the engine reports no finer split):
     /// started until `Ready`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub load: Option<crate::crd::Duration>,
+    pub load: Option<crate::Duration>,
 }
 
 /// The SLO's record over time (see `controller::attainment` for how a minute is judged).

@@ -9,7 +9,7 @@ mod tokenscale;
 mod vllm;
 
 use super::{ChildError, ENGINE_PORT};
-use crate::crd::{EngineKind, ModelDeployment, ModelSource};
+use crate::{EngineKind, ModelDeployment, ModelSource};
 use tokenscale_common::engines::{PriorityRender, render_flags};
 
 pub use tokenscale::engine_args;

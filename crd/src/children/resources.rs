@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::crd::{Backend, EngineSpec, ResourceAmounts};
+use crate::{Backend, EngineSpec, ResourceAmounts};
 
 /// The extended resource name of NVIDIA GPUs.
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
@@ -69,7 +69,7 @@ pub fn engine_resources(engine: &EngineSpec) -> ResourceRequirements {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::{EngineResources, Quantity as SpecQuantity};
+    use crate::{EngineResources, Quantity as SpecQuantity};
 
     #[test]
     fn cuda_gets_gpus_in_requests_and_limits() {

@@ -1,9 +1,13 @@
-//! The custom resources (`tokenscale.dev/v1alpha1`): `ModelDeployment` (spec, status, typed
-//! durations, quantities and model sources, semantic validation) and `ModelRoute`, and CRD
-//! generation.
+//! tokenscale-crd: the custom resources (`tokenscale.dev/v1alpha1`): `ModelDeployment` (spec,
+//! status, typed durations, quantities and model sources, semantic validation) and
+//! `ModelRoute`, and CRD generation; the objects a `ModelDeployment` owns, built by pure
+//! functions (`children`); the spec as the scaling policy's input (`policy`). Kubernetes'
+//! types and kube's derive only, no client: `tokenscale up` uses it without the operator.
 
+pub mod children;
 pub mod duration;
 pub mod generate;
+pub mod policy;
 pub mod resources;
 pub mod route;
 pub mod source;

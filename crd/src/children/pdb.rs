@@ -4,7 +4,7 @@ use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec}
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::{ChildError, child_metadata, selector_labels};
-use crate::crd::ModelDeployment;
+use crate::ModelDeployment;
 
 /// `maxUnavailable` rather than `minAvailable`: a one-replica model must not block node
 /// drains forever. The bound is the rollout's (1 by default), so a drain takes no more

@@ -19,7 +19,7 @@ use super::deployment::{
     pod_security_context,
 };
 use super::{ChildError, LABEL_MODEL_DEPLOYMENT, child_metadata, child_name};
-use crate::crd::{EngineKind, ModelCache, ModelDeployment, spec::DEFAULT_IMAGE};
+use crate::{EngineKind, ModelCache, ModelDeployment, spec::DEFAULT_IMAGE};
 
 /// Volume name of the filled claim in engine pods (beside the per-pod `model-cache`).
 pub const FILLED_VOLUME: &str = "model-cache-filled";

@@ -4,7 +4,7 @@
 use super::{Args, EngineProcess};
 use crate::children::deployment::{PRE_STOP_SLEEP_S, model_argument};
 use crate::children::served_name;
-use crate::crd::{Backend, ModelDeployment, ModelSource};
+use crate::{Backend, ModelDeployment, ModelSource};
 
 /// `tokenscale-engine serve` arguments for `md` (before `engine.args`): the basic flags, the
 /// served name and drain time (so the engine's own names and grace agree with the pod's),

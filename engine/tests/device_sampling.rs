@@ -1,8 +1,8 @@
 //! Serving with a backend that samples where its logits are (as the CUDA backend does): the
 //! engine hands each covered row the shared specification's settings and edits and gets ids
 //! back, and the answers are token for token those of host sampling on the same logits,
-//! seeds, penalties and bias included; rows the device sampler does not cover (logprobs) come
-//! back as logits and are sampled on the host. The stand-in backend samples with the Rust
+//! seeds, penalties and bias included, and the logprobs a request asks for are the host's
+//! (within rounding: the device sums in another order). The stand-in backend samples with the Rust
 //! transcription of the CUDA kernel (`backend::cuda::sample_model`).
 
 use std::collections::BTreeMap;
@@ -10,14 +10,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokenscale_engine::backend::cuda::sample_model::{apply_edits, sample_row};
+use tokenscale_engine::backend::cuda::sample_model::{apply_edits, row_logprobs, sample_row};
 use tokenscale_engine::backend::sim::{SimBackend, read_profile};
 use tokenscale_engine::backend::{Backend, DeviceRow, SampledStep, SeqStep, StepOutput};
 use tokenscale_engine::model::ModelConfig;
 use tokenscale_engine::runtime::{
     EngineConfig, EngineHandle, EngineMetrics, GenerateRequest, RequestStream, TokenEvent,
 };
-use tokenscale_engine::sampling::SamplingParams;
+use tokenscale_engine::sampling::{SampledToken, SamplingParams};
 
 /// Bounds every wait: a hang fails the test.
 const LIMIT: Duration = Duration::from_secs(60);
@@ -78,10 +78,14 @@ impl Backend for Spread {
         for (row, &index) in all.logits.chunks_exact(vocab).zip(&all.rows) {
             match rows.get(index).and_then(Option::as_ref) {
                 Some(device) => {
-                    let mut row = row.to_vec();
-                    apply_edits(&mut row, &device.edits);
-                    step.sampled
-                        .push((index, sample_row(&row, &device.settings)));
+                    let mut edited = row.to_vec();
+                    apply_edits(&mut edited, &device.edits);
+                    let token = sample_row(&edited, &device.settings);
+                    step.sampled.push((index, token));
+                    if let Some(n) = device.logprobs {
+                        let (logprob, top) = row_logprobs(row, token, n as usize);
+                        step.logprobs.push((index, logprob, top));
+                    }
                     self.sampled_here.fetch_add(1, Ordering::Relaxed);
                 }
                 None => {
@@ -169,8 +173,8 @@ fn requests() -> Vec<SamplingParams> {
     ]
 }
 
-/// Every request's tokens, and how many of them carried logprobs.
-async fn answers(engine: &EngineHandle) -> Vec<(Vec<u32>, usize)> {
+/// Every request's tokens.
+async fn answers(engine: &EngineHandle) -> Vec<Vec<SampledToken>> {
     let streams: Vec<RequestStream> = requests()
         .into_iter()
         .enumerate()
@@ -183,21 +187,18 @@ async fn answers(engine: &EngineHandle) -> Vec<(Vec<u32>, usize)> {
         .collect();
     let mut out = Vec::new();
     for mut stream in streams {
-        let (mut tokens, mut with_logprobs) = (Vec::new(), 0);
+        let mut tokens = Vec::new();
         loop {
             let event = tokio::time::timeout(LIMIT, stream.next())
                 .await
                 .expect("no hang");
             match event {
-                Some(TokenEvent::Token { token, .. }) => {
-                    with_logprobs += usize::from(token.logprob.is_some());
-                    tokens.push(token.token_id);
-                }
+                Some(TokenEvent::Token { token, .. }) => tokens.push(token),
                 Some(TokenEvent::Finished { .. }) => break,
                 other => panic!("unexpected {other:?}"),
             }
         }
-        out.push((tokens, with_logprobs));
+        out.push(tokens);
     }
     out
 }
@@ -210,13 +211,32 @@ async fn device_sampled_answers_are_the_host_sampled_ones() {
     let on_device = answers(&device).await;
 
     assert_eq!(host_count.load(Ordering::Relaxed), 0);
-    // Every request but the logprobs one (24 tokens each) was sampled by the backend.
-    assert_eq!(device_count.load(Ordering::Relaxed), 6 * 24);
-    for (i, ((h, h_lp), (d, d_lp))) in on_host.iter().zip(&on_device).enumerate() {
+    // Every request (24 tokens each) was sampled by the backend, the logprobs one too.
+    assert_eq!(device_count.load(Ordering::Relaxed), 7 * 24);
+    let ids = |tokens: &[SampledToken]| tokens.iter().map(|t| t.token_id).collect::<Vec<_>>();
+    for (i, (h, d)) in on_host.iter().zip(&on_device).enumerate() {
         assert_eq!(h.len(), 24, "request {i}");
-        assert_eq!(h, d, "request {i} differs");
-        assert_eq!((h_lp, d_lp), if i == 6 { (&24, &24) } else { (&0, &0) });
+        assert_eq!(ids(h), ids(d), "request {i} differs");
+        for (h, d) in h.iter().zip(d) {
+            assert_eq!(h.logprob.is_some(), i == 6);
+            assert_eq!(h.logprob.is_some(), d.logprob.is_some());
+            let close = |a: f32, b: f32| (a - b).abs() < 1e-4;
+            assert!(
+                close(h.logprob.unwrap_or(0.0), d.logprob.unwrap_or(0.0)),
+                "{h:?} {d:?}"
+            );
+            let top = |t: &SampledToken| {
+                t.top_logprobs
+                    .iter()
+                    .map(|l| l.token_id)
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(top(h), top(d));
+            for (a, b) in h.top_logprobs.iter().zip(&d.top_logprobs) {
+                assert!(close(a.logprob, b.logprob), "{a:?} {b:?}");
+            }
+        }
     }
     // The draws are not all the argmax: sampling options mattered.
-    assert_ne!(on_host[0].0, on_host[1].0);
+    assert_ne!(ids(&on_host[0]), ids(&on_host[1]));
 }

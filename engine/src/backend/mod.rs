@@ -11,6 +11,7 @@ pub mod sim;
 
 use crate::Result;
 use crate::model::ModelConfig;
+use crate::sampling::TokenLogprob;
 use crate::sampling::spec::{Edit, RowSampling};
 
 /// One sequence's part of a forward step.
@@ -67,6 +68,9 @@ impl StepOutput {
 pub struct DeviceRow {
     pub settings: RowSampling,
     pub edits: Vec<Edit>,
+    /// `Some(n)`: also the chosen token's logprob and the `n` most likely alternatives, under
+    /// the raw logits (the request's `logprobs`).
+    pub logprobs: Option<u32>,
 }
 
 /// What [`Backend::forward_sampled`] returns.
@@ -77,6 +81,9 @@ pub struct SampledStep {
     /// `(batch index, token)` of each row sampled by the backend; −1: the row had no finite
     /// logit.
     pub sampled: Vec<(usize, i32)>,
+    /// `(batch index, the chosen token's logprob, the most likely alternatives)` of each
+    /// sampled row that asked for logprobs.
+    pub logprobs: Vec<(usize, f32, Vec<TokenLogprob>)>,
 }
 
 /// A compute backend: CPU reference, CUDA, or the simulated performance model.
@@ -133,7 +140,7 @@ pub trait Backend: Send {
         let _ = rows;
         Ok(SampledStep {
             output: self.forward(batch)?,
-            sampled: Vec::new(),
+            ..SampledStep::default()
         })
     }
     /// Whether [`forward_lora`](Self::forward_lora) computes adapters (LoRA serving).

@@ -14,7 +14,9 @@ use crate::backend::{Backend, DeviceRow, SampledStep, SeqStep, StepOutput};
 use crate::grammar::{Constraint, GrammarError, MaskJob, MaskWorker, TokenMask};
 use crate::kv::{KvCacheManager, RequestId};
 use crate::lora::LoraAdapter;
-use crate::sampling::{FinishReason, SampledToken, Sampler, SamplingError, finish_on_token};
+use crate::sampling::{
+    FinishReason, SampledToken, Sampler, SamplingError, TokenLogprob, finish_on_token,
+};
 use crate::sched::{
     SchedRequest, Scheduler, SchedulerConfig, SchedulerOutput, StepLimits, StepTimeModel,
 };
@@ -319,7 +321,7 @@ impl EngineLoop {
                     .forward_lora(&batch, every_row, &adapters)
                     .map(|output| SampledStep {
                         output,
-                        sampled: Vec::new(),
+                        ..SampledStep::default()
                     }),
             }
         };
@@ -458,8 +460,8 @@ impl EngineLoop {
 
     /// The rows the backend samples itself this step (by index in `out.seqs`), when it can
     /// and nothing in the step needs every row's logits on the host (prompt logprobs, drafts,
-    /// adapters); `None` otherwise. A row the device sampler does not cover (a grammar,
-    /// logprobs) stays with the host sampler. Building a row draws its uniform.
+    /// adapters); `None` otherwise. A row the device sampler does not cover (a grammar)
+    /// stays with the host sampler. Building a row draws its uniform.
     fn device_rows(
         &mut self,
         out: &SchedulerOutput,
@@ -481,13 +483,15 @@ impl EngineLoop {
         let row = |seq: &crate::sched::ScheduledSeq, active: Option<&mut Active>| {
             let active = active?;
             let p = active.sampler.params();
-            let covered = seq.want_logits
-                && !active.constrained
-                && p.logprobs.is_none()
-                && p.max_tokens != Some(0);
+            let covered = seq.want_logits && !active.constrained && p.max_tokens != Some(0);
+            let logprobs = p.logprobs;
             covered.then(|| {
                 let (settings, edits) = active.sampler.device_row(vocab);
-                DeviceRow { settings, edits }
+                DeviceRow {
+                    settings,
+                    edits,
+                    logprobs,
+                }
             })
         };
         Some(
@@ -498,8 +502,15 @@ impl EngineLoop {
         )
     }
 
-    /// Delivers a token the backend sampled (−1: its row had no finite logit).
-    fn deliver_sampled(&mut self, id: RequestId, token: i32, now: Instant) {
+    /// Delivers a token the backend sampled (−1: its row had no finite logit), with its
+    /// logprobs when the request asked.
+    fn deliver_sampled(
+        &mut self,
+        id: RequestId,
+        token: i32,
+        logprobs: Option<&(usize, f32, Vec<TokenLogprob>)>,
+        now: Instant,
+    ) {
         let Some(active) = self.active.get_mut(&id) else {
             return;
         };
@@ -508,7 +519,11 @@ impl EngineLoop {
             self.finish(id, TokenEvent::Failed(err.to_string()));
             return;
         };
-        let token = active.sampler.accept(token_id);
+        let mut token = active.sampler.accept(token_id);
+        if let Some((_, logprob, top)) = logprobs {
+            token.logprob = Some(*logprob);
+            token.top_logprobs = top.clone();
+        }
         if let Some(spec) = &mut active.spec {
             spec.on_token(token_id);
         }
@@ -526,7 +541,8 @@ impl EngineLoop {
         let sampled: HashMap<usize, i32> = step.sampled.iter().copied().collect();
         for (index, seq) in out.seqs.iter().enumerate().filter(|(_, s)| s.want_logits) {
             if let Some(&token) = sampled.get(&index) {
-                self.deliver_sampled(seq.id, token, now);
+                let logprobs = step.logprobs.iter().find(|l| l.0 == index);
+                self.deliver_sampled(seq.id, token, logprobs, now);
                 continue;
             }
             let Some(logits) = output.logits_of(index, self.vocab_size) else {

@@ -475,9 +475,13 @@ impl Backend for CudaBackend {
         // The host's rows first: sampling turns the device's rows into weights in place.
         let output = self.host_rows(&host)?;
         let vocab = self.cfg.vocab_size;
-        let sampled =
+        let (sampled, logprobs) =
             self.sampler
                 .sample(&self.gpu, &mut self.bufs.logits, &plan, &taken, vocab)?;
-        Ok(SampledStep { output, sampled })
+        Ok(SampledStep {
+            output,
+            sampled,
+            logprobs,
+        })
     }
 }

@@ -1,13 +1,16 @@
 //! Serving's sampling on the device: the wanted rows the runtime hands over are sampled by
 //! the shared specification (`sampling::spec`, kernels `apply_logit_edits` and `sample_rows`)
-//! where the logits are, so only their ids come back; the rows left to the host sampler come
-//! back as logits. Both copies go through page-locked (pinned) host buffers.
+//! where the logits are, so only their ids (and the logprobs a request asked for, kernel
+//! `row_logprobs` on a copy of the raw rows) come back; the rows left to the host sampler come
+//! back as logits. Every copy back goes through page-locked (pinned) host buffers.
 
 use cudarc::driver::{CudaSlice, PinnedHostSlice};
 
 use super::device::Gpu;
+use super::launch::MAX_TOP_LOGPROBS;
 use super::{Error, Result, launch};
 use crate::backend::DeviceRow;
+use crate::sampling::TokenLogprob;
 use crate::sampling::spec::{Edit, RowSampling};
 
 /// The device buffers and pinned host buffers of serving's sampling, sized for `max_rows`
@@ -19,7 +22,24 @@ pub struct DeviceSampler {
     sampled: CudaSlice<i32>,          // [max_rows]
     ids: PinnedHostSlice<i32>,        // [max_rows]
     staging: Option<PinnedHostSlice<f32>>,
+    logprobs: LogprobBuffers,
 }
+
+/// The buffers of the rows that ask for logprobs: their raw logits (copied before edits and
+/// sampling rewrite them), where they were sampled, and the results.
+struct LogprobBuffers {
+    raw: CudaSlice<f32>,     // [capacity rows, vocab], grown on demand
+    rows_of: CudaSlice<i32>, // [max_rows]
+    n_top: CudaSlice<i32>,   // [max_rows]
+    lp: CudaSlice<f32>,      // [max_rows, 1 + MAX_TOP_LOGPROBS]
+    ids: CudaSlice<i32>,     // [max_rows, MAX_TOP_LOGPROBS]
+    lp_host: PinnedHostSlice<f32>,
+    ids_host: PinnedHostSlice<i32>,
+}
+
+/// What a step's sampling returns: `(batch index, token)` per sampled row, and `(batch index,
+/// logprob, alternatives)` per sampled row that asked for logprobs.
+pub type Sampled = (Vec<(usize, i32)>, Vec<(usize, f32, Vec<TokenLogprob>)>);
 
 /// What one step uploads: a setting per logits row (greedy for rows nobody samples there)
 /// and the rows' edits, concatenated, with `offsets[r]..offsets[r + 1]` row `r`'s.
@@ -28,6 +48,8 @@ pub struct Layout {
     pub settings: Vec<RowSampling>,
     pub offsets: Vec<i32>,
     pub edits: Vec<Edit>,
+    /// `(logits row, batch index, alternatives)` of the rows that ask for logprobs.
+    pub logprobs: Vec<(usize, usize, u32)>,
 }
 
 /// Lays out the device rows of a step: `rows` is `(logits row, batch index)` of every wanted
@@ -40,16 +62,19 @@ pub fn layout(
 ) -> (Layout, Vec<(usize, usize)>) {
     let mut per_row: Vec<Option<&DeviceRow>> = vec![None; computed];
     let mut taken = Vec::new();
+    let mut logprobs = Vec::new();
     for &(row, seq) in rows {
         if let (Some(Some(d)), Some(slot)) = (device.get(seq), per_row.get_mut(row)) {
             *slot = Some(d);
             taken.push((row, seq));
+            logprobs.extend(d.logprobs.map(|n| (row, seq, n)));
         }
     }
     let mut out = Layout {
         settings: Vec::with_capacity(computed),
         offsets: vec![0],
         edits: Vec::new(),
+        logprobs,
     };
     for d in per_row {
         out.settings.push(d.map(|d| d.settings).unwrap_or_default());
@@ -81,6 +106,15 @@ impl DeviceSampler {
             sampled: st.alloc_zeros(max_rows.max(1))?,
             ids: pinned(gpu, max_rows)?,
             staging: None,
+            logprobs: LogprobBuffers {
+                raw: st.alloc_zeros(1)?,
+                rows_of: st.alloc_zeros(max_rows.max(1))?,
+                n_top: st.alloc_zeros(max_rows.max(1))?,
+                lp: st.alloc_zeros(max_rows.max(1) * (1 + MAX_TOP_LOGPROBS))?,
+                ids: st.alloc_zeros(max_rows.max(1) * MAX_TOP_LOGPROBS)?,
+                lp_host: pinned(gpu, max_rows * (1 + MAX_TOP_LOGPROBS))?,
+                ids_host: pinned(gpu, max_rows * MAX_TOP_LOGPROBS)?,
+            },
         })
     }
 
@@ -111,7 +145,7 @@ impl DeviceSampler {
     }
 
     /// Samples the laid-out rows on the device (`logits` rows become weights) and returns
-    /// `(batch index, token)` for each of `taken`.
+    /// `(batch index, token)` for each of `taken`, with the logprobs of those that asked.
     pub fn sample(
         &mut self,
         gpu: &Gpu,
@@ -119,10 +153,10 @@ impl DeviceSampler {
         plan: &Layout,
         taken: &[(usize, usize)],
         vocab: usize,
-    ) -> Result<Vec<(usize, i32)>> {
+    ) -> Result<Sampled> {
         let rows = plan.settings.len();
         if taken.is_empty() || rows == 0 {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         if rows > self.sampled.len() {
             return Err(Error::Step(format!(
@@ -139,13 +173,94 @@ impl DeviceSampler {
         if !plan.edits.is_empty() {
             st.memcpy_htod(&plan.edits, &mut self.edits)?;
         }
+        self.keep_raw_rows(gpu, logits, plan, vocab)?;
         let total = plan.edits.len();
         launch::apply_logit_edits(gpu, logits, &self.edits, &self.offsets, total, rows, vocab)?;
         launch::sample_rows(gpu, logits, &self.settings, &mut self.sampled, rows, vocab)?;
+        let logprobs = self.logprobs_of(gpu, plan, vocab)?;
         st.memcpy_dtoh(&self.sampled.slice(0..rows), &mut self.ids)?;
         let ids = self.ids.as_slice()?;
-        Ok(taken.iter().map(|&(row, seq)| (seq, ids[row])).collect())
+        let tokens = taken.iter().map(|&(row, seq)| (seq, ids[row])).collect();
+        Ok((tokens, logprobs))
     }
+
+    /// Copies the raw logits of the rows that ask for logprobs aside, before edits and
+    /// sampling rewrite them.
+    fn keep_raw_rows(
+        &mut self,
+        gpu: &Gpu,
+        logits: &CudaSlice<f32>,
+        plan: &Layout,
+        vocab: usize,
+    ) -> Result<()> {
+        let (st, b) = (&gpu.stream, &mut self.logprobs);
+        let need = plan.logprobs.len() * vocab;
+        if need == 0 {
+            return Ok(());
+        }
+        if b.raw.len() < need {
+            b.raw = st.alloc_zeros(need)?;
+        }
+        for (k, &(row, _, _)) in plan.logprobs.iter().enumerate() {
+            let src = logits.slice(row * vocab..(row + 1) * vocab);
+            let mut dst = b.raw.slice_mut(k * vocab..(k + 1) * vocab);
+            st.memcpy_dtod(&src, &mut dst)?;
+        }
+        Ok(())
+    }
+
+    /// Runs `row_logprobs` on the rows kept aside and brings the results back.
+    fn logprobs_of(
+        &mut self,
+        gpu: &Gpu,
+        plan: &Layout,
+        vocab: usize,
+    ) -> Result<Vec<(usize, f32, Vec<TokenLogprob>)>> {
+        let (st, b) = (&gpu.stream, &mut self.logprobs);
+        let k = plan.logprobs.len();
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        let rows_of: Vec<i32> = plan.logprobs.iter().map(|l| l.0 as i32).collect();
+        let n_top: Vec<i32> = plan.logprobs.iter().map(|l| l.2 as i32).collect();
+        st.memcpy_htod(&rows_of, &mut b.rows_of)?;
+        st.memcpy_htod(&n_top, &mut b.n_top)?;
+        let buffers = launch::LogprobRows {
+            raw: &b.raw,
+            rows_of: &b.rows_of,
+            chosen: &self.sampled,
+            n_top: &b.n_top,
+            lp: &mut b.lp,
+            ids: &mut b.ids,
+        };
+        launch::row_logprobs(gpu, buffers, k, vocab)?;
+        let width = 1 + MAX_TOP_LOGPROBS;
+        st.memcpy_dtoh(&b.lp.slice(0..k * width), &mut b.lp_host)?;
+        st.memcpy_dtoh(&b.ids.slice(0..k * MAX_TOP_LOGPROBS), &mut b.ids_host)?;
+        let (lp, ids) = (b.lp_host.as_slice()?, b.ids_host.as_slice()?);
+        Ok(plan
+            .logprobs
+            .iter()
+            .enumerate()
+            .map(|(k, &(_, seq, n))| (seq, lp[k * width], alternatives(lp, ids, k, n)))
+            .collect())
+    }
+}
+
+/// Row `k`'s `n` alternatives from `row_logprobs`' outputs (fewer at an id −1: the row had
+/// fewer tokens that are not NaN).
+fn alternatives(lp: &[f32], ids: &[i32], k: usize, n: u32) -> Vec<TokenLogprob> {
+    let width = 1 + MAX_TOP_LOGPROBS;
+    let ids = &ids[k * MAX_TOP_LOGPROBS..][..MAX_TOP_LOGPROBS];
+    let lps = &lp[k * width + 1..][..MAX_TOP_LOGPROBS];
+    ids.iter()
+        .zip(lps)
+        .take(n as usize)
+        .map_while(|(&id, &logprob)| {
+            let token_id = u32::try_from(id).ok()?;
+            Some(TokenLogprob { token_id, logprob })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -166,6 +281,7 @@ mod tests {
                 ..RowSampling::default()
             },
             edits: edit_ids.iter().map(|&id| edit(id)).collect(),
+            logprobs: (top_k == 5).then_some(3),
         })
     }
 
@@ -182,6 +298,8 @@ mod tests {
         assert_eq!(ks, [5, 0, 0, 0]);
         assert_eq!(plan.settings[1], RowSampling::default());
         assert_eq!(plan.edits.iter().map(|e| e.id).collect::<Vec<_>>(), [7, 9]);
+        // Batch 0 asked for 3 alternatives: its raw row is logits row 0.
+        assert_eq!(plan.logprobs, [(0, 0, 3)]);
     }
 
     #[test]
@@ -192,5 +310,20 @@ mod tests {
         assert_eq!(taken, [(0, 0), (1, 2)]);
         assert_eq!(plan.offsets, [0, 1, 3]);
         assert_eq!(plan.settings.len(), 2);
+        assert!(plan.logprobs.is_empty());
+    }
+
+    #[test]
+    fn alternatives_stop_at_the_count_asked_or_the_first_missing_id() {
+        let width = 1 + MAX_TOP_LOGPROBS;
+        let mut lp = vec![0.0f32; 2 * width];
+        let mut ids = vec![7i32; 2 * MAX_TOP_LOGPROBS];
+        lp[width + 1..width + 4].copy_from_slice(&[-0.5, -1.0, -2.0]);
+        ids[MAX_TOP_LOGPROBS..MAX_TOP_LOGPROBS + 3].copy_from_slice(&[4, 2, -1]);
+        let got = alternatives(&lp, &ids, 1, 5);
+        let pairs: Vec<(u32, f32)> = got.iter().map(|t| (t.token_id, t.logprob)).collect();
+        assert_eq!(pairs, [(4, -0.5), (2, -1.0)]);
+        // Entries past the count asked are a previous step's: never read.
+        assert_eq!(alternatives(&lp, &ids, 0, 1).len(), 1);
     }
 }

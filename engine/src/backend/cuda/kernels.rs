@@ -76,6 +76,7 @@ pub const SOURCES: &[KernelSource] = &[
             "sample_top_k_top_p",
             "apply_logit_edits",
             "sample_rows",
+            "row_logprobs",
         ],
     },
 ];

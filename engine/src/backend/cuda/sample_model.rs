@@ -5,6 +5,7 @@
 //! sampler on given logits: the CPU-side pin of the device sampler's semantics. It is also the
 //! reference a stand-in backend samples with in the engine's device-sampling test.
 
+use crate::sampling::TokenLogprob;
 use crate::sampling::spec::{self, Edit, RowSampling};
 
 /// Threads per row (`SPEC_THREADS`).
@@ -184,6 +185,44 @@ pub fn sample_row(logits: &[f32], s: &RowSampling) -> i32 {
     }
     draw_in_id_order(&w, cut, s.uniform * mass)
 }
+
+/// `row_logprobs` on one raw row: the chosen token's logprob and the `n` most likely
+/// (value descending, lower id first on a tie, NaN never), under `max + ln Σ e^(l − max)`.
+pub fn row_logprobs(raw: &[f32], token: i32, n: usize) -> (f32, Vec<TokenLogprob>) {
+    let max = raw
+        .iter()
+        .fold(f32::NEG_INFINITY, |m, &l| if l > m { l } else { m });
+    let lse = if max.is_finite() {
+        let sum: f64 = raw
+            .iter()
+            .filter(|l| !l.is_nan())
+            .map(|&l| f64::from((l - max).exp()))
+            .sum();
+        max + sum.ln() as f32
+    } else {
+        max
+    };
+    let chosen = usize::try_from(token)
+        .ok()
+        .and_then(|t| raw.get(t))
+        .map_or(f32::NEG_INFINITY, |l| l - lse);
+    let mut ranked: Vec<(usize, f32)> = raw
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, l)| !l.is_nan())
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let top = ranked.into_iter().take(n.min(MAX_TOP));
+    let top = top.map(|(id, l)| TokenLogprob {
+        token_id: id as u32,
+        logprob: l - lse,
+    });
+    (chosen, top.collect())
+}
+
+/// Most alternatives per row (`MAX_TOP_LOGPROBS`).
+const MAX_TOP: usize = crate::sampling::MAX_TOP_LOGPROBS as usize;
 
 #[cfg(test)]
 #[path = "sample_model_tests.rs"]

@@ -146,3 +146,36 @@ fn the_kernel_carries_the_specifications_constants_and_layouts() {
     assert_eq!(std::mem::size_of::<Edit>(), 16);
     assert!(KERNEL.contains("    double uniform;"));
 }
+
+#[test]
+fn the_device_logprobs_are_the_host_samplers() {
+    let mut rng = Rng::seeded(41);
+    for case in 0..24 {
+        let mut row = logits(&mut rng, 3_001, case % 2 == 1);
+        if case % 3 == 0 {
+            row[5] = f32::NEG_INFINITY;
+            row[6] = f32::NAN;
+        }
+        let token = (case * 131 % 3_001) as u32;
+        let n = [0u32, 1, 5, 20][case % 4];
+        let host = crate::sampling::SampledToken::scored(&row, token, n);
+        let (logprob, top) = row_logprobs(&row, token as i32, n as usize);
+        assert!(
+            (host.logprob.unwrap_or(0.0) - logprob).abs() < 1e-4,
+            "case {case}"
+        );
+        let ids =
+            |t: &[crate::sampling::TokenLogprob]| t.iter().map(|l| l.token_id).collect::<Vec<_>>();
+        assert_eq!(ids(&host.top_logprobs), ids(&top), "case {case}");
+        for (a, b) in host.top_logprobs.iter().zip(&top) {
+            assert!(
+                (a.logprob - b.logprob).abs() < 1e-4,
+                "case {case}: {a:?} {b:?}"
+            );
+        }
+    }
+    assert!(KERNEL.contains(&format!(
+        "#define MAX_TOP_LOGPROBS {}",
+        crate::sampling::MAX_TOP_LOGPROBS
+    )));
+}

@@ -3,7 +3,8 @@
 //! id must be the same, over greedy, top-k, top-p, min-p, tied logits and logit edits.
 
 use super::ops::OpResult;
-use crate::backend::cuda::sample_model::{apply_edits, sample_row};
+use crate::backend::cuda::launch::MAX_TOP_LOGPROBS;
+use crate::backend::cuda::sample_model::{apply_edits, row_logprobs, sample_row};
 use crate::backend::cuda::{Gpu, Result, launch};
 use crate::sampling::Rng;
 use crate::sampling::spec::{Edit, RowSampling};
@@ -94,11 +95,63 @@ pub fn run(gpu: &Gpu) -> Result<Vec<OpResult>> {
             sample_row(&row, &rows[r]) != got[r]
         })
         .count();
-    Ok(vec![OpResult {
-        op: "apply_logit_edits + sample_rows vs sample_model (mismatched rows)".into(),
-        rel_err: misses as f64,
-        pass: misses == 0,
-    }])
+    let logprob_misses = logprobs(gpu, &logits, &d_out, n, vocab)?;
+    Ok(vec![
+        OpResult {
+            op: "apply_logit_edits + sample_rows vs sample_model (mismatched rows)".into(),
+            rel_err: misses as f64,
+            pass: misses == 0,
+        },
+        OpResult {
+            op: "row_logprobs vs sample_model (rows off by > 1e-4 or other ids)".into(),
+            rel_err: logprob_misses as f64,
+            pass: logprob_misses == 0,
+        },
+    ])
+}
+
+/// `row_logprobs` with 5 alternatives per row, against the transcription on the raw rows.
+fn logprobs(
+    gpu: &Gpu,
+    raw: &[f32],
+    chosen: &cudarc::driver::CudaSlice<i32>,
+    n: usize,
+    vocab: usize,
+) -> Result<usize> {
+    let st = &gpu.stream;
+    let d_raw = st.clone_htod(raw)?;
+    let rows_of: Vec<i32> = (0..n as i32).collect();
+    let d_rows_of = st.clone_htod(&rows_of)?;
+    let d_n = st.clone_htod(&vec![5i32; n])?;
+    let mut d_lp = st.alloc_zeros::<f32>(n * (1 + MAX_TOP_LOGPROBS))?;
+    let mut d_ids = st.alloc_zeros::<i32>(n * MAX_TOP_LOGPROBS)?;
+    let buffers = launch::LogprobRows {
+        raw: &d_raw,
+        rows_of: &d_rows_of,
+        chosen,
+        n_top: &d_n,
+        lp: &mut d_lp,
+        ids: &mut d_ids,
+    };
+    launch::row_logprobs(gpu, buffers, n, vocab)?;
+    let (lp, ids, tokens) = (
+        st.clone_dtoh(&d_lp)?,
+        st.clone_dtoh(&d_ids)?,
+        st.clone_dtoh(chosen)?,
+    );
+    let misses = (0..n)
+        .filter(|&r| {
+            let (want, top) = row_logprobs(&raw[r * vocab..][..vocab], tokens[r], 5);
+            let row = &lp[r * (1 + MAX_TOP_LOGPROBS)..];
+            let off = (row[0] - want).abs() > 1e-4;
+            let others = top.iter().enumerate().any(|(j, t)| {
+                ids[r * MAX_TOP_LOGPROBS + j] != t.token_id as i32
+                    || (row[1 + j] - t.logprob).abs() > 1e-4
+            });
+            off || others
+        })
+        .count();
+    Ok(misses)
 }
 
 fn blank() -> Edit {

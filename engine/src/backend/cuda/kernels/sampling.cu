@@ -356,3 +356,71 @@ extern "C" __global__ void __launch_bounds__(SPEC_THREADS) sample_rows(
     const int chosen = draw_in_id_order(w, vocab, cut, s.uniform * mass, seg_s, si);
     if (threadIdx.x == 0) out[blockIdx.x] = chosen;
 }
+
+// ---- Logprobs of sampled rows, under the raw logits (before masks, edits and temperature), as
+// sampling/logprobs.rs reports them: the chosen token's and the n most likely (value
+// descending, lower id first on a tie, NaN never). Mirrored by sample_model.rs.
+
+#define MAX_TOP_LOGPROBS 20
+
+// grid: (rows), block: SPEC_THREADS. Row k reads raw row k and the token chosen for logits row
+// rows_of[k]; writes out_lp[k, 0] (the chosen token's), out_lp[k, 1 + j] and out_ids[k, j] for
+// the j-th most likely, j < n_top[k] (ids -1 past the tokens there are).
+extern "C" __global__ void __launch_bounds__(SPEC_THREADS) row_logprobs(
+    const float* __restrict__ raw,      // [rows, vocab]
+    const int* __restrict__ rows_of,    // [rows]
+    const int* __restrict__ chosen,     // [logits rows]
+    const int* __restrict__ n_top,      // [rows]
+    float* __restrict__ out_lp,         // [rows, 1 + MAX_TOP_LOGPROBS]
+    int* __restrict__ out_ids, int vocab)  // [rows, MAX_TOP_LOGPROBS]
+{
+    __shared__ double sd[32];
+    __shared__ float vs[32];
+    __shared__ int is[32];
+    const float* row = raw + (size_t)blockIdx.x * vocab;
+    float m;
+    int best;
+    block_argmax(row, vocab, &m, &best);
+    double sum = 0.0;
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x)
+        if (!isnan(row[i])) sum += (double)expf(row[i] - m);
+    sum = block_sum_d(sum, sd);
+    const float lse = isinf(m) || isnan(m) ? m : m + (float)log(sum);
+    float* lp = out_lp + (size_t)blockIdx.x * (1 + MAX_TOP_LOGPROBS);
+    int* ids = out_ids + (size_t)blockIdx.x * MAX_TOP_LOGPROBS;
+    const int token = chosen[rows_of[blockIdx.x]];
+    if (threadIdx.x == 0) lp[0] = token >= 0 && token < vocab ? row[token] - lse : -INFINITY;
+    // The j-th most likely: the best of the entries ranked after the (j-1)-th.
+    float pv = INFINITY;
+    int pi = -1;
+    const int n = min(n_top[blockIdx.x], MAX_TOP_LOGPROBS);
+    for (int j = 0; j < n; ++j) {
+        float v = -INFINITY;
+        int idx = 0x7fffffff;
+        for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+            const float l = row[i];
+            const bool after = l < pv || (l == pv && i > pi);
+            if (!isnan(l) && after && (idx == 0x7fffffff || l > v || (l == v && i < idx))) { v = l; idx = i; }
+        }
+        for (int o = WARP_SIZE / 2; o > 0; o >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+            const int oi = __shfl_xor_sync(0xffffffffu, idx, o);
+            if (oi != 0x7fffffff && (idx == 0x7fffffff || ov > v || (ov == v && oi < idx))) { v = ov; idx = oi; }
+        }
+        __syncthreads();
+        if (threadIdx.x % WARP_SIZE == 0) { vs[threadIdx.x / WARP_SIZE] = v; is[threadIdx.x / WARP_SIZE] = idx; }
+        __syncthreads();
+        v = -INFINITY;
+        idx = 0x7fffffff;
+        for (int w = 0; w < (int)(blockDim.x / WARP_SIZE); ++w) {
+            if (is[w] != 0x7fffffff && (idx == 0x7fffffff || vs[w] > v || (vs[w] == v && is[w] < idx))) { v = vs[w]; idx = is[w]; }
+        }
+        if (threadIdx.x == 0) {
+            ids[j] = idx == 0x7fffffff ? -1 : idx;
+            lp[1 + j] = v - lse;
+        }
+        pv = v;
+        pi = idx;
+        if (idx == 0x7fffffff) break;
+    }
+}

@@ -22,7 +22,9 @@ pub use kv_write::{CacheShape, kv_cache_write};
 pub use rmsnorm::rmsnorm_residual;
 pub use rope::{QkvPosition, qkv_position};
 pub use sampling::{SamplingRows, apply_token_mask, argmax_rows, sample_top_k_top_p};
-pub use serve_sampling::{apply_logit_edits, sample_rows};
+pub use serve_sampling::{
+    LogprobRows, MAX_TOP_LOGPROBS, apply_logit_edits, row_logprobs, sample_rows,
+};
 pub use silu::silu_mul;
 
 use cudarc::driver::LaunchConfig;

@@ -97,3 +97,53 @@ pub fn sample_rows(
     }?;
     Ok(())
 }
+
+/// Alternatives per row of `row_logprobs` (the kernel's `MAX_TOP_LOGPROBS`, the API's limit).
+pub const MAX_TOP_LOGPROBS: usize = crate::sampling::MAX_TOP_LOGPROBS as usize;
+
+/// The buffers of `row_logprobs`: `rows` raw logits rows, the logits row each was sampled
+/// from, how many alternatives each wants, and the outputs.
+pub struct LogprobRows<'a> {
+    pub raw: &'a CudaSlice<f32>,     // [rows, vocab]
+    pub rows_of: &'a CudaSlice<i32>, // [rows]
+    pub chosen: &'a CudaSlice<i32>,  // [logits rows]
+    pub n_top: &'a CudaSlice<i32>,   // [rows]
+    pub lp: &'a mut CudaSlice<f32>,  // [rows, 1 + MAX_TOP_LOGPROBS]
+    pub ids: &'a mut CudaSlice<i32>, // [rows, MAX_TOP_LOGPROBS]
+}
+
+/// Each row's chosen-token logprob and its most likely alternatives, under the raw logits.
+/// `rows_of` must name rows of `chosen` (the sampler's output), which the caller lays out.
+pub fn row_logprobs(gpu: &Gpu, b: LogprobRows<'_>, rows: usize, vocab: usize) -> Result<()> {
+    need(
+        "row_logprobs",
+        &[
+            ("raw", b.raw.len(), rows * vocab),
+            ("rows_of", b.rows_of.len(), rows),
+            ("n_top", b.n_top.len(), rows),
+            ("lp", b.lp.len(), rows * (1 + MAX_TOP_LOGPROBS)),
+            ("ids", b.ids.len(), rows * MAX_TOP_LOGPROBS),
+        ],
+    )?;
+    if rows == 0 {
+        return Ok(());
+    }
+    let v = int(vocab, "vocab")?;
+    let f = gpu.function("row_logprobs")?;
+    // SAFETY: (const float*, const int*, const int*, const int*, float*, int*, int) as in
+    // sampling.cu; block k reads raw row k, rows_of[k], n_top[k] and chosen[rows_of[k]] (the
+    // caller's rows of the sampler output it passes), and writes row k of lp and ids.
+    unsafe {
+        gpu.stream
+            .launch_builder(f)
+            .arg(b.raw)
+            .arg(b.rows_of)
+            .arg(b.chosen)
+            .arg(b.n_top)
+            .arg(b.lp)
+            .arg(b.ids)
+            .arg(&v)
+            .launch(grid(rows, 1, 1, THREADS)?)
+    }?;
+    Ok(())
+}

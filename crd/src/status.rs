@@ -83,7 +83,8 @@ pub struct ModelDeploymentStatus {
     /// (a single start, not a median: its phases then add up to what it took).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cold_start_phases: Option<ColdStartPhases>,
-    /// The longest phase of `coldStartPhases`: `scheduling`, `imagePull` or `load`.
+    /// The longest phase of `coldStartPhases`: `scheduling`, `imagePull`, `fetch`, `load` or
+    /// `warmup`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slowest_start_phase: Option<String>,
 }
@@ -100,10 +101,19 @@ pub struct ColdStartPhases {
     /// scheduled until the last container's `startedAt`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_pull: Option<crate::Duration>,
-    /// Fetching the weights, loading and warming up (the engine reports no finer split):
-    /// started until `Ready`.
+    /// Fetching the weights (from the Hub or the cache): the engine's own figure, when it
+    /// reports its start phases (tokenscale's engine does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fetch: Option<crate::Duration>,
+    /// Loading the weights (parsed, quantised or uploaded) when the engine reports its start
+    /// phases; otherwise fetching, loading and warming up together: started until `Ready`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<crate::Duration>,
+    /// Warming up and becoming ready when the engine reports its start phases: the rest of
+    /// started until `Ready` after `fetch` and `load` (the first forward pass, and the
+    /// readiness probe noticing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<crate::Duration>,
 }
 
 /// The SLO's record over time (see `controller::attainment` for how a minute is judged).

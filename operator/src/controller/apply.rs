@@ -192,6 +192,7 @@ pub async fn decide(md: &ModelDeployment, ctx: &Context) -> Result<()> {
     if tick.scales() {
         scale(md, ctx, &target, &tick).await?;
     }
+    super::start_phases::refine(md, ctx, &tick.view);
     let Some(memory) = status_memory(md, ctx, tick.clocks) else {
         return Ok(());
     };

@@ -39,6 +39,8 @@ pub struct ModelEntry {
     pub start_pending: bool,
     /// The phases of its most recent measured start (see [`super::start_phases`]).
     pub start_phases: Option<ColdStartPhases>,
+    /// The pod of that start, whose own start-phase metrics split its `load`.
+    pub start_pod: Option<String>,
 }
 
 impl ModelEntry {
@@ -55,6 +57,7 @@ impl ModelEntry {
             metrics: None,
             start_pending: false,
             start_phases: None,
+            start_pod: None,
         }
     }
 }

@@ -1,26 +1,29 @@
-//! A cold start split into its phases, read from the engine pods' conditions: waiting for a
-//! node, pulling the image, loading the model (`status.coldStartPhases`).
+//! A cold start split into its phases (`status.coldStartPhases`): waiting for a node and
+//! pulling the image from the engine pod's conditions; fetching the weights, loading them and
+//! warming up from the engine's own start-phase metric, read from the scrape each decision
+//! makes anyway. Engines that export none (vLLM, SGLang, llama.cpp) keep everything from the
+//! container's start to `Ready` as one phase, `load`.
 //!
-//! The engine exposes no start-up timing of its own (no metric or log line splits fetching
-//! weights from loading and warming up), so everything from the container's start to
-//! `Ready` is one phase, `load`. The phases describe the most recent start (the pod that
-//! turned ready last), not a median: one start's phases add up to what it took. The
-//! autoscaler's lead time still comes from the whole start (`scaling::ColdStarts`).
+//! The phases describe the most recent start (the pod that turned ready last), not a median:
+//! one start's phases add up to what it took. The autoscaler's lead time still comes from the
+//! whole start (`scaling::ColdStarts`).
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::ListParams;
+use tokenscale_scaling::metrics_source::EngineStart;
 
 use super::{Context, lock, model_key};
 use crate::children::selector_string;
 use crate::crd::{ColdStartPhases, Duration, ModelDeployment};
+use crate::metrics_source::MetricsView;
 use crate::scale::ReplicaCounts;
 use crate::scaling::pending_replicas;
 
-/// The phases of the most recent start among `pods`: the pod whose `Ready` condition turned
-/// true last. `None` when no pod is ready.
-pub fn latest_start(pods: &[Pod]) -> Option<ColdStartPhases> {
+/// The most recent start among `pods` (the pod whose `Ready` condition turned true last): its
+/// pod's name and its phases. `None` when no pod is ready.
+pub fn latest_start(pods: &[Pod]) -> Option<(String, ColdStartPhases)> {
     let (pod, ready) = pods
         .iter()
         .filter_map(|pod| Some((pod, condition_since(pod, "Ready")?)))
@@ -28,11 +31,35 @@ pub fn latest_start(pods: &[Pod]) -> Option<ColdStartPhases> {
     let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
     let scheduled = condition_since(pod, "PodScheduled");
     let started = containers_started(pod);
-    Some(ColdStartPhases {
+    let phases = ColdStartPhases {
         scheduling: between(created, scheduled),
         image_pull: between(scheduled, started),
         load: between(started, Some(ready)),
-    })
+        ..ColdStartPhases::default()
+    };
+    Some((pod.metadata.name.clone().unwrap_or_default(), phases))
+}
+
+/// `pod`'s phases with its `load` (container start to `Ready`) split by the engine's own
+/// start: `fetch` and `load` as the engine measured them, `warmup` the rest (the engine's
+/// warm-up and ready, and the readiness probe noticing), never less than the engine's own
+/// warm-up and ready (the pod's times are whole seconds, the engine's are not).
+pub fn split(pod: &ColdStartPhases, engine: &EngineStart) -> ColdStartPhases {
+    let own_warmup = engine.warmup_s + engine.ready_s;
+    let warmup = pod.load.as_ref().map_or(own_warmup, |whole| {
+        (whole.as_secs_f64() - engine.fetch_s - engine.load_s).max(own_warmup)
+    });
+    ColdStartPhases {
+        fetch: Some(seconds(engine.fetch_s)),
+        load: Some(seconds(engine.load_s)),
+        warmup: Some(seconds(warmup)),
+        ..pod.clone()
+    }
+}
+
+/// `s` seconds (non-negative and finite: [`EngineStart`] is read so) as a CRD duration.
+fn seconds(s: f64) -> Duration {
+    Duration::from_std(std::time::Duration::try_from_secs_f64(s).unwrap_or_default())
 }
 
 /// The name of the longest phase of `phases` (its status field's name).
@@ -40,7 +67,9 @@ pub fn slowest(phases: &ColdStartPhases) -> Option<String> {
     [
         ("scheduling", &phases.scheduling),
         ("imagePull", &phases.image_pull),
+        ("fetch", &phases.fetch),
         ("load", &phases.load),
+        ("warmup", &phases.warmup),
     ]
     .into_iter()
     .filter_map(|(name, d)| Some((name, d.as_ref()?.as_secs_f64())))
@@ -94,13 +123,33 @@ pub async fn observe(
     let params = ListParams::default().labels(&selector_string(md));
     match api.list(&params).await {
         Ok(list) => {
-            if let (Some(phases), Some(entry)) =
+            if let (Some((pod, phases)), Some(entry)) =
                 (latest_start(&list.items), lock(&ctx.models).get_mut(&key))
             {
                 entry.start_phases = Some(phases);
+                entry.start_pod = Some(pod);
             }
         }
         Err(error) => tracing::warn!(model = %key, "listing pods for the start phases: {error}"),
+    }
+}
+
+/// Splits the latest start's `load` by its pod's own start phases once this decision's view
+/// carries them (read from the scrape it made anyway: no API call). A start already split, or
+/// a pod whose engine exports no phases, stays as it is.
+pub fn refine(md: &ModelDeployment, ctx: &Context, view: &MetricsView) {
+    let mut models = lock(&ctx.models);
+    let Some(entry) = models.get_mut(&model_key(md)) else {
+        return;
+    };
+    let (Some(pod), Some(phases)) = (&entry.start_pod, &entry.start_phases) else {
+        return;
+    };
+    if phases.fetch.is_some() {
+        return;
+    }
+    if let Some(engine) = view.engine_starts.get(pod) {
+        entry.start_phases = Some(split(phases, engine));
     }
 }
 
@@ -144,7 +193,7 @@ mod tests {
             ],
             Some("2026-01-01T10:00:52Z"),
         );
-        let phases = latest_start(&[ready]).expect("phases");
+        let (_, phases) = latest_start(&[ready]).expect("phases");
         assert_eq!(
             (
                 text(&phases.scheduling),
@@ -173,7 +222,7 @@ mod tests {
             Some("2026-01-01T10:03:30Z"),
         );
         let pulling = pod(&[("PodScheduled", "2026-01-01T10:00:02Z")], None);
-        let phases = latest_start(&[early, late, pulling.clone()]).expect("phases");
+        let (_, phases) = latest_start(&[early, late, pulling.clone()]).expect("phases");
         assert_eq!(text(&phases.scheduling).as_deref(), Some("180s"));
         assert_eq!(slowest(&phases).as_deref(), Some("scheduling"));
         assert_eq!(latest_start(&[pulling]), None, "no pod ready: no start");
@@ -186,12 +235,50 @@ mod tests {
             &[("Ready", "2026-01-01T10:01:00Z")],
             Some("2026-01-01T10:05:00Z"),
         );
-        let phases = latest_start(&[restarted]).expect("phases");
+        let (_, phases) = latest_start(&[restarted]).expect("phases");
         assert_eq!(
             (phases.scheduling.is_none(), phases.image_pull.is_none()),
             (true, true)
         );
         assert_eq!(phases.load.as_ref().map(Duration::as_secs_f64), Some(0.0));
         assert_eq!(slowest(&phases).as_deref(), Some("load"));
+    }
+
+    fn secs(text: &str) -> Option<Duration> {
+        Some(text.parse().expect("a duration"))
+    }
+
+    #[test]
+    fn the_engines_own_start_splits_load_and_warmup_takes_the_rest() {
+        let pod = ColdStartPhases {
+            scheduling: secs("12s"),
+            image_pull: secs("40s"),
+            load: secs("95s"),
+            ..ColdStartPhases::default()
+        };
+        let engine = EngineStart {
+            fetch_s: 60.0,
+            load_s: 20.0,
+            warmup_s: 4.5,
+            ready_s: 0.5,
+        };
+        let phases = split(&pod, &engine);
+        assert_eq!(
+            [&phases.fetch, &phases.load, &phases.warmup].map(text),
+            [Some("60s".into()), Some("20s".into()), Some("15s".into())]
+        );
+        assert_eq!(
+            (text(&phases.scheduling), text(&phases.image_pull)),
+            (Some("12s".into()), Some("40s".into())),
+            "the pod's own phases are kept"
+        );
+        assert_eq!(slowest(&phases).as_deref(), Some("fetch"));
+        // The pod's whole seconds can fall short of the engine's sum: warmup is then the
+        // engine's own, never negative.
+        let short = ColdStartPhases {
+            load: secs("80s"),
+            ..pod
+        };
+        assert_eq!(text(&split(&short, &engine).warmup).as_deref(), Some("5s"));
     }
 }

@@ -198,6 +198,7 @@ pub async fn view(base_url: &str, q: &Queries) -> Result<MetricsView, QueryError
         replica_loads: Vec::new(),
         revisions: Vec::new(),
         missing: Vec::new(),
+        engine_starts: Default::default(),
     })
 }
 

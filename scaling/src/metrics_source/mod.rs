@@ -5,6 +5,7 @@
 pub mod histogram;
 pub mod model;
 pub mod readings;
+pub mod start;
 mod targets;
 pub mod window;
 
@@ -13,4 +14,5 @@ pub use tokenscale_common::prom_text as text_format;
 
 pub use model::{MetricsView, ModelMetrics, ScrapeRound};
 pub use readings::TargetKind;
+pub use start::EngineStart;
 pub use targets::{ModelRef, ScrapeTarget, ScrapeTargets};

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use tokenscale_common::engines::{Absent, Signal};
 
 use super::readings::{BatchGauges, Gauges, Reading, TargetKind, keys};
+use super::start::EngineStart;
 use super::window::{Accumulator, History};
 use crate::autoscaler::{BatchDemand, Demand, DemandSource, ReplicaLoad, WindowedRate};
 
@@ -26,6 +27,8 @@ pub struct MetricsView {
     /// Signals the policy would use that the replicas' engines do not export, in words
     /// (sorted, each once): the policy decided without them.
     pub missing: Vec<String>,
+    /// Each replica's own start by phase, by pod name, for the engines that export one.
+    pub engine_starts: BTreeMap<String, EngineStart>,
 }
 
 /// What one scrape round of one model found: each reachable target's reading.
@@ -44,6 +47,7 @@ struct ReplicaMemory {
     gauges: Gauges,
     revision: Option<String>,
     absent: Vec<Absent>,
+    start: Option<EngineStart>,
 }
 
 /// Metrics memory of one model.
@@ -114,6 +118,7 @@ impl ModelMetrics {
         memory.gauges = reading.gauges;
         memory.revision = reading.revision.clone();
         memory.absent = reading.absent.clone();
+        memory.start = reading.start;
     }
 
     /// What the replicas' engines lack that the policy would read: their load gauges always;
@@ -140,6 +145,18 @@ impl ModelMetrics {
         missing
     }
 
+    /// Mean estimated prompt tokens of the requests that arrived over the last `window_s`
+    /// (the gateway's arrival counters); `None` without arrivals or the prompt counter.
+    pub fn prompt_tokens_per_arrival(&self, window_s: f64) -> Option<f64> {
+        let h = &self.history;
+        if !h.has(keys::GW_ARRIVAL_PROMPT_TOKENS) {
+            return None;
+        }
+        let prompt = h.increase(keys::GW_ARRIVAL_PROMPT_TOKENS, window_s)?;
+        let arrivals = h.increase(keys::GW_ARRIVALS, window_s)?;
+        (arrivals > 0.0 && prompt >= 0.0).then(|| prompt / arrivals)
+    }
+
     /// The policy's view at `now_s`. Stale (nothing answered for `stale_after_s`) or too
     /// little history gives `demand: None`, so the policy holds instead of scaling blind.
     pub fn view(&self, now_s: f64, stable_s: f64, panic_s: f64, stale_after_s: f64) -> MetricsView {
@@ -162,6 +179,11 @@ impl ModelMetrics {
         revisions.sort();
         revisions.dedup();
         let missing = self.missing();
+        let engine_starts = self
+            .replicas
+            .iter()
+            .filter_map(|(name, m)| Some((name.clone(), m.start?)))
+            .collect();
         let fresh = self
             .last_success_s
             .is_some_and(|t| now_s - t <= stale_after_s);
@@ -170,6 +192,7 @@ impl ModelMetrics {
                 replica_loads: loads,
                 revisions,
                 missing,
+                engine_starts,
                 ..MetricsView::default()
             };
         }
@@ -235,6 +258,7 @@ impl ModelMetrics {
             replica_loads: loads,
             revisions,
             missing,
+            engine_starts,
         }
     }
 }

@@ -18,6 +18,9 @@ pub mod keys {
     /// Requests that arrived and passed their tenant's limits, whatever admission did with
     /// them (gateway): offered load, not capped by capacity.
     pub const GW_ARRIVALS: &str = "gateway.arrivals";
+    /// Estimated prompt tokens of those arrivals (gateway): with them, demand in both
+    /// dimensions (see `autoscaler::work`).
+    pub const GW_ARRIVAL_PROMPT_TOKENS: &str = "gateway.arrival_prompt_tokens";
     /// TTFT histogram (gateway).
     pub const GW_TTFT: &str = "gateway.ttft";
     /// Time-per-output-token histogram (gateway).
@@ -90,6 +93,8 @@ pub struct Reading {
     pub revision: Option<String>,
     /// Signals the engine's `/metrics` did not carry (engines only).
     pub absent: Vec<Absent>,
+    /// The engine's own start by phase, when it exports one (engines only).
+    pub start: Option<super::EngineStart>,
 }
 
 /// Extracts a reading. Gateway samples are kept only for `served_name`; an engine target
@@ -114,6 +119,7 @@ fn read_gateway(samples: &[Sample], served_name: &str) -> Reading {
             k if k == gateway::GENERATION_TOKENS_TOTAL => add(keys::GW_TOKENS),
             k if k == gateway::REQUESTS_TOTAL => add(keys::GW_REQUESTS),
             k if k == gateway::ARRIVALS_TOTAL => add(keys::GW_ARRIVALS),
+            k if k == gateway::ARRIVAL_PROMPT_TOKENS_TOTAL => add(keys::GW_ARRIVAL_PROMPT_TOKENS),
             k if k == gateway::QUEUE_DEPTH => reading.gauges.waiting += value,
             k if k == gateway::IN_FLIGHT_REQUESTS => reading.gauges.running += value,
             // Batch lines are reported apart from the interactive series above.
@@ -151,6 +157,7 @@ fn read_engine(samples: &[Sample]) -> Reading {
             .and_then(|s| s.label("revision"))
             .filter(|r| !r.is_empty())
             .map(str::to_string),
+        start: super::start::engine_start(samples),
         ..Reading::default()
     };
     let refs = || {

@@ -23,6 +23,7 @@ fn engine_reading(tokens: f64, requests: f64, fast: f64, slow: f64, running: f64
         revision: None,
         absent: Vec::new(),
         batch: BatchGauges::default(),
+        start: None,
     }
 }
 
@@ -308,4 +309,27 @@ fn without_batch_series_the_batch_figures_are_zero() {
     assert_eq!(demand.batch, BatchDemand::default());
     assert!(!demand.batch.pending());
     assert_eq!(demand.queued_requests, 1);
+}
+
+#[test]
+fn each_replicas_own_start_reaches_the_view_by_pod_name() {
+    let mut m = ModelMetrics::default();
+    let start = EngineStart {
+        fetch_s: 30.0,
+        load_s: 5.0,
+        warmup_s: 1.0,
+        ready_s: 0.0,
+    };
+    let timed = Reading {
+        start: Some(start),
+        ..engine_reading(0.0, 0.0, 0.0, 0.0, 0.0)
+    };
+    let vllm = engine_reading(0.0, 0.0, 0.0, 0.0, 0.0);
+    m.record(0.0, &round(vec![("pod-a", timed), ("pod-b", vllm)]), 120.0);
+    // One round is too little history for demand; the starts are there all the same.
+    let view = m.view(0.0, 60.0, 10.0, 30.0);
+    assert_eq!(
+        view.engine_starts.into_iter().collect::<Vec<_>>(),
+        vec![("pod-a".to_string(), start)]
+    );
 }

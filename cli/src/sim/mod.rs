@@ -138,6 +138,11 @@ pub struct SimArgs {
     /// it is part of the start it measures.
     #[arg(long)]
     pub gpu_wait: Option<String>,
+    /// tokenscale's foresight, `on` or `off`: learn the model's recurring demand from its own
+    /// history (daily curves, on/off cycles, recurring bursts) and pre-warm one lead time
+    /// ahead of a rise it predicts. `off` decides on the measured demand alone (to compare).
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    pub foresight: String,
     /// A Batch API job, repeatable: `at=2h,tokens=50M,window=24h` (output tokens, with K, M or
     /// G). Served on the capacity interactive traffic leaves; the report says when each
     /// finished, whether by its deadline, and the GPU-hours it added against the same run
@@ -258,6 +263,7 @@ impl Comparison {
             hold_deadline_s: 60.0,
             start_tail: args.start_tail,
             gpu_wait_s: gpu_wait_s.unwrap_or(0.0),
+            foresight: args.foresight == "on",
         };
         let knee = knee::find(&config.profile, &trace.classes, slo, config.tick_s);
         if knee.tokens_per_s <= 0.0 {

@@ -51,6 +51,8 @@ pub struct SimConfig {
     pub start_tail: f64,
     /// Seconds a new replica waits for a free GPU before its start begins.
     pub gpu_wait_s: f64,
+    /// The tokenscale policy's foresight (`PolicySpec::foresight`): `--foresight`.
+    pub foresight: bool,
 }
 
 impl SimConfig {
@@ -133,6 +135,7 @@ pub fn controller(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace)
             spec.target_utilization = cfg.target_utilization;
             spec.gpus_per_replica = cfg.profile.devices_per_replica();
             spec.period = Duration::from_secs_f64(cfg.period_s);
+            spec.foresight = cfg.foresight;
             spec.initial_tokens_per_s_per_gpu =
                 (cfg.hint_factor).map(|hint| knee.tokens_per_s * hint / devices);
             Controller::Tokenscale {

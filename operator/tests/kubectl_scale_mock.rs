@@ -20,17 +20,17 @@ fn scaled(desired: Option<i32>) -> ModelDeployment {
 }
 
 /// Reconciles and decides under heavy demand from one replica; returns the count the scale
-/// subresource of the Deployment was patched to and the status written.
-async fn scale_up_under_load(md: ModelDeployment) -> (u64, Value) {
+/// subresource of the Deployment was patched to, the status written and the Event recorded.
+async fn scale_up_under_load(md: ModelDeployment) -> (u64, Value, Value) {
     let (result, bodies, _) = run(md, heavy_demand(), Scenario::ScaleUp).await;
     assert!(result.is_ok(), "{result:?}");
     let scaled_to = bodies[5]["spec"]["replicas"].as_u64().unwrap_or(0);
-    (scaled_to, bodies[7].clone())
+    (scaled_to, bodies[7].clone(), bodies[6].clone())
 }
 
 #[tokio::test]
 async fn a_scale_holds_the_count_and_pauses_autoscaling_until_it_is_removed() {
-    let (held, status) = scale_up_under_load(scaled(Some(3))).await;
+    let (held, status, event) = scale_up_under_load(scaled(Some(3))).await;
     assert_eq!(held, 3, "the count kubectl scale set, not the policy's");
     assert_eq!(status["status"]["desiredReplicas"], 3);
     let scaling = condition(&status, "Scaling");
@@ -43,11 +43,15 @@ async fn a_scale_holds_the_count_and_pauses_autoscaling_until_it_is_removed() {
         ),
         "{message}"
     );
+    // The scale's Event is the person's, in the condition's words.
+    assert_eq!(event["reason"], AUTOSCALING_PAUSED);
+    assert_eq!(event["note"], format!("1 -> 3 replicas: {message}"));
 
     // Removed: the policy decides again (heavy demand wants more than 3).
-    let (decided, status) = scale_up_under_load(scaled(None)).await;
+    let (decided, status, event) = scale_up_under_load(scaled(None)).await;
     assert!(decided > 3, "the policy's count, got {decided}");
     assert_ne!(condition(&status, "Scaling")["reason"], AUTOSCALING_PAUSED);
+    assert_ne!(event["reason"], AUTOSCALING_PAUSED);
 }
 
 #[test]

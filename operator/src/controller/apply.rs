@@ -317,13 +317,25 @@ async fn scale(
     let decision = &tick.decision;
     let direction = if desired > current { "up" } else { "down" };
     ctx.metrics.decision(direction, decision.reason.as_str());
-    let mut note = format!("{current} -> {desired} replicas: {}", decision.message);
+    // A person's count (`kubectl scale`) is theirs, not the policy's: the Event says so, in
+    // the Scaling condition's words.
+    let (reason, why) = match held_replicas(md) {
+        Some(held) => (
+            super::status::AUTOSCALING_PAUSED.to_string(),
+            super::status::paused_message(md, held),
+        ),
+        None => (
+            decision.reason.as_str().to_string(),
+            decision.message.clone(),
+        ),
+    };
+    let mut note = format!("{current} -> {desired} replicas: {why}");
     if tick.scales_in() && !marked.is_empty() {
         note.push_str(&format!(" (draining {} first)", marked.join(", ")));
     }
     let event = Event {
         type_: EventType::Normal,
-        reason: decision.reason.as_str().into(),
+        reason,
         note: Some(note.chars().take(1000).collect()),
         action: if desired > current {
             "ScaleUp".into()

@@ -259,6 +259,17 @@ fn ready_condition(
 /// The `Scaling` condition's reason while a person's count holds (`spec.replicas.desired`).
 pub const AUTOSCALING_PAUSED: &str = "AutoscalingPaused";
 
+/// What the `Scaling` condition (and the Event of a held count's scale) says while `held`
+/// replicas, a person's count, hold.
+pub fn paused_message(md: &ModelDeployment, held: u32) -> String {
+    format!(
+        "autoscaling paused: replicas set to {held} by kubectl scale (spec.replicas.desired); \
+         remove it to resume: kubectl patch md {} --type merge \
+         -p '{{\"spec\":{{\"replicas\":{{\"desired\":null}}}}}}'",
+        md.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
 fn scaling_condition(
     input: &StatusInput<'_>,
     counts: ReplicaCounts,
@@ -291,12 +302,7 @@ fn scaling_condition(
             CONDITION_SCALING,
             moving,
             AUTOSCALING_PAUSED,
-            format!(
-                "autoscaling paused: replicas set to {held} by kubectl scale \
-                 (spec.replicas.desired); remove it to resume: kubectl patch md {} --type merge \
-                 -p '{{\"spec\":{{\"replicas\":{{\"desired\":null}}}}}}'",
-                input.md.metadata.name.as_deref().unwrap_or_default()
-            ),
+            paused_message(input.md, held),
             generation,
             input.now,
         );

@@ -14,6 +14,9 @@ use super::{ModelRef, ScrapeTarget, ScrapeTargets};
 use crate::children::ENGINE_PORT;
 
 /// What a source returns: raw readings to fold into the model's memory, or a finished view.
+// One per model per decision, moved once: boxing the view would save nothing worth a heap
+// allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Observed {
     /// One scrape round.

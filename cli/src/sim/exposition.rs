@@ -13,11 +13,14 @@
 
 use std::collections::VecDeque;
 
+use futures::FutureExt;
 use tokenscale_common::exposition::LeFormat;
 use tokenscale_common::metrics::{LABEL_MODEL_NAME, gateway};
 use tokenscale_common::prom_text::Sample;
 use tokenscale_scaling::metrics_source::readings::{Gauges, Reading, read};
-use tokenscale_scaling::metrics_source::{ScrapeRound, TargetKind};
+use tokenscale_scaling::metrics_source::{ScrapeRound, ScrapeTargets, TargetKind};
+
+use super::targets::SimTargets;
 
 /// The served model name the simulated gateway labels its series with.
 pub const MODEL: &str = "sim";
@@ -145,7 +148,8 @@ impl Exposition {
 
     /// A scrape at second `now_second` whose answer is `delay_s` old: the counters through
     /// the end of second `now_second − delay_s`, plus the batch gauges now. Two targets, as
-    /// the operator scrapes them: the gateway, and the engines' running requests as one.
+    /// the operator scrapes them, listed by [`SimTargets`]: the gateway, and the engines' running
+    /// requests as one.
     pub fn scrape(&self, now_second: u64, delay_s: u64, batch: BatchGauges) -> ScrapeRound {
         let counters = if delay_s == 0 {
             &self.now
@@ -166,15 +170,23 @@ impl Exposition {
             },
             ..Reading::default()
         };
+        // The listing is ready at once (nothing to look up): polled once, never awaited.
+        let targets = SimTargets
+            .scrape_targets(&SimTargets::model(MODEL))
+            .now_or_never()
+            .unwrap_or_default();
+        let readings = targets
+            .into_iter()
+            .map(|target| {
+                let reading = match target.kind {
+                    TargetKind::Gateway => read(TargetKind::Gateway, &samples, MODEL),
+                    TargetKind::Engine => engines.clone(),
+                };
+                (target.name, target.kind, reading)
+            })
+            .collect();
         ScrapeRound {
-            readings: vec![
-                (
-                    "gateway".into(),
-                    TargetKind::Gateway,
-                    read(TargetKind::Gateway, &samples, MODEL),
-                ),
-                ("engines".into(), TargetKind::Engine, engines),
-            ],
+            readings,
             failed: 0,
         }
     }

@@ -15,6 +15,7 @@ mod report;
 mod rng;
 mod run;
 mod start;
+mod targets;
 mod trace;
 
 use std::path::PathBuf;

@@ -8,18 +8,20 @@ use tokenscale_gateway::routing::ColdStart;
 use tokenscale_scaling::autoscaler::{Clocks, Decision, PolicySpec};
 use tokenscale_scaling::metrics_source::readings::read;
 use tokenscale_scaling::metrics_source::text_format::parse;
-use tokenscale_scaling::metrics_source::{MetricsView, ScrapeRound, TargetKind};
+use tokenscale_scaling::metrics_source::{MetricsView, ModelRef, ScrapeRound, ScrapeTargets};
 use tokenscale_scaling::scale::{ReplicaCounts, ScaleTarget};
 use tokenscale_scaling::scaling::attainment::Attainment;
 use tokenscale_scaling::scaling::{ScalingLoop, apply};
 
 use super::pool::ProcessPool;
 use super::probe::Probe;
+use super::targets::LocalTargets;
 
 /// The loop's memory between periods.
 pub struct Controller {
     pub model: String,
-    pub gateway_metrics_url: String,
+    /// What each scrape reads: the gateway and the ready replicas.
+    pub targets: LocalTargets,
     pub pool: ProcessPool,
     pub probe: Probe,
     /// The same loop the operator ticks: policy, metrics windows, SLO record.
@@ -36,7 +38,10 @@ impl Controller {
     ) -> Self {
         Self {
             model,
-            gateway_metrics_url,
+            targets: LocalTargets {
+                gateway_metrics_url,
+                pool: pool.clone(),
+            },
             pool,
             probe: Probe::new(),
             scaling: ScalingLoop::new(spec),
@@ -105,16 +110,17 @@ impl Controller {
     /// which replica a scale-in drains).
     async fn scrape(&self) -> ScrapeRound {
         let mut round = ScrapeRound::default();
-        let mut targets = vec![(
-            "gateway".to_string(),
-            self.gateway_metrics_url.clone(),
-            TargetKind::Gateway,
-        )];
-        for (name, url) in self.pool.ready_urls().await {
-            targets.push((name, format!("{url}/metrics"), TargetKind::Engine));
-        }
-        for (name, url, kind) in targets {
-            match self.probe.get(&url).await {
+        let spec = self.scaling.spec();
+        let model = ModelRef {
+            namespace: String::new(),
+            service: self.model.clone(),
+            served_name: self.model.clone(),
+            stable_s: spec.stable_window.as_secs_f64(),
+            panic_s: spec.panic_window.as_secs_f64(),
+        };
+        for target in self.targets.scrape_targets(&model).await {
+            let (name, kind) = (target.name, target.kind);
+            match self.probe.get(&target.url).await {
                 Some((200, text)) => round.readings.push((
                     name,
                     kind,

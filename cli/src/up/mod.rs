@@ -11,6 +11,7 @@ mod manifests;
 mod pool;
 mod probe;
 mod program;
+mod targets;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -317,8 +317,7 @@ fn each_replicas_own_start_reaches_the_view_by_pod_name() {
     let start = EngineStart {
         fetch_s: 30.0,
         load_s: 5.0,
-        warmup_s: 1.0,
-        ready_s: 0.0,
+        ..EngineStart::default()
     };
     let timed = Reading {
         start: Some(start),

@@ -232,6 +232,10 @@ fn bad_input_is_a_clear_error() {
         matches!(err(&["--start-tail", "0.5"]), SimError::Usage(m) if m.contains("--start-tail"))
     );
     assert!(matches!(err(&["--gpu-wait", "soon"]), SimError::Usage(m) if m.contains("soon")));
+    assert!(matches!(
+        err(&["--prompt-token-cost=-1"]),
+        SimError::Usage(m) if m.contains("--prompt-token-cost")
+    ));
     assert!(matches!(err(&["--period", "0s"]), SimError::Usage(m) if m.contains("0s")));
     assert!(
         matches!(err(&["--hint-factor=-1"]), SimError::Usage(m) if m.contains("--hint-factor"))
@@ -282,5 +286,66 @@ fn a_start_time_tokenscale_is_not_told_is_measured_and_planned_with() {
         err.as_deref()
             .is_some_and(|e| e.contains("must be a positive duration")),
         "{err:?}"
+    );
+}
+
+#[test]
+fn longer_prompts_are_met_with_replicas_sooner_than_output_tokens_alone_see() {
+    // The bundled prompt-shift trace: 100 requests/s throughout, prompts tripling over minutes
+    // 60-70. Output tokens/s do not move; each replica serves fewer requests within the SLO.
+    let shifted = |extra: &[&str]| {
+        let argv = [
+            &["--trace", "prompt-shift", "--policy", "tokenscale"],
+            extra,
+        ]
+        .concat();
+        run(&argv).remove(0)
+    };
+    let weighed = shifted(&[]);
+    let cost = Comparison::from_args(&args(&["--trace", "prompt-shift"]))
+        .expect("valid arguments")
+        .config
+        .prompt_token_cost;
+    println!("prompt-shift: a prompt token costs {cost:.3} output tokens (the profile's)");
+    // What the policy did before it counted prompts: output tokens only.
+    let before = shifted(&["--prompt-token-cost", "0"]);
+    let replicas_at = |r: &PolicyResult, minute: f64| {
+        (r.series.iter())
+            .find(|p| p.t_s >= minute * 60.0)
+            .map_or(0, |p| p.replicas)
+    };
+    let missed_from_60 = |r: &PolicyResult| {
+        let missed: Vec<u32> = r
+            .missed_minutes
+            .iter()
+            .copied()
+            .filter(|m| *m >= 60)
+            .collect();
+        missed
+    };
+    let (now, then) = (missed_from_60(&weighed), missed_from_60(&before));
+    println!(
+        "prompt-shift: weighed {} -> {} replicas (minutes 55 -> 75), missed {now:?}; output \
+         tokens only {} -> {}, missed {then:?}",
+        replicas_at(&weighed, 55.0),
+        replicas_at(&weighed, 75.0),
+        replicas_at(&before, 55.0),
+        replicas_at(&before, 75.0),
+    );
+    assert!(
+        replicas_at(&weighed, 68.0) > replicas_at(&weighed, 55.0),
+        "replicas are added while the prompts grow"
+    );
+    // The shift is seen as it arrives, but its first minutes still break the SLO while the
+    // replicas it orders start (a 10-minute ramp against 60 s starts and a 60 s window):
+    // fewer than half the minutes that counting output tokens alone misses, which learns the
+    // capacity down only once the SLO has broken.
+    assert!(
+        2 * now.len() <= then.len(),
+        "weighing prompts misses {now:?}, output tokens only {then:?}"
+    );
+    assert!(
+        !then.is_empty(),
+        "counting output tokens only, the SLO broke first: missed {then:?}"
     );
 }

@@ -74,6 +74,8 @@ impl Buckets {
 pub struct Counters {
     /// Requests arrived (offered load).
     pub arrivals: f64,
+    /// Prompt tokens of those arrivals.
+    pub arrival_prompt_tokens: f64,
     /// Requests finished.
     pub requests: f64,
     /// Output tokens streamed to interactive requests.
@@ -92,6 +94,7 @@ impl Default for Counters {
     fn default() -> Self {
         Self {
             arrivals: 0.0,
+            arrival_prompt_tokens: 0.0,
             requests: 0.0,
             generation_tokens: 0.0,
             batch_tokens: 0.0,
@@ -206,6 +209,11 @@ fn sample(name: &str, label: Option<(&str, String)>, value: f64) -> Sample {
 fn gateway_samples(c: &Counters, batch: BatchGauges) -> Vec<Sample> {
     let mut out = vec![
         sample(gateway::ARRIVALS_TOTAL, None, c.arrivals),
+        sample(
+            gateway::ARRIVAL_PROMPT_TOKENS_TOTAL,
+            None,
+            c.arrival_prompt_tokens,
+        ),
         sample(gateway::REQUESTS_TOTAL, None, c.requests),
         sample(gateway::GENERATION_TOKENS_TOTAL, None, c.generation_tokens),
         sample(gateway::BATCH_GENERATION_TOKENS_TOTAL, None, c.batch_tokens),

@@ -97,3 +97,22 @@ fn run(
         && view.tpot_p95_s.is_some_and(|v| v <= slo.tpot_p95_s);
     (met && backlog_s <= slo.ttft_p95_s).then(|| in_flight_sum / samples.max(1.0))
 }
+
+/// What one prompt token costs a replica of `profile` at `knee`, in output tokens: its prefill
+/// term, plus the KV reads it adds to each decode step of its answer, over what one output
+/// token's decode takes there (a replica at the knee is busy: each second of its steps serves
+/// `knee.requests_per_s` requests' prompts and answers). `None` when the knee leaves no time
+/// for decoding (a degenerate profile).
+pub fn prompt_token_cost(
+    profile: &PerfProfile,
+    classes: &[RequestClass],
+    knee: &Knee,
+) -> Option<f64> {
+    let mean_out: f64 = classes.iter().map(|c| c.weight * c.output_tokens).sum();
+    let mean_in: f64 = classes.iter().map(|c| c.weight * c.input_tokens).sum();
+    let per_prompt_token_s =
+        profile.step.prefill_s_per_token + profile.step.kv_read_s_per_token * mean_out;
+    let decode_s = (1.0 / knee.requests_per_s - per_prompt_token_s * mean_in) / mean_out;
+    (knee.requests_per_s > 0.0 && decode_s > 0.0 && decode_s.is_finite())
+        .then(|| per_prompt_token_s / decode_s)
+}

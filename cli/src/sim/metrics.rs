@@ -189,8 +189,9 @@ impl Recorder {
     }
 
     /// Requests arriving at the gateway.
-    pub fn arrived(&mut self, requests: f64) {
+    pub fn arrived(&mut self, requests: f64, prompt_tokens: f64) {
         self.exposition.now.arrivals += requests;
+        self.exposition.now.arrival_prompt_tokens += prompt_tokens;
     }
 
     /// Output tokens generated.

@@ -79,9 +79,10 @@ pub struct SimArgs {
     /// Performance profile: `llama3-8b-h100`, `smollm2-cpu`, or a YAML/JSON file.
     #[arg(long, default_value = "llama3-8b-h100")]
     pub profile: String,
-    /// Policies to compare, comma-separated: tokenscale, hpa, static:N, oracle, oracle:PERCENT
-    /// (the oracle sized for that percentage of its coming peak: headroom against arrival
-    /// noise).
+    /// Policies to compare, comma-separated: tokenscale, tokenscale-fixed-lead (the same
+    /// policy planning with a fixed 60 s lead, the CRD's default `startupTime`, never with the
+    /// starts it measures), hpa, static:N, oracle, oracle:PERCENT (the oracle sized for that
+    /// percentage of its coming peak: headroom against arrival noise).
     #[arg(long, default_value = "tokenscale,hpa,oracle")]
     pub policy: String,
     /// Seed of the arrival noise.
@@ -144,6 +145,11 @@ pub struct SimArgs {
     /// ahead of a rise it predicts. `off` decides on the measured demand alone (to compare).
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
     pub foresight: String,
+    /// What one prompt token costs a replica, in output tokens, for tokenscale's demand in
+    /// both dimensions (the policy's `prompt_token_cost`; 0: prompts are not counted, output
+    /// tokens only). Default: the profile's prefill and decode terms at the knee.
+    #[arg(long)]
+    pub prompt_token_cost: Option<f64>,
     /// A Batch API job, repeatable: `at=2h,tokens=50M,window=24h` (output tokens, with K, M or
     /// G). Served on the capacity interactive traffic leaves; the report says when each
     /// finished, whether by its deadline, and the GPU-hours it added against the same run
@@ -265,8 +271,20 @@ impl Comparison {
             start_tail: args.start_tail,
             gpu_wait_s: gpu_wait_s.unwrap_or(0.0),
             foresight: args.foresight == "on",
+            prompt_token_cost: 0.0,
         };
         let knee = knee::find(&config.profile, &trace.classes, slo, config.tick_s);
+        let mut config = config;
+        config.prompt_token_cost = match args.prompt_token_cost {
+            Some(cost) if cost.is_finite() && cost >= 0.0 => cost,
+            Some(_) => {
+                return Err(SimError::Usage(
+                    "--prompt-token-cost must be a number ≥ 0".into(),
+                ));
+            }
+            None => knee::prompt_token_cost(&config.profile, &trace.classes, &knee)
+                .unwrap_or(tokenscale_scaling::autoscaler::DEFAULT_PROMPT_TOKEN_COST),
+        };
         if knee.tokens_per_s <= 0.0 {
             return Err(SimError::Usage(format!(
                 "one replica of `{}` cannot meet TTFT {} / TPOT {} for this trace's requests at any rate",

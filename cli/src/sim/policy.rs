@@ -31,6 +31,9 @@ const HPA_DOWN_STABILIZATION_S: f64 = 300.0;
 pub enum PolicyKind {
     /// The operator's policy.
     Tokenscale,
+    /// The operator's policy planning with a fixed 60 s lead (the CRD's default
+    /// `startupTime`), never with the starts it measures: the policy before it measured them.
+    TokenscaleFixedLead,
     /// Kubernetes HPA on in-flight requests.
     Hpa,
     /// A fixed replica count.
@@ -42,11 +45,12 @@ pub enum PolicyKind {
 }
 
 impl PolicyKind {
-    /// Parses `tokenscale`, `hpa`, `static:N`, `oracle` or `oracle:PERCENT` (100 to 1000).
+    /// Parses `tokenscale`, `tokenscale-fixed-lead`, `hpa`, `static:N`, `oracle` or `oracle:PERCENT` (100 to 1000).
     pub fn parse(text: &str) -> Result<Self, SimError> {
         let number = |prefix: &str, text: &str| text.strip_prefix(prefix)?.parse::<u32>().ok();
         match text.trim() {
             "tokenscale" => Ok(Self::Tokenscale),
+            "tokenscale-fixed-lead" => Ok(Self::TokenscaleFixedLead),
             "hpa" => Ok(Self::Hpa),
             "oracle" => Ok(Self::Oracle(100)),
             other => {
@@ -56,7 +60,7 @@ impl PolicyKind {
                 match number("oracle:", other) {
                     Some(percent) if (100..=1000).contains(&percent) => Ok(Self::Oracle(percent)),
                     _ => Err(SimError::Usage(format!(
-                        "unknown policy `{other}`: use tokenscale, hpa, static:N, oracle or \
+                        "unknown policy `{other}`: use tokenscale, tokenscale-fixed-lead, hpa, static:N, oracle or \
                          oracle:PERCENT (100 to 1000)"
                     ))),
                 }
@@ -69,6 +73,7 @@ impl fmt::Display for PolicyKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Tokenscale => f.write_str("tokenscale"),
+            Self::TokenscaleFixedLead => f.write_str("tokenscale-fixed-lead"),
             Self::Hpa => f.write_str("hpa"),
             Self::Static(n) => write!(f, "static:{n}"),
             Self::Oracle(100) => f.write_str("oracle"),
@@ -192,12 +197,15 @@ impl Controller {
         }
     }
 
-    /// After a scrape: whether the loop, at zero replicas, wants a first one now (then it
-    /// decides at once, as the operator's queue watch and `up` make it do).
-    pub fn wants_a_first_replica(&self, input: &DecideInput) -> bool {
+    /// After a scrape: whether the loop wants to decide now, not at its next period: at zero
+    /// replicas for a first one (as the operator's queue watch and `up` make it do), or for a
+    /// rise the scrapes show (as every scaler does).
+    pub fn wants_to_decide_now(&mut self, input: &DecideInput) -> bool {
         match self {
             Self::Tokenscale { scaling, .. } => {
-                scaling.wants_a_first_replica(input.now_s, counts(input.fleet))
+                let counts = counts(input.fleet);
+                scaling.wants_a_first_replica(input.now_s, counts)
+                    || scaling.rise_seen(input.now_s, counts)
             }
             _ => false,
         }
@@ -276,7 +284,14 @@ mod tests {
 
     #[test]
     fn policies_parse_and_print_back() {
-        for text in ["tokenscale", "hpa", "static:3", "oracle", "oracle:120"] {
+        for text in [
+            "tokenscale",
+            "tokenscale-fixed-lead",
+            "hpa",
+            "static:3",
+            "oracle",
+            "oracle:120",
+        ] {
             let kind = PolicyKind::parse(text).expect("a policy");
             assert_eq!(kind.to_string(), text);
         }

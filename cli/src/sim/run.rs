@@ -53,6 +53,9 @@ pub struct SimConfig {
     pub gpu_wait_s: f64,
     /// The tokenscale policy's foresight (`PolicySpec::foresight`): `--foresight`.
     pub foresight: bool,
+    /// The tokenscale policy's cost of a prompt token in output tokens (`PolicySpec`'s
+    /// `prompt_token_cost`): the profile's at the knee unless `--prompt-token-cost` says.
+    pub prompt_token_cost: f64,
 }
 
 impl SimConfig {
@@ -130,16 +133,22 @@ const SCRAPE_EVERY_S: f64 = 1.0;
 pub fn controller(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace) -> Controller {
     let devices = f64::from(cfg.profile.devices_per_replica());
     match kind {
-        PolicyKind::Tokenscale => {
+        PolicyKind::Tokenscale | PolicyKind::TokenscaleFixedLead => {
             let mut spec = PolicySpec::new(cfg.min_replicas, cfg.max_replicas, cfg.slo);
             spec.target_utilization = cfg.target_utilization;
             spec.gpus_per_replica = cfg.profile.devices_per_replica();
             spec.period = Duration::from_secs_f64(cfg.period_s);
             spec.foresight = cfg.foresight;
+            spec.prompt_token_cost = cfg.prompt_token_cost;
             spec.initial_tokens_per_s_per_gpu =
                 (cfg.hint_factor).map(|hint| knee.tokens_per_s * hint / devices);
+            let scaling = ScalingLoop::new(spec);
             Controller::Tokenscale {
-                scaling: ScalingLoop::new(spec),
+                scaling: if kind == PolicyKind::TokenscaleFixedLead {
+                    scaling.with_fixed_lead_time()
+                } else {
+                    scaling
+                },
                 last_reason: String::new(),
             }
         }
@@ -215,7 +224,10 @@ pub fn simulate(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace) -
         let arrivals = trace.arrivals(t_s, cfg.tick_s, &mut rng);
         let arrived: f64 = arrivals.iter().sum();
         sampled_arrivals += arrived;
-        rec.arrived(arrived);
+        let prompt_tokens: f64 = (arrivals.iter().zip(&classes))
+            .map(|(count, class)| count * class.input_tokens)
+            .sum();
+        rec.arrived(arrived, prompt_tokens);
         let interactive_before = rec.served_tokens;
         fleet.dispatch(&arrivals, t_s, cfg.tick_s, &mut rec);
         fleet.tick(&ctx, t_s, cfg.tick_s, &mut rec);
@@ -250,10 +262,10 @@ pub fn simulate(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace) -
             let mut decide = decision_due;
             if !decision_due {
                 // Between decisions a scrape feeds the loop's metrics windows, and decides
-                // only for a first request at zero replicas.
+                // only for a first request at zero replicas or a rise it shows.
                 control.scrape(&input);
                 next_scrape_s += SCRAPE_EVERY_S;
-                decide = control.wants_a_first_replica(&input);
+                decide = control.wants_to_decide_now(&input);
             }
             if decide {
                 let desired = control.decide(&input);

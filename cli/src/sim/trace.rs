@@ -74,6 +74,31 @@ pub struct TraceSpec {
     pub bursts: Vec<Burst>,
     /// The request mix.
     pub mix: Vec<RequestClass>,
+    /// A shift of every class's prompt length, if any (at most half of `MAX_CLASSES`
+    /// classes: each gets a shifted twin).
+    #[serde(default)]
+    pub prompt_shift: Option<PromptShift>,
+}
+
+/// Prompts that grow (or shrink) by `factor` over `ramp_s` from `start_s` and stay so (a
+/// retrieval feature rolled out, a client that starts sending whole documents): the share of
+/// requests drawn from the shifted twins of the mix's classes ramps from 0 to 1.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptShift {
+    /// When the shift starts, seconds.
+    pub start_s: f64,
+    /// How long it takes, seconds.
+    pub ramp_s: f64,
+    /// Prompt length after it over before.
+    pub factor: f64,
+}
+
+impl PromptShift {
+    /// Share of requests with the shifted prompts at `t_s`.
+    fn share(&self, t_s: f64) -> f64 {
+        ((t_s - self.start_s) / self.ramp_s.max(1e-9)).clamp(0.0, 1.0)
+    }
 }
 
 /// Where arrivals come from.
@@ -104,14 +129,21 @@ pub struct Trace {
     /// Batch API jobs submitted during the trace (served on the capacity interactive
     /// traffic leaves; see `batch`).
     pub batches: Vec<BatchJob>,
+    /// The prompt shift and the weights of the mix before it: `classes` holds the mix (at its
+    /// weights before the shift) and then each class's shifted twin (weight 0).
+    shift: Option<(PromptShift, Vec<f64>)>,
     source: Source,
 }
 
 /// The traces shipped inside the binary.
-pub const BUNDLED: [(&str, &str); 3] = [
+pub const BUNDLED: [(&str, &str); 4] = [
     ("diurnal", include_str!("../../traces/diurnal.yaml")),
     ("bursty", include_str!("../../traces/bursty.yaml")),
     ("ramp", include_str!("../../traces/ramp.yaml")),
+    (
+        "prompt-shift",
+        include_str!("../../traces/prompt-shift.yaml"),
+    ),
 ];
 
 impl Trace {
@@ -148,6 +180,7 @@ impl Trace {
             duration_s: super::family::DURATION_S,
             classes: generated.classes,
             batches: Vec::new(),
+            shift: None,
             source: Source::Sampled {
                 per_second: generated.per_second,
                 scale: 1.0,
@@ -184,12 +217,39 @@ impl Trace {
                 "curve points must be non-empty and sorted by time".into()
             ));
         }
-        let classes = normalise(&spec.mix).map_err(bad)?;
+        let mut classes = normalise(&spec.mix).map_err(bad)?;
+        let shift = match spec.prompt_shift {
+            None => None,
+            Some(shift) => {
+                let sane = shift.factor.is_finite()
+                    && shift.factor > 0.0
+                    && shift.start_s >= 0.0
+                    && shift.ramp_s >= 0.0;
+                if !sane || 2 * classes.len() > MAX_CLASSES {
+                    return Err(bad(format!(
+                        "prompt_shift needs factor > 0, start_s ≥ 0, ramp_s ≥ 0 and at most {} \
+                         mix classes",
+                        MAX_CLASSES / 2
+                    )));
+                }
+                let weights = classes.iter().map(|c| c.weight).collect();
+                let twins: Vec<RequestClass> = (classes.iter())
+                    .map(|c| RequestClass {
+                        weight: 0.0,
+                        input_tokens: c.input_tokens * shift.factor,
+                        output_tokens: c.output_tokens,
+                    })
+                    .collect();
+                classes.extend(twins);
+                Some((shift, weights))
+            }
+        };
         Ok(Self {
             name: spec.name.clone(),
             duration_s: spec.duration_s,
             classes,
             batches: Vec::new(),
+            shift,
             source: Source::Curve { spec, scale: 1.0 },
         })
     }
@@ -302,6 +362,7 @@ impl Trace {
             duration_s,
             classes,
             batches,
+            shift: None,
             source: Source::Recorded {
                 requests,
                 per_second,
@@ -368,14 +429,28 @@ impl Trace {
             .sum()
     }
 
+    /// Share of requests in `class` at `t_s` (the mix's weight but during a prompt shift).
+    fn weight_at(&self, class: usize, t_s: f64) -> f64 {
+        let Some((shift, weights)) = &self.shift else {
+            return self.classes.get(class).map_or(0.0, |c| c.weight);
+        };
+        let share = shift.share(t_s);
+        match weights.get(class) {
+            Some(weight) => weight * (1.0 - share),
+            None => weights
+                .get(class - weights.len())
+                .map_or(0.0, |weight| weight * share),
+        }
+    }
+
     /// Arrivals in `[t_s, t_s + dt_s)`, per class.
     pub fn arrivals(&mut self, t_s: f64, dt_s: f64, rng: &mut Rng) -> ClassCounts {
         let mut counts = [0.0; MAX_CLASSES];
         match &mut self.source {
             Source::Curve { .. } | Source::Sampled { .. } => {
                 let mean = self.rate_rps(t_s + dt_s / 2.0) * dt_s;
-                for (count, class) in counts.iter_mut().zip(&self.classes) {
-                    *count = rng.poisson(mean * class.weight);
+                for (class, count) in counts.iter_mut().enumerate().take(self.classes.len()) {
+                    *count = rng.poisson(mean * self.weight_at(class, t_s));
                 }
             }
             Source::Recorded { requests, next, .. } => {

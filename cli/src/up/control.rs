@@ -82,14 +82,18 @@ impl Controller {
     /// period, the panic window (6 s by default, shorter than the 10 s period) would in effect
     /// be a whole period wide; `sim` showed what that costs (operator/README.md). At zero
     /// replicas, a request that waits or arrives makes it a whole period at once (its status
-    /// line returned): the first requests do not wait for the next period.
+    /// line returned): the first requests do not wait for the next period. Nor does a rise
+    /// that two scrapes in a row show outgrowing the replicas ready and starting
+    /// (`ScalingLoop::rise_seen`).
     pub async fn sample(&mut self, now_s: f64) -> Option<String> {
         let round = self.scrape().await;
         self.scaling.record(now_s, &round);
         let counts = self.counts().await;
         // Replica starts timed to the second, not to the period.
         self.scaling.observe_counts(now_s, counts);
-        if self.scaling.wants_a_first_replica(now_s, counts) {
+        if self.scaling.wants_a_first_replica(now_s, counts)
+            || self.scaling.rise_seen(now_s, counts)
+        {
             Some(self.period(now_s).await)
         } else {
             None

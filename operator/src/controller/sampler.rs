@@ -1,5 +1,6 @@
 //! Samples between decisions: every model's metrics are scraped each second and folded into
-//! its scaling loop's windows, as `tokenscale up` and `tokenscale sim` do.
+//! its scaling loop's windows, as `tokenscale up` and `tokenscale sim` do; a rise the scrapes
+//! show wakes the model's decision at once, as there.
 //!
 //! Sampled only when a model decides (once a period, 10 s by default), the 6 s panic window
 //! held one sample and the stable window six: a burst was seen a period late, and the rates
@@ -28,6 +29,13 @@ pub async fn sample(ctx: &Context) {
     for ((key, _), observed) in models.iter().zip(rounds) {
         if let (Observed::Round(round), Some(entry)) = (observed, entries.get_mut(key)) {
             entry.scaling.record(now_s, &round);
+            // A rise two scrapes in a row show wakes the decision now, not at the next
+            // period (`ScalingLoop::rise_seen`); the clock decides right after this round.
+            if let Some(counts) = entry.scaling.counts_after_last_tick()
+                && entry.scaling.rise_seen(now_s, counts)
+            {
+                entry.due.wake();
+            }
         }
     }
 }

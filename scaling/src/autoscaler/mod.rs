@@ -69,11 +69,13 @@ mod oscillation;
 mod pipeline_tests;
 #[cfg(test)]
 mod props;
+mod rise;
 pub mod snapshot;
 mod spec;
 mod stabilise;
 mod state;
 mod target;
+pub mod work;
 #[cfg(test)]
 mod tests;
 mod zero;
@@ -84,7 +86,8 @@ pub use decision::{Decision, DecisionReason};
 pub use observations::{
     BatchDemand, Demand, DemandSource, Observations, ReplicaLoad, WindowedRate,
 };
+pub use rise::{RISE_SCRAPES, rise_outgrows, significant_rise};
 pub use snapshot::{Clocks, PolicySnapshot, restore, snapshot};
-pub use spec::{PolicySpec, Slo, SpecError};
+pub use spec::{DEFAULT_PROMPT_TOKEN_COST, PolicySpec, Slo, SpecError};
 pub use state::PolicyState;
 pub use zero::wants_a_first_replica;

@@ -3,6 +3,13 @@
 
 use std::time::Duration;
 
+/// [`PolicySpec::prompt_token_cost`] unless told: a prompt token costs a fraction of an
+/// output token on a GPU engine (prefill runs batched; decode reads the KV cache a token at a
+/// time). `tokenscale sim` derives it from its profile (0.63 for the H100 profile on the
+/// prompt-shift trace's mix); this default is on the low side, since weighing prompts too
+/// little only leaves to the SLO's breaking what it would have seen anyway.
+pub const DEFAULT_PROMPT_TOKEN_COST: f64 = 0.3;
+
 /// The latency targets a model is held to, both at the 95th percentile.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Slo {
@@ -52,6 +59,10 @@ pub struct PolicySpec {
     /// How long a new replica takes to become ready (scheduling, image, weights, warm-up).
     /// On rising demand the policy plans this far ahead, so capacity arrives in time.
     pub startup_time: Duration,
+    /// What one prompt token costs a replica, in output tokens (its prefill against a decode
+    /// step's share): demand is weighed by the prompt mix with it (see `work`). 0: prompts
+    /// are not counted.
+    pub prompt_token_cost: f64,
 }
 
 impl PolicySpec {
@@ -75,6 +86,7 @@ impl PolicySpec {
             gpus_per_replica: 1,
             period: Duration::from_secs(10),
             startup_time: Duration::from_secs(60),
+            prompt_token_cost: DEFAULT_PROMPT_TOKEN_COST,
         }
     }
 
@@ -108,6 +120,12 @@ impl PolicySpec {
         }
         if let Some(hint) = self.initial_tokens_per_s_per_gpu {
             positive("initial_tokens_per_s_per_gpu", hint)?;
+        }
+        if !(self.prompt_token_cost.is_finite() && self.prompt_token_cost >= 0.0) {
+            return Err(SpecError::NotPositive {
+                name: "prompt_token_cost ≥ 0",
+                value: self.prompt_token_cost,
+            });
         }
         if self.gpus_per_replica == 0 {
             return Err(SpecError::NotPositive {

@@ -139,7 +139,9 @@ fn sized_step(
             Some(DemandSource::EngineCompletions) => raw.min(up_cap(spec, current)),
             _ => raw,
         };
-        let rise = if sized.panicking && sized.need.panic_replicas > sized.need.stable_replicas {
+        let rise = if (sized.panicking || sized.rising)
+            && sized.need.panic_replicas > sized.need.stable_replicas
+        {
             Rise::Burst
         } else if sized.ahead.is_some_and(|a| a.prewarm_replicas == sized.interactive)
             && sized.interactive > sized.need.stable_replicas

@@ -7,6 +7,7 @@ use super::estimate::{Estimate, Need};
 use super::foresight::{self, Ahead};
 use super::observations::Observations;
 use super::oscillation;
+use super::rise::rise_outgrows;
 use super::spec::PolicySpec;
 use super::state::PolicyState;
 use super::zero::{Edge, edge};
@@ -38,6 +39,9 @@ pub(super) struct Sized {
     pub panic_until_s: Option<f64>,
     /// Whether the panic mode is on: the burst demand counts.
     pub panicking: bool,
+    /// Whether the burst window shows a rise beyond noise that outgrows the replicas ready and
+    /// on the way (`rise`): the burst demand counts this period, however small the step.
+    pub rising: bool,
     /// A rise the model's own history predicts (`foresight`): pre-warm, no scale-in before it.
     pub ahead: Option<Ahead>,
     /// Replicas interactive demand needs (backlog included; a predicted rise's pre-warm in).
@@ -83,7 +87,15 @@ pub(super) fn target(
         state.panic_until_s
     };
     let panicking = panic_until_s.is_some_and(|until| now_s < until);
-    let (interactive, planned_tokens_per_s, level) = if panicking {
+    let existing = obs.ready_replicas.saturating_add(obs.pending_replicas);
+    let rising = rise_outgrows(
+        spec,
+        demand,
+        measured.mean_output_tokens.unwrap_or(0.0),
+        estimate.capacity.unwrap_or(0.0),
+        existing,
+    );
+    let (interactive, planned_tokens_per_s, level) = if panicking || rising {
         (
             need.stable_replicas.max(need.panic_replicas),
             need.panic_tokens_per_s.max(need.stable_tokens_per_s),
@@ -130,6 +142,7 @@ pub(super) fn target(
         need,
         panic_until_s,
         panicking,
+        rising,
         ahead,
         interactive,
         batch,

@@ -30,6 +30,8 @@ pub mod attainment;
 mod cold_start;
 mod model_loop;
 #[cfg(test)]
+mod rise_tests;
+#[cfg(test)]
 mod tests;
 
 pub use apply::apply;

@@ -4,11 +4,16 @@
 
 use super::attainment::{Attainment, PeriodSample, SloHistory};
 use super::cold_start::ColdStarts;
+use crate::autoscaler::Demand;
 use crate::autoscaler::{
-    Clocks, Decision, Observations, PolicySnapshot, PolicySpec, PolicyState, decide, snapshot,
+    Clocks, Decision, Observations, PolicySnapshot, PolicySpec, PolicyState, RISE_SCRAPES, decide,
+    rise_outgrows, snapshot, work,
 };
 use crate::metrics_source::{MetricsView, ModelMetrics, ScrapeRound};
 use crate::scale::ReplicaCounts;
+
+/// Arrivals in the stable window below which a prompt mix is not taken as the reference.
+const MIN_REFERENCE_ARRIVALS: f64 = 200.0;
 
 /// Metrics older than this many periods are stale: the policy holds rather than act on them.
 const STALE_AFTER_PERIODS: f64 = 3.0;
@@ -99,6 +104,14 @@ pub struct ScalingLoop {
     marked_for_removal: Vec<String>,
     cold_starts: ColdStarts,
     last: Option<Tick>,
+    /// Consecutive scrapes that showed a rise (see [`ScalingLoop::rise_seen`]).
+    rise_streak: u32,
+    /// Plans with the spec's `startup_time` whatever the starts measure (see
+    /// [`ScalingLoop::with_fixed_lead_time`]).
+    fixed_lead: bool,
+    /// The first prompt mix seen, `(prompt, output)` tokens a request: the mix the capacity
+    /// is counted at (see [`crate::autoscaler::work`]).
+    mix_reference: Option<(f64, f64)>,
 }
 
 impl ScalingLoop {
@@ -112,6 +125,9 @@ impl ScalingLoop {
             marked_for_removal: Vec::new(),
             cold_starts: ColdStarts::default(),
             last: None,
+            rise_streak: 0,
+            fixed_lead: false,
+            mix_reference: None,
         }
     }
 
@@ -151,6 +167,14 @@ impl ScalingLoop {
         self.cold_starts.observe(now_s, counts);
     }
 
+    /// The same loop planning with the spec's `startup_time` only, never with the starts it
+    /// measures: the policy as it was before it measured them (the simulator's
+    /// `tokenscale-fixed-lead`, to show what the measurement buys).
+    pub fn with_fixed_lead_time(mut self) -> Self {
+        self.fixed_lead = true;
+        self
+    }
+
     /// The longest of the latest measured cold starts, seconds (see [`ColdStarts`]).
     pub fn expected_cold_start_s(&self) -> Option<f64> {
         self.cold_starts.expected_s()
@@ -165,9 +189,12 @@ impl ScalingLoop {
     /// measured replica starts, or the spec's `startup_time` (the CRD's `scaling.startupTime`
     /// hint) until the first start has been measured.
     pub fn lead_time_s(&self) -> f64 {
-        self.cold_starts
-            .lead_time_s()
-            .unwrap_or(self.spec.startup_time.as_secs_f64())
+        let measured = if self.fixed_lead {
+            None
+        } else {
+            self.cold_starts.lead_time_s()
+        };
+        measured.unwrap_or(self.spec.startup_time.as_secs_f64())
     }
 
     /// The policy's spec.
@@ -210,6 +237,78 @@ impl ScalingLoop {
                 .is_some_and(crate::autoscaler::wants_a_first_replica)
     }
 
+    /// After a scrape between periods: whether the burst window has shown, on
+    /// [`RISE_SCRAPES`] consecutive scrapes, a rise beyond noise that needs more replicas than
+    /// are ready and on the way (see [`crate::autoscaler::rise_outgrows`]). A scaler then
+    /// ticks at once instead of at its next period; the streak starts over.
+    pub fn rise_seen(&mut self, now_s: f64, counts: ReplicaCounts) -> bool {
+        let existing = counts.ready.max(counts.desired);
+        let demand = self.weighed(self.view(now_s).demand.as_ref());
+        let rising = demand.as_ref().is_some_and(|demand| {
+            let tokens = demand
+                .mean_output_tokens_per_request
+                .filter(|t| t.is_finite() && *t > 0.0)
+                .or(self.policy.mean_output_tokens)
+                .unwrap_or(0.0);
+            let capacity = self.policy.capacity_tokens_per_s_per_replica.unwrap_or(0.0);
+            counts.desired > 0 && rise_outgrows(&self.spec, demand, tokens, capacity, existing)
+        });
+        self.rise_streak = if rising { self.rise_streak + 1 } else { 0 };
+        let seen = self.rise_streak >= RISE_SCRAPES;
+        if seen {
+            self.rise_streak = 0;
+        }
+        seen
+    }
+
+    /// The scale target's counts as the last tick left them, its target applied: what a
+    /// scaler that reads no counts between periods (the operator's sampler) checks a rise
+    /// against (see [`ScalingLoop::rise_seen`]).
+    pub fn counts_after_last_tick(&self) -> Option<ReplicaCounts> {
+        self.last.as_ref().map(|tick| ReplicaCounts {
+            desired: tick.target_replicas,
+            current: tick.target_replicas,
+            ready: tick.counts.ready,
+        })
+    }
+
+    /// `demand` weighed by the prompt length of the stable window's arrivals against the
+    /// reference mix (see [`crate::autoscaler::work`]); the first mix seen over enough
+    /// arrivals becomes the reference. Both costs are taken at the reference's output length:
+    /// the mean output comes from completions, which skew short while a backlog drains (short
+    /// answers finish first), and that skew must not read as a shift in the prompts (weighed
+    /// with it, the family cost up to 22% more GPU-hours on some seeds). Unchanged without the
+    /// gateway's prompt counter.
+    fn weighed(&mut self, demand: Option<&Demand>) -> Option<Demand> {
+        let demand = demand?;
+        let window_s = self.spec.stable_window.as_secs_f64();
+        let output = demand
+            .mean_output_tokens_per_request
+            .or(self.policy.mean_output_tokens);
+        let prompt = self.metrics.prompt_tokens_per_arrival(window_s);
+        let cost = |prompt: f64, output: f64| {
+            work::cost_per_output_token(self.spec.prompt_token_cost, prompt, output)
+        };
+        let weight = match (prompt, self.mix_reference) {
+            (Some(now), Some((prompt_then, output_then))) => {
+                match (cost(prompt_then, output_then), cost(now, output_then)) {
+                    (Some(then), Some(now)) => work::mix_weight(then, now),
+                    _ => 1.0,
+                }
+            }
+            (Some(now), None) => {
+                // A mean over few arrivals is too noisy to count the capacity at.
+                let arrivals = demand.arrival_requests_per_s.stable * window_s;
+                if let Some(output) = output.filter(|_| arrivals >= MIN_REFERENCE_ARRIVALS) {
+                    self.mix_reference = Some((now, output));
+                }
+                1.0
+            }
+            (None, _) => 1.0,
+        };
+        Some(work::weigh(demand, weight))
+    }
+
     fn stale_after_s(&self) -> f64 {
         STALE_AFTER_PERIODS * self.spec.period.as_secs_f64()
     }
@@ -226,7 +325,9 @@ impl ScalingLoop {
     /// observations, decides, records the period in the SLO history, and keeps the tick.
     pub fn tick_view(&mut self, now: Clocks, view: MetricsView, counts: ReplicaCounts) -> Tick {
         self.cold_starts.observe(now.now_s, counts);
-        let observations = observations(counts, &view);
+        let mut observations = observations(counts, &view);
+        observations.demand = self.weighed(view.demand.as_ref());
+        self.rise_streak = 0;
         // The policy plans as far ahead as replicas have been measured to take.
         let lead_time_s = self.lead_time_s();
         let planning = PolicySpec {

@@ -16,7 +16,7 @@ const MODEL: &str = "m";
 /// 2026-01-01T00:00:00Z, so minutes are whole.
 const UNIX_T0_S: f64 = 1_767_225_600.0;
 
-fn spec() -> PolicySpec {
+pub(super) fn spec() -> PolicySpec {
     let mut spec = PolicySpec::new(
         1,
         10,
@@ -29,11 +29,11 @@ fn spec() -> PolicySpec {
     spec
 }
 
-fn clocks(now_s: f64) -> Clocks {
+pub(super) fn clocks(now_s: f64) -> Clocks {
     Clocks::from_unix_s(now_s, UNIX_T0_S + now_s)
 }
 
-fn counts(desired: u32, current: u32, ready: u32) -> ReplicaCounts {
+pub(super) fn counts(desired: u32, current: u32, ready: u32) -> ReplicaCounts {
     ReplicaCounts {
         desired,
         current,
@@ -53,7 +53,7 @@ fn sample(name: &str, extra: Option<(&str, &str)>, value: f64) -> Sample {
 
 /// The gateway's exposition after `t_s` seconds of `rps` requests/s of 100 output tokens,
 /// all answered fast, with `queued` waiting.
-fn gateway_round(t_s: f64, rps: f64, queued: f64) -> ScrapeRound {
+pub(super) fn gateway_round(t_s: f64, rps: f64, queued: f64) -> ScrapeRound {
     let requests = rps * t_s;
     let ttft = format!("{}_bucket", gateway::TIME_TO_FIRST_TOKEN_SECONDS);
     let tpot = format!("{}_bucket", gateway::TIME_PER_OUTPUT_TOKEN_SECONDS);

@@ -1,7 +1,7 @@
 //! Gateway integration tests: real sockets on loopback against mock replicas.
 
-mod adaptive_cap;
 mod adapters;
+mod adaptive_cap;
 mod arrivals;
 mod attacks;
 mod auth;

@@ -75,9 +75,9 @@ mod spec;
 mod stabilise;
 mod state;
 mod target;
-pub mod work;
 #[cfg(test)]
 mod tests;
+pub mod work;
 mod zero;
 
 pub use capacity::slo_ratio;

@@ -143,7 +143,9 @@ fn sized_step(
             && sized.need.panic_replicas > sized.need.stable_replicas
         {
             Rise::Burst
-        } else if sized.ahead.is_some_and(|a| a.prewarm_replicas == sized.interactive)
+        } else if sized
+            .ahead
+            .is_some_and(|a| a.prewarm_replicas == sized.interactive)
             && sized.interactive > sized.need.stable_replicas
         {
             Rise::Predicted

@@ -23,7 +23,12 @@ pub use reading::{Absent, EngineReading, Signal};
 /// comes from (told by its metric names); `None` when it is no engine's (metrics turned off,
 /// a wrong port). The scaler, the gateway's picker and `up` all read engines this way.
 pub fn read_text(text: &str) -> Option<EngineReading> {
-    let samples = crate::prom_text::parse(text).samples;
+    read_samples(&crate::prom_text::parse(text).samples).map(|(_, reading)| reading)
+}
+
+/// [`read_text`] on samples already parsed, with the engine they come from, for a caller that
+/// reads more of the same text (the gateway's picker also reads its LoRA adapters).
+pub fn read_samples(samples: &[crate::prom_text::Sample]) -> Option<(EngineKind, EngineReading)> {
     let refs = || {
         samples.iter().map(|s| SampleRef {
             name: &s.name,
@@ -32,7 +37,7 @@ pub fn read_text(text: &str) -> Option<EngineReading> {
         })
     };
     let kind = EngineKind::detect(refs())?;
-    Some(read(kind, refs()))
+    Some((kind, read(kind, refs())))
 }
 
 /// The reading of one replica's samples, through the adapter of `kind`.

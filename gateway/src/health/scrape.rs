@@ -2,7 +2,7 @@
 //! vLLM, SGLang, llama.cpp): waiting requests and KV-cache use, through the engine's metric
 //! adapter (`tokenscale_common::engines`), the same reading the autoscaler makes.
 
-use tokenscale_common::engines::{self, EngineKind, SampleRef};
+use tokenscale_common::engines::{self, EngineKind};
 use tokenscale_common::prom_text;
 
 use super::lora::lora_info;
@@ -23,15 +23,7 @@ pub struct Scraped {
 pub fn parse_scrape(text: &[u8]) -> Option<Scraped> {
     let text = std::str::from_utf8(text).ok()?;
     let samples = prom_text::parse(text).samples;
-    let refs = || {
-        samples.iter().map(|s| SampleRef {
-            name: &s.name,
-            labels: &s.labels,
-            value: s.value,
-        })
-    };
-    let kind = EngineKind::detect(refs())?;
-    let reading = engines::read(kind, refs());
+    let (kind, reading) = engines::read_samples(&samples)?;
     let (waiting, kv) = (reading.waiting_requests.ok(), reading.kv_cache_usage.ok());
     let load =
         (waiting.is_some() || kv.is_some()).then(|| (waiting.unwrap_or(0.0), kv.unwrap_or(0.0)));

@@ -52,6 +52,7 @@ fn obs(current: u32, interactive: f64, required: f64, backlog: f64) -> Observati
         ttft_p95_s: Some(0.4),
         tpot_p95_s: Some(0.02),
         replica_loads: Vec::new(),
+        concurrency_cap: None,
     }
 }
 

@@ -1,8 +1,10 @@
 //! Online learning of one replica's capacity within the SLO (the knee of its latency curve):
 //! when the SLO holds at a per-replica throughput x, capacity ≥ x; when it breaks under real
 //! load (and not while a backlog drains), capacity ≈ x. With lots of latency headroom the estimate creeps up, so a hint that was
-//! too low does not over-provision forever.
+//! too low does not over-provision forever. Replicas that report a concurrency cap and run at
+//! it show their knee directly (`knee`): capacity is read there, without an SLO break.
 
+use super::knee::{knee_tokens_per_s, learn_at_knee};
 use super::observations::{Demand, Observations};
 use super::spec::PolicySpec;
 use super::state::PolicyState;
@@ -47,8 +49,36 @@ pub(crate) struct Learned {
 }
 
 /// The capacity learned from this period's observations, `state` as it was before them and
-/// the ready count steady since `ready_since_s`.
+/// the ready count steady since `ready_since_s`: read at the replicas' concurrency cap when
+/// they run at it (see `knee`), else learned from the SLO.
 pub(crate) fn learn(
+    spec: &PolicySpec,
+    obs: &Observations,
+    demand: &Demand,
+    state: &PolicyState,
+    ready_since_s: f64,
+    now_s: f64,
+) -> Learned {
+    let from_slo = learn_from_slo(spec, obs, demand, state, ready_since_s, now_s);
+    // The short window's throughput per replica means something only with the same replicas
+    // over all of it.
+    let steady = now_s - ready_since_s >= spec.panic_window.as_secs_f64();
+    let tpot_ratio = obs.tpot_p95_s.map(|v| v / spec.slo.tpot_p95_s);
+    let cap = obs.concurrency_cap.as_ref();
+    match knee_tokens_per_s(cap, demand, obs.ready_replicas, tpot_ratio).filter(|_| steady) {
+        Some(x) => Learned {
+            capacity_tokens_per_s_per_replica: Some(learn_at_knee(
+                state.capacity_tokens_per_s_per_replica,
+                x,
+            )),
+            ..from_slo
+        },
+        None => from_slo,
+    }
+}
+
+/// What the SLO (held or broken) teaches about capacity this period.
+fn learn_from_slo(
     spec: &PolicySpec,
     obs: &Observations,
     demand: &Demand,

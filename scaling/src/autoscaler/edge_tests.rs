@@ -44,6 +44,7 @@ pub(super) fn obs(ready: u32, pending: u32, tokens_per_s: f64) -> Observations {
         ttft_p95_s: Some(0.4),
         tpot_p95_s: Some(0.02),
         replica_loads: Vec::new(),
+        concurrency_cap: None,
     }
 }
 

@@ -62,6 +62,7 @@ mod decision;
 mod edge_tests;
 mod estimate;
 mod explain;
+pub mod knee;
 pub mod foresight;
 mod observations;
 mod oscillation;
@@ -83,6 +84,7 @@ mod zero;
 pub use capacity::slo_ratio;
 pub use decide::decide;
 pub use decision::{Decision, DecisionReason};
+pub use knee::{CapSource, ConcurrencyCap};
 pub use observations::{
     BatchDemand, Demand, DemandSource, Observations, ReplicaLoad, WindowedRate,
 };

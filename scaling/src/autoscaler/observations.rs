@@ -103,4 +103,7 @@ pub struct Observations {
     pub tpot_p95_s: Option<f64>,
     /// Per-replica loads (may be empty when only model totals are known).
     pub replica_loads: Vec<ReplicaLoad>,
+    /// The replicas' concurrency caps (engine or gateway), when they report one: capacity is
+    /// read where they run at it (`knee`).
+    pub concurrency_cap: Option<super::knee::ConcurrencyCap>,
 }

@@ -77,6 +77,7 @@ fn random_observations(g: &mut Gen, spec: &PolicySpec, current: u32) -> Observat
         ttft_p95_s: g.maybe(ttft),
         tpot_p95_s: g.maybe(tpot),
         replica_loads: Vec::new(),
+        concurrency_cap: None,
     }
 }
 

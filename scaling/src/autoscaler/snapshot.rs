@@ -304,6 +304,7 @@ mod tests {
             ttft_p95_s: Some(ratio),
             tpot_p95_s: Some(0.05 * ratio),
             replica_loads: Vec::new(),
+            concurrency_cap: None,
         }
     }
 

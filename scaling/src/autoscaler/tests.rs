@@ -89,6 +89,7 @@ impl World {
             ttft_p95_s: (self.ready > 0).then_some(ratio * 1.0 + queue_delay_s),
             tpot_p95_s: (self.ready > 0).then_some(ratio.min(1.5) * 0.05),
             replica_loads: Vec::new(),
+            concurrency_cap: None,
         }
     }
 

@@ -2,6 +2,7 @@
 //! Services and PodDisruptionBudgets, and scales them on output tokens/s per GPU against a
 //! p95 latency SLO.
 
+pub mod clock;
 pub mod controller;
 pub mod error;
 pub mod leader;

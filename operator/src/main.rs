@@ -9,6 +9,7 @@ use anyhow::{Context as _, bail};
 use clap::Parser;
 use kube::Client;
 use tokenscale_common::served_name::ServedNames;
+use tokenscale_operator::clock;
 use tokenscale_operator::controller::{self, Context, Settings, WatchScope};
 use tokenscale_operator::leader::LeaderElector;
 use tokenscale_operator::metrics_source::{
@@ -219,9 +220,8 @@ async fn main() -> anyhow::Result<()> {
     ));
     let controllers = async {
         // Started with the controllers, so only the leader polls the gateway's queues.
-        let queue_watch =
-            scrape.map(|s| tokio::spawn(controller::wake::watch_queues(s, ctx.clone())));
-        let clock = tokio::spawn(controller::ticker::run(ctx.clone(), args.sample_every));
+        let queue_watch = scrape.map(|s| tokio::spawn(clock::wake::watch_queues(s, ctx.clone())));
+        let clock = tokio::spawn(clock::ticker::run(ctx.clone(), args.sample_every));
         let runs = scope
             .controllers()
             .into_iter()

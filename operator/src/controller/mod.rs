@@ -1,20 +1,17 @@
 //! The `ModelDeployment` controller: `Context`, the `reconcile` and `error_policy` functions
 //! the kube-runtime `Controller` calls, and `run`, which wires them to the API server. The
-//! decisions are not made here but on the scaling clock ([`ticker`]).
+//! decisions are not made here but on the scaling clock ([`crate::clock`]), which reconcile
+//! tells what changed ([`ClockMsg`]).
 
 pub mod apply;
 pub mod conflict;
-pub mod due;
 pub mod fill;
-pub mod models;
-pub mod sampler;
-pub mod scaling;
+pub mod reconciles;
 pub mod scope;
-pub mod start_phases;
-pub mod status;
-pub mod ticker;
-pub mod wake;
 pub mod watches;
+
+/// The clock's parts at the paths they had when they lived here.
+pub use crate::clock::{scaling, status, ticker, wake};
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,11 +26,12 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 
+use crate::clock::{Clock, ClockMsg};
 use crate::crd::ModelDeployment;
 use crate::error::{Error, Result};
 use crate::metrics_source::MetricsSource;
 use crate::telemetry::Metrics;
-use models::Models;
+use reconciles::Reconciles;
 pub use scope::{WatchScope, check_access};
 
 /// Settings of the controller that come from the command line.
@@ -61,12 +59,10 @@ pub struct Context {
     pub metrics_source: Arc<dyn MetricsSource>,
     /// Command-line settings.
     pub settings: Settings,
-    /// Every model's scaling loop, due-gate, object, failures and GPU request, keyed
-    /// `namespace/name`.
-    pub models: Mutex<Models>,
-    /// Makes the scaling clock ([`ticker::run`]) look for due models now, not at its next
-    /// tick: a wake, or a reconcile handing over a new object.
-    pub decide_now: tokio::sync::Notify,
+    /// The scaling clock: its state is its own; reconcile only tells it what changed.
+    pub clock: Clock,
+    /// Reconcile's own book: each model's write guard and failures.
+    pub reconciles: Reconciles,
     /// Served names whose gateway admission queue has just filled (see [`wake`]), for every
     /// controller [`run`] starts to map onto its ModelDeployments.
     pub queue_filled: tokio::sync::broadcast::Sender<String>,
@@ -95,8 +91,8 @@ impl Context {
             metrics,
             metrics_source,
             settings,
-            models: Mutex::default(),
-            decide_now: tokio::sync::Notify::new(),
+            clock: Clock::default(),
+            reconciles: Reconciles::default(),
             queue_filled: tokio::sync::broadcast::channel(wake::QUEUE_FILLED_BUFFER).0,
             started: Instant::now(),
             deployments: std::sync::OnceLock::new(),
@@ -119,34 +115,25 @@ impl Context {
     /// Time left before `md` is due for its next decision; `None` when due now (first time,
     /// a new generation, a period has passed, or woken; see [`due::Due::not_due_for`]).
     pub fn not_due_for(&self, md: &ModelDeployment) -> Option<Duration> {
-        let period_s = md.spec.scaling.period.as_secs_f64();
-        let clocks = self.clocks();
-        lock(&self.models).entry(md, clocks).due.not_due_for(
-            md.metadata.generation,
-            period_s,
-            clocks.now_s,
-        )
+        self.clock.not_due_for(md, self.clocks())
     }
 
     /// Records that `md` decided now.
     pub fn mark_decided(&self, md: &ModelDeployment) {
-        let clocks = self.clocks();
-        lock(&self.models)
-            .entry(md, clocks)
-            .due
-            .mark_decided(md.metadata.generation, clocks.now_s);
+        self.clock.mark_decided(md, self.clocks());
     }
 
     /// Lets `md` decide now, however recently it decided: the scaling clock looks at once.
     pub fn wake(&self, md: &ModelDeployment) {
-        let clocks = self.clocks();
-        lock(&self.models).entry(md, clocks).due.wake();
-        self.decide_now.notify_one();
+        self.clock.tell(ClockMsg::Woken {
+            object: Arc::new(md.clone()),
+            at: self.clocks(),
+        });
     }
 
     /// Sets the scaling loop of `md` (a test's prepared one), as if this process had run it.
     pub fn put_loop(&self, md: &ModelDeployment, scaling: crate::scaling::ScalingLoop) {
-        lock(&self.models).insert(model_key(md), models::ModelEntry::new(scaling));
+        self.clock.put_loop(md, scaling);
     }
 }
 
@@ -162,14 +149,13 @@ pub async fn reconcile(md: Arc<ModelDeployment>, ctx: Arc<Context>) -> Result<Ac
     if md.metadata.deletion_timestamp.is_some() {
         // Children carry ownerReferences: garbage collection removes them. Acting now would
         // only recreate what is being deleted. Forget the model's loop and budget share.
-        lock(&ctx.models).forget(&key);
+        ctx.reconciles.forget(&key);
+        ctx.clock.tell(ClockMsg::Removed { key });
         ctx.metrics.models.remove(&md);
         return Ok(Action::await_change());
     }
     let action = apply::reconcile_model(&md, &ctx).await?;
-    if let Some(entry) = lock(&ctx.models).get_mut(&key) {
-        entry.failures = 0;
-    }
+    ctx.reconciles.succeeded(&key);
     Ok(action)
 }
 
@@ -180,11 +166,7 @@ pub fn error_policy(md: Arc<ModelDeployment>, error: &Error, ctx: Arc<Context>) 
     if error.is_permanent() {
         return Action::await_change();
     }
-    let clocks = ctx.clocks();
-    let mut models = lock(&ctx.models);
-    let entry = models.entry(&md, clocks);
-    entry.failures += 1;
-    Action::requeue(backoff(entry.failures))
+    Action::requeue(backoff(ctx.reconciles.failed(&model_key(&md))))
 }
 
 /// Delay before retry number `failures` (1-based): 5 s doubling up to 5 minutes.

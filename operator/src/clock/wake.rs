@@ -9,8 +9,8 @@ use futures::{Stream, StreamExt, stream};
 use kube::runtime::reflector::Store;
 use tokio::sync::{broadcast, mpsc};
 
-use super::Context;
 use crate::children::served_name;
+use crate::controller::{Context, model_key};
 use crate::crd::ModelDeployment;
 use crate::metrics_source::ScrapeSource;
 
@@ -43,7 +43,7 @@ pub fn triggers(
         let woken: Vec<String> = to_wake(&served, &all)
             .map(|md| {
                 ctx.wake(md);
-                super::model_key(md)
+                model_key(md)
             })
             .collect();
         if !woken.is_empty() {

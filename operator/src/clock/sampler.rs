@@ -11,13 +11,13 @@
 
 use futures::future::join_all;
 
-use super::{Context, lock};
+use crate::controller::Context;
 use crate::metrics_source::Observed;
 
 /// One round: scrapes every model the controller has reconciled (concurrently) and folds
 /// each answer into that model's windows at the time it came back.
 pub async fn sample(ctx: &Context) {
-    let models = lock(&ctx.models).sampled();
+    let models = ctx.clock.models().sampled();
     let rounds = join_all(
         models
             .iter()
@@ -25,7 +25,7 @@ pub async fn sample(ctx: &Context) {
     )
     .await;
     let now_s = ctx.now_s();
-    let mut entries = lock(&ctx.models);
+    let mut entries = ctx.clock.models();
     for ((key, _), observed) in models.iter().zip(rounds) {
         if let (Observed::Round(round), Some(entry)) = (observed, entries.get_mut(key)) {
             entry.scaling.record(now_s, &round);
@@ -55,7 +55,7 @@ mod tests {
 
     use super::*;
     use crate::autoscaler::{PolicySpec, Slo};
-    use crate::controller::{Settings, model_key};
+    use crate::controller::{Settings, lock, model_key};
     use crate::crd::ModelDeployment;
     use crate::metrics_source::readings::read;
     use crate::metrics_source::{MetricsSource, ModelRef, Observed, ScrapeRound, TargetKind};
@@ -131,14 +131,15 @@ mod tests {
             stable_s: 60.0,
             panic_s: 6.0,
         });
-        lock(&ctx.models)
+        ctx.clock
+            .models()
             .get_mut(&model_key(md))
             .expect("just put")
             .metrics = metrics;
     }
 
     fn arrivals(ctx: &Context, md: &ModelDeployment) -> Option<f64> {
-        let mut models = lock(&ctx.models);
+        let mut models = ctx.clock.models();
         let entry = models.get_mut(&model_key(md))?;
         let demand = entry.scaling.view(ctx.now_s()).demand?;
         Some(demand.arrival_requests_per_s.panic)

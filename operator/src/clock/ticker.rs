@@ -1,7 +1,7 @@
 //! The operator's scaling clock: one loop, on a timer, that samples every model's metrics and
 //! decides for each model that is due, as `tokenscale up` ticks its process pool and
 //! `tokenscale sim` its simulated replicas. Reconciles only apply children and hand the
-//! object over (see [`super::apply`]); they never decide.
+//! object over (see [`crate::controller::apply`]); they never decide.
 //!
 //! Deciding inside reconcile, as the operator did before, needed a due-gate against the
 //! reconciles its own status writes trigger, and tied the decision's timing to kube-runtime's
@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use futures::future::join_all;
 
-use super::{Context, backoff, lock, model_key, sampler};
+use super::sampler;
+use crate::controller::{Context, backoff, model_key};
 
 /// Ticks every `every` until the task is dropped: a sample round (when the metrics source
 /// scrapes and `every` is not zero), then a decision for each model that is due. A wake, or
@@ -35,7 +36,7 @@ pub async fn run(ctx: Arc<Context>, every: Duration) {
                     sampler::sample(&ctx).await;
                 }
             }
-            () = ctx.decide_now.notified() => {}
+            () = ctx.clock.decide_now.notified() => {}
         }
         decide_due(&ctx).await;
     }
@@ -45,14 +46,14 @@ pub async fn run(ctx: Arc<Context>, every: Duration) {
 /// retried after a backoff (5 s doubling up to 5 minutes); the model's status keeps the last
 /// decision that succeeded.
 pub async fn decide_due(ctx: &Context) {
-    let due = lock(&ctx.models).due(ctx.now_s());
+    let due = ctx.clock.models().due(ctx.now_s());
     join_all(due.iter().map(|md| async move {
-        if let Err(error) = super::apply::decide(md, ctx).await {
+        if let Err(error) = super::decide::decide(md, ctx).await {
             let key = model_key(md);
             tracing::warn!(model = %key, reason = error.metric_label(), "decision failed: {error}");
             ctx.metrics.reconcile_failure(&error);
             let now_s = ctx.now_s();
-            if let Some(entry) = lock(&ctx.models).get_mut(&key) {
+            if let Some(entry) = ctx.clock.models().get_mut(&key) {
                 entry.decision_failures += 1;
                 entry
                     .due

@@ -1,15 +1,17 @@
-//! The operator's one map of models: for each ModelDeployment (keyed `namespace/name`), its
-//! scaling loop, its due-gate, the object its decisions act on, its failures and its latest
-//! GPU request, which the cluster budget divides among all models.
+//! The scaling clock's map of models: for each ModelDeployment (keyed `namespace/name`), its
+//! scaling loop, its due-gate, the object its decisions act on, its decision failures and its
+//! latest GPU request, which the cluster budget divides among all models. Only the clock
+//! holds it; reconcile's messages ([`super::ClockMsg`]) change it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::due::Due;
-use super::model_key;
 use super::scaling::{policy_spec, restored_loop};
+use super::{ClockMsg, WriteGuard};
 use crate::autoscaler::Clocks;
 use crate::budget::{GpuRequest, Grant, GrantReason, allocate};
+use crate::controller::model_key;
 use crate::crd::{ColdStartPhases, ModelDeployment};
 use crate::metrics_source::ModelRef;
 use crate::scaling::ScalingLoop;
@@ -24,11 +26,8 @@ pub struct ModelEntry {
     /// The object as its last reconcile saw it, once that reconcile applied its children;
     /// `None` while its spec is invalid or its served name is taken (nothing to scale).
     pub object: Option<Arc<ModelDeployment>>,
-    /// Held by a reconcile from reading the live replica count until the Deployment is
-    /// applied with it, and by a decision: a scale in between would be undone by the apply.
-    pub guard: Arc<tokio::sync::Mutex<()>>,
-    /// Consecutive failed reconciles, for the reconcile's backoff.
-    pub failures: u32,
+    /// The model's write guard (see [`WriteGuard`]), from its last handover.
+    pub guard: WriteGuard,
     /// Consecutive failed decisions, for the scaling clock's backoff.
     pub decision_failures: u32,
     /// Its latest GPU request and when it was made (policy clock, seconds).
@@ -50,8 +49,7 @@ impl ModelEntry {
             scaling,
             due: Due::default(),
             object: None,
-            guard: Arc::default(),
-            failures: 0,
+            guard: WriteGuard::default(),
             decision_failures: 0,
             gpu_request: None,
             metrics: None,
@@ -79,6 +77,29 @@ impl Models {
                 clocks,
             ))
         })
+    }
+
+    /// Applies one message from reconcile.
+    pub fn apply(&mut self, msg: ClockMsg) {
+        match msg {
+            ClockMsg::Handover(handover) => {
+                let entry = self.entry(&handover.object, handover.at);
+                entry.metrics = Some(handover.metrics);
+                entry.object = Some(handover.object);
+                entry.guard = handover.guard;
+                // Every reconcile (a replica turning ready triggers one) times cold starts.
+                if let Some(counts) = handover.counts {
+                    entry.scaling.observe_counts(handover.at.now_s, counts);
+                }
+            }
+            ClockMsg::Withdrawn { key } => {
+                if let Some(entry) = self.entries.get_mut(&key) {
+                    entry.object = None;
+                }
+            }
+            ClockMsg::Removed { key } => self.forget(&key),
+            ClockMsg::Woken { object, at } => self.entry(&object, at).due.wake(),
+        }
     }
 
     /// The entry under `key`, if known.

@@ -14,8 +14,8 @@ use kube::Api;
 use kube::api::ListParams;
 use tokenscale_scaling::metrics_source::EngineStart;
 
-use super::{Context, lock, model_key};
 use crate::children::selector_string;
+use crate::controller::{Context, model_key};
 use crate::crd::{ColdStartPhases, Duration, ModelDeployment};
 use crate::metrics_source::MetricsView;
 use crate::scale::ReplicaCounts;
@@ -113,7 +113,9 @@ pub async fn observe(
 ) {
     let pending = counts.is_some_and(|c| pending_replicas(c) > 0);
     let key = model_key(md);
-    let was_pending = lock(&ctx.models)
+    let was_pending = ctx
+        .clock
+        .models()
         .get_mut(&key)
         .is_some_and(|e| std::mem::replace(&mut e.start_pending, pending));
     if !pending && !was_pending {
@@ -124,7 +126,7 @@ pub async fn observe(
     match api.list(&params).await {
         Ok(list) => {
             if let (Some((pod, phases)), Some(entry)) =
-                (latest_start(&list.items), lock(&ctx.models).get_mut(&key))
+                (latest_start(&list.items), ctx.clock.models().get_mut(&key))
             {
                 entry.start_phases = Some(phases);
                 entry.start_pod = Some(pod);
@@ -138,7 +140,7 @@ pub async fn observe(
 /// carries them (read from the scrape it made anyway: no API call). A start already split, or
 /// a pod whose engine exports no phases, stays as it is.
 pub fn refine(md: &ModelDeployment, ctx: &Context, view: &MetricsView) {
-    let mut models = lock(&ctx.models);
+    let mut models = ctx.clock.models();
     let Some(entry) = models.get_mut(&model_key(md)) else {
         return;
     };

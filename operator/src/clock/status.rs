@@ -1,4 +1,4 @@
-//! The status a reconcile writes, built by a pure function from what it saw and decided.
+//! The status a decision writes, built by a pure function from what it saw and decided.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -296,7 +296,7 @@ fn scaling_condition(
         );
     }
     let moving = counts.desired != input.desired || counts.ready != input.desired;
-    if let Some(held) = super::apply::held_replicas(input.md) {
+    if let Some(held) = crate::controller::apply::held_replicas(input.md) {
         return condition(
             previous,
             CONDITION_SCALING,

@@ -164,6 +164,10 @@ pub mod gateway {
     /// Gauge (tokens), labels `model_name`, `replica`: estimated prompt + `max_tokens` of the
     /// requests in flight on a replica.
     pub const REPLICA_IN_FLIGHT_TOKENS: &str = "tokenscale_gateway_replica_in_flight_tokens";
+    /// Gauge (requests), labels `model_name`, `replica`: the gateway's adaptive cap on
+    /// requests in flight on a replica (engines that do not hold the SLO themselves); a replica
+    /// without one has no series.
+    pub const REPLICA_CONCURRENCY_LIMIT: &str = "tokenscale_gateway_replica_concurrency_limit";
     /// Gauge (requests), labels `model_name`, `replica`: the replica's last scraped
     /// `vllm:num_requests_waiting`.
     pub const REPLICA_REQUESTS_WAITING: &str = "tokenscale_gateway_replica_requests_waiting";

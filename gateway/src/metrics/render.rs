@@ -323,10 +323,6 @@ const PER_MODEL: [Row<'static, PoolSnapshot, u64>; 3] = [
     ),
 ];
 
-/// The adaptive in-flight cap of a replica (see `routing::adaptive`); a replica without
-/// one has no series.
-const REPLICA_CONCURRENCY_LIMIT: &str = "tokenscale_gateway_replica_concurrency_limit";
-
 /// Gauges of each replica (a replica not scraped yet has no scraped series).
 const PER_REPLICA: [Row<'static, Replica, Option<f64>>; 5] = [
     (
@@ -350,7 +346,7 @@ const PER_REPLICA: [Row<'static, Replica, Option<f64>>; 5] = [
         |r| r.scraped_load(u64::MAX).map(|l| l.1),
     ),
     (
-        REPLICA_CONCURRENCY_LIMIT,
+        names::REPLICA_CONCURRENCY_LIMIT,
         "Adaptive cap on requests in flight on a replica through this gateway, from the TPOT and TTFT it measures (engines that do not hold the SLO themselves).",
         |r| r.cap().map(f64::from),
     ),

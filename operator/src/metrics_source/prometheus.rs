@@ -199,6 +199,7 @@ pub async fn view(base_url: &str, q: &Queries) -> Result<MetricsView, QueryError
         revisions: Vec::new(),
         missing: Vec::new(),
         engine_starts: Default::default(),
+        concurrency_cap: None,
     })
 }
 

@@ -2,6 +2,7 @@
 //! histogram bucket deltas. Where the readings come from (EndpointSlices, fixed URLs, a
 //! Prometheus server) is the user's, behind [`ScrapeTargets`].
 
+mod caps;
 pub mod histogram;
 pub mod model;
 pub mod readings;

@@ -5,10 +5,13 @@ use std::collections::BTreeMap;
 
 use tokenscale_common::engines::{Absent, Signal};
 
+use super::caps;
 use super::readings::{BatchGauges, Gauges, Reading, TargetKind, keys};
 use super::start::EngineStart;
 use super::window::{Accumulator, History};
-use crate::autoscaler::{BatchDemand, Demand, DemandSource, ReplicaLoad, WindowedRate};
+use crate::autoscaler::{
+    BatchDemand, ConcurrencyCap, Demand, DemandSource, ReplicaLoad, WindowedRate,
+};
 
 /// The policy-facing part of one period's observations (replica counts come from the scale
 /// target, not from metrics).
@@ -29,6 +32,9 @@ pub struct MetricsView {
     pub missing: Vec<String>,
     /// Each replica's own start by phase, by pod name, for the engines that export one.
     pub engine_starts: BTreeMap<String, EngineStart>,
+    /// The replicas' concurrency caps as of the last scrape (the gateway's per-replica caps
+    /// when it sets any, else the engines' own limits); `None` when none reports one.
+    pub concurrency_cap: Option<ConcurrencyCap>,
 }
 
 /// What one scrape round of one model found: each reachable target's reading.
@@ -60,6 +66,7 @@ pub struct ModelMetrics {
     engine_waiting: f64,
     batch: BatchGauges,
     gateway_seen: bool,
+    cap: Option<ConcurrencyCap>,
     last_success_s: Option<f64>,
     replicas: BTreeMap<String, ReplicaMemory>,
 }
@@ -92,6 +99,10 @@ impl ModelMetrics {
         self.gauges_total = gauges;
         self.engine_waiting = engine_waiting;
         self.batch = batch;
+        self.cap =
+            caps::model(round.readings.iter().filter_map(|(_, kind, reading)| {
+                Some((*kind == TargetKind::Gateway, reading.cap?))
+            }));
         self.last_success_s = Some(t_s);
         self.history.push(self.accumulator.snapshot(t_s), keep_s);
     }
@@ -193,6 +204,7 @@ impl ModelMetrics {
                 revisions,
                 missing,
                 engine_starts,
+                concurrency_cap: self.cap,
                 ..MetricsView::default()
             };
         }
@@ -259,6 +271,7 @@ impl ModelMetrics {
             revisions,
             missing,
             engine_starts,
+            concurrency_cap: self.cap,
         }
     }
 }

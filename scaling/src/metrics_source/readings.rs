@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 use tokenscale_common::engines::{self, Absent, EngineKind, SampleRef};
 use tokenscale_common::metrics::{LABEL_MODEL_NAME, engine, gateway};
 
+use super::caps;
 use super::text_format::Sample;
 use super::window::{SeriesKey, bucket_key};
+use crate::autoscaler::ConcurrencyCap;
 
 /// Logical series names. Gateway ones measure latency as users feel it, queue included.
 pub mod keys {
@@ -95,6 +97,10 @@ pub struct Reading {
     pub absent: Vec<Absent>,
     /// The engine's own start by phase, when it exports one (engines only).
     pub start: Option<super::EngineStart>,
+    /// The concurrency cap: the engine's running-sequence limit against its running
+    /// sequences, or the gateway's per-replica in-flight caps against their in-flight
+    /// requests, reduced over its replicas; `None` when the target reports none.
+    pub cap: Option<ConcurrencyCap>,
 }
 
 /// Extracts a reading. Gateway samples are kept only for `served_name`; an engine target
@@ -143,6 +149,7 @@ fn read_gateway(samples: &[Sample], served_name: &str) -> Reading {
             ),
         }
     }
+    reading.cap = caps::gateway(samples, served_name);
     reading
 }
 
@@ -192,6 +199,7 @@ fn read_engine(samples: &[Sample]) -> Reading {
         kv_cache_usage: read.kv_cache_usage.clone().unwrap_or(0.0),
     };
     reading.absent = read.absent().into_iter().cloned().collect();
+    reading.cap = caps::engine(samples, reading.gauges.running);
     reading
 }
 

@@ -35,7 +35,7 @@ pub fn observations(counts: ReplicaCounts, view: &MetricsView) -> Observations {
         ttft_p95_s: view.ttft_p95_s,
         tpot_p95_s: view.tpot_p95_s,
         replica_loads: view.replica_loads.clone(),
-        concurrency_cap: None,
+        concurrency_cap: view.concurrency_cap,
     }
 }
 

@@ -24,6 +24,7 @@ fn engine_reading(tokens: f64, requests: f64, fast: f64, slow: f64, running: f64
         absent: Vec::new(),
         batch: BatchGauges::default(),
         start: None,
+        cap: None,
     }
 }
 
@@ -330,5 +331,43 @@ fn each_replicas_own_start_reaches_the_view_by_pod_name() {
     assert_eq!(
         view.engine_starts.into_iter().collect::<Vec<_>>(),
         vec![("pod-a".to_string(), start)]
+    );
+}
+
+#[test]
+fn the_view_carries_the_engines_caps_and_the_gateways_win_when_it_sets_any() {
+    let mut m = ModelMetrics::default();
+    let capped = |running: f64| Reading {
+        cap: Some(ConcurrencyCap::one(
+            crate::autoscaler::CapSource::Engine,
+            8.0,
+            running,
+        )),
+        ..engine_reading(100.0, 2.0, 2.0, 0.0, running)
+    };
+    m.record(
+        0.0,
+        &round(vec![("pod-a", capped(8.0)), ("pod-b", capped(8.0))]),
+        120.0,
+    );
+    let cap = m.view(0.0, 60.0, 10.0, 30.0).concurrency_cap;
+    assert_eq!(
+        cap.map(|c| (c.replicas, c.per_replica, c.at_cap)),
+        Some((2, 8.0, 2))
+    );
+    let mut with_gateway = round(vec![("pod-a", capped(8.0))]);
+    let gateway_cap = ConcurrencyCap::one(crate::autoscaler::CapSource::Gateway, 3.0, 1.0);
+    with_gateway.readings.push((
+        "gateway".to_string(),
+        TargetKind::Gateway,
+        Reading {
+            cap: Some(gateway_cap),
+            ..gateway_reading(1.0, Some(1.0), 0.0)
+        },
+    ));
+    m.record(10.0, &with_gateway, 120.0);
+    assert_eq!(
+        m.view(10.0, 60.0, 10.0, 30.0).concurrency_cap,
+        Some(gateway_cap)
     );
 }

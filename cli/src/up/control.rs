@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use tokenscale_gateway::routing::ColdStart;
-use tokenscale_scaling::autoscaler::{Clocks, Decision, PolicySpec};
+use tokenscale_scaling::autoscaler::{Clocks, ConcurrencyCap, Decision, PolicySpec};
 use tokenscale_scaling::metrics_source::readings::read;
 use tokenscale_scaling::metrics_source::text_format::parse;
 use tokenscale_scaling::metrics_source::{MetricsView, ModelRef, ScrapeRound, ScrapeTargets};
@@ -137,10 +137,11 @@ impl Controller {
     }
 }
 
-/// `model  replicas 2/3  lead 60s  412 tok/s  ttft p95 120ms/500ms  tpot p95 12ms/50ms  slo 1h
-/// 98.3% 24h 99.1%  goodput 190 tok/s/gpu  ScaleUp: ...` (`replicas` ready/desired; `lead` the
-/// time to capacity the policy planned with; attainment and goodput as the operator's status
-/// reports them, `-` before any minute was judged).
+/// `model  replicas 2/3  lead 60s  412 tok/s  ttft p95 120ms/500ms  tpot p95 12ms/50ms  cap
+/// engine 12 (2/2 at cap)  slo 1h 98.3% 24h 99.1%  goodput 190 tok/s/gpu  ScaleUp: ...`
+/// (`replicas` ready/desired; `lead` the time to capacity the policy planned with; `cap` the
+/// replicas' concurrency cap, only when they report one; attainment and goodput as the
+/// operator's status reports them, `-` before any minute was judged).
 pub fn status_line(
     model: &str,
     spec: &PolicySpec,
@@ -160,11 +161,12 @@ pub fn status_line(
         .goodput_tokens_per_s_per_gpu
         .map_or("-".to_string(), |v| format!("{v:.0}"));
     let line = format!(
-        "{model}  replicas {ready}/{desired}  lead {lead_time_s:.0}s  {tokens_per_s:.0} tok/s  ttft p95 {}/{}  tpot p95 {}/{}  slo 1h {} 24h {}  goodput {goodput} tok/s/gpu  {}: {}",
+        "{model}  replicas {ready}/{desired}  lead {lead_time_s:.0}s  {tokens_per_s:.0} tok/s  ttft p95 {}/{}  tpot p95 {}/{}{}  slo 1h {} 24h {}  goodput {goodput} tok/s/gpu  {}: {}",
         ms(view.ttft_p95_s),
         ms(Some(spec.slo.ttft_p95_s)),
         ms(view.tpot_p95_s),
         ms(Some(spec.slo.tpot_p95_s)),
+        cap_text(view.concurrency_cap.as_ref()),
         percent(attainment.last_hour),
         percent(attainment.last_24h),
         decision.reason,
@@ -175,6 +177,20 @@ pub fn status_line(
     } else {
         format!("{line}; decided without {}", view.missing.join("; "))
     }
+}
+
+/// `  cap engine 12 (2/2 at cap)`: the replicas' mean concurrency cap, who sets it and how
+/// many run at it; empty when none reports one.
+fn cap_text(cap: Option<&ConcurrencyCap>) -> String {
+    cap.map_or(String::new(), |c| {
+        format!(
+            "  cap {} {:.0} ({}/{} at cap)",
+            c.source.as_str(),
+            c.per_replica,
+            c.at_cap,
+            c.replicas
+        )
+    })
 }
 
 #[cfg(test)]
@@ -240,6 +256,30 @@ mod tests {
         assert!(
             blank.contains("slo 1h - 24h -  goodput - tok/s/gpu"),
             "{blank}"
+        );
+        assert!(!blank.contains("cap "), "no cap reported: {blank}");
+        let capped = MetricsView {
+            concurrency_cap: Some(ConcurrencyCap {
+                replicas: 2,
+                per_replica: 12.0,
+                in_use_per_replica: 12.0,
+                at_cap: 2,
+                ..ConcurrencyCap::default()
+            }),
+            ..MetricsView::default()
+        };
+        let line = status_line(
+            "m",
+            &spec,
+            (2, 2),
+            60.0,
+            &capped,
+            &decision,
+            Attainment::default(),
+        );
+        assert!(
+            line.contains("tpot p95 -/50ms  cap engine 12 (2/2 at cap)  slo"),
+            "{line}"
         );
     }
 }

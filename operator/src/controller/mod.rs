@@ -14,7 +14,7 @@ pub mod watches;
 pub use crate::clock::{scaling, status, ticker, wake};
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -66,8 +66,9 @@ pub struct Context {
     /// Served names whose gateway admission queue has just filled (see [`wake`]), for every
     /// controller [`run`] starts to map onto its ModelDeployments.
     pub queue_filled: tokio::sync::broadcast::Sender<String>,
-    /// Origin of the policy's clock.
-    pub started: Instant,
+    /// Origin of the policy's clock (tokio's: the same as the system's monotonic clock, but
+    /// a test may pause and advance it).
+    pub started: tokio::time::Instant,
     /// Every ModelDeployment the controller watches (its cache), for the one-owner-per-
     /// served-name rule; set by [`run`], by tests directly.
     pub deployments: std::sync::OnceLock<Store<ModelDeployment>>,
@@ -94,7 +95,7 @@ impl Context {
             clock: Clock::default(),
             reconciles: Reconciles::default(),
             queue_filled: tokio::sync::broadcast::channel(wake::QUEUE_FILLED_BUFFER).0,
-            started: Instant::now(),
+            started: tokio::time::Instant::now(),
             deployments: std::sync::OnceLock::new(),
         }
     }

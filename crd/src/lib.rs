@@ -26,6 +26,7 @@ pub use spec::{
 };
 pub use status::{
     CONDITION_CONFLICT, CONDITION_READY, CONDITION_SCALING, CONDITION_SLO_MET, CapacityEstimate,
-    ColdStartPhases, LastDecision, ModelDeploymentStatus, ModelStatus, ObservedLoad,
+    ColdStartPhases, ConcurrencyCapStatus, LastDecision, ModelDeploymentStatus, ModelStatus,
+    ObservedLoad,
 };
 pub use validate::SpecError;

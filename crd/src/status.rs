@@ -87,6 +87,30 @@ pub struct ModelDeploymentStatus {
     /// `warmup`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slowest_start_phase: Option<String>,
+    /// The concurrency cap the replicas run under, when they report one: the engine's own
+    /// running-sequence limit (under a TPOT target, the batch its step time allows) or the
+    /// gateway's adaptive in-flight cap per replica. Where every replica runs at it with
+    /// requests waiting, capacity is read there (the knee) rather than found by breaking the
+    /// SLO.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency_cap: Option<ConcurrencyCapStatus>,
+}
+
+/// The replicas' concurrency caps, over those that report one.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConcurrencyCapStatus {
+    /// Who sets it: `engine` (`tokenscale_engine_max_num_seqs`) or `gateway`
+    /// (`tokenscale_gateway_replica_concurrency_limit`).
+    pub source: String,
+    /// Replicas reporting a cap.
+    pub replicas: u32,
+    /// Their mean cap (running sequences, or requests in flight), per replica.
+    pub per_replica: f64,
+    /// Their mean running sequences (or requests in flight), per replica.
+    pub in_use_per_replica: f64,
+    /// How many of them run at their cap now.
+    pub at_cap: u32,
 }
 
 /// One replica's start by phase (see `controller::start_phases`); a phase whose bounds the

@@ -3,12 +3,13 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
-use crate::autoscaler::{Decision, PolicySnapshot};
+use crate::autoscaler::{ConcurrencyCap, Decision, PolicySnapshot};
 use crate::budget::{Grant, GrantReason};
 use crate::crd::status::{SloAttainment, SloStatus};
 use crate::crd::{
     CONDITION_READY, CONDITION_SCALING, CONDITION_SLO_MET, CapacityEstimate, ColdStartPhases,
-    Duration, LastDecision, ModelDeployment, ModelDeploymentStatus, ModelStatus, ObservedLoad,
+    ConcurrencyCapStatus, Duration, LastDecision, ModelDeployment, ModelDeploymentStatus,
+    ModelStatus, ObservedLoad,
 };
 use crate::metrics_source::MetricsView;
 use crate::scale::ReplicaCounts;
@@ -207,6 +208,18 @@ pub fn build_status(input: &StatusInput<'_>) -> ModelDeploymentStatus {
         lead_time: memory.lead_time_s.map(duration),
         slowest_start_phase: start_phases.as_ref().and_then(super::start_phases::slowest),
         cold_start_phases: start_phases,
+        concurrency_cap: input.view.concurrency_cap.map(cap_status),
+    }
+}
+
+/// The replicas' concurrency cap as status shows it.
+fn cap_status(cap: ConcurrencyCap) -> ConcurrencyCapStatus {
+    ConcurrencyCapStatus {
+        source: cap.source.as_str().into(),
+        replicas: cap.replicas,
+        per_replica: round2(cap.per_replica),
+        in_use_per_replica: round2(cap.in_use_per_replica),
+        at_cap: cap.at_cap,
     }
 }
 
@@ -426,6 +439,23 @@ mod tests {
         assert_eq!(
             fresh.revision, None,
             "a changed source forgets the old commit"
+        );
+    }
+
+    #[test]
+    fn status_shows_the_concurrency_cap_who_sets_it_and_how_many_replicas_run_at_it() {
+        let cap = ConcurrencyCap {
+            source: crate::autoscaler::CapSource::Gateway,
+            replicas: 3,
+            per_replica: 22.0 / 3.0,
+            in_use_per_replica: 7.0,
+            at_cap: 2,
+        };
+        let shown = serde_json::to_value(cap_status(cap)).unwrap_or_default();
+        assert_eq!(
+            shown,
+            serde_json::json!({"source": "gateway", "replicas": 3, "perReplica": 7.33,
+                               "inUsePerReplica": 7.0, "atCap": 2})
         );
     }
 }

@@ -20,7 +20,9 @@ use tokenscale_operator::controller::scaling::policy_spec;
 use tokenscale_operator::controller::ticker::decide_due;
 use tokenscale_operator::controller::{Context, Settings, reconcile};
 use tokenscale_operator::crd::ModelDeployment;
-use tokenscale_operator::metrics_source::{FixedSource, MetricsView};
+use tokenscale_operator::metrics_source::{
+    FixedSource, MetricsSource, MetricsView, ModelRef, Observed,
+};
 use tokenscale_operator::scale::kubernetes::{POD_DELETION_COST, REMOVAL_COST};
 use tokenscale_operator::scaling::ScalingLoop;
 use tokenscale_operator::telemetry::Metrics;
@@ -96,11 +98,20 @@ fn leader(view: MetricsView, object: &ModelDeployment, engine: Value) -> (Arc<Co
 
 /// A leader whose Deployment reads as `engine` says at each request.
 fn leader_of(view: MetricsView, object: &ModelDeployment, engine: Engine) -> (Arc<Context>, Log) {
+    leader_with(Arc::new(FixedSource(view)), object, engine)
+}
+
+/// A leader whose metrics come from `source` and whose Deployment reads as `engine` says.
+fn leader_with(
+    source: Arc<dyn MetricsSource>,
+    object: &ModelDeployment,
+    engine: Engine,
+) -> (Arc<Context>, Log) {
     let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
     let ctx = Context::new(
         Client::new(service, NS),
         Arc::new(Metrics::default()),
-        Arc::new(FixedSource(view)),
+        source,
         Settings::default(),
     );
     (Arc::new(ctx), serve(handle, object, engine))
@@ -368,4 +379,106 @@ async fn a_replica_is_timed_from_its_order_to_ready_and_status_says_how_long_it_
         .map(seconds)
         .collect();
     assert_eq!(carried.len(), 2, "both replicas were timed: {status}");
+}
+
+/// A gateway's view of a ramp on tokio's clock: `rate_at(t)` requests/s of 100 output tokens
+/// each at `t` seconds after it was made, all served well within the SLO; the stable window's
+/// mean trails by half its 60 s.
+struct Ramp {
+    start: tokio::time::Instant,
+    rate_at: fn(f64) -> f64,
+}
+
+impl MetricsSource for Ramp {
+    fn observe<'a>(&'a self, _: &'a ModelRef) -> futures::future::BoxFuture<'a, Observed> {
+        let now_s = self.start.elapsed().as_secs_f64();
+        let (stable, panic) = ((self.rate_at)(now_s - 30.0), (self.rate_at)(now_s));
+        let windowed = |per_request: f64| WindowedRate {
+            stable: stable * per_request,
+            panic: panic * per_request,
+        };
+        let view = MetricsView {
+            demand: Some(Demand {
+                output_tokens_per_s: windowed(100.0),
+                arrival_requests_per_s: windowed(1.0),
+                mean_output_tokens_per_request: Some(100.0),
+                completed_requests: (stable * 60.0) as u64,
+                running_requests: 40,
+                ..Demand::default()
+            }),
+            ttft_p95_s: Some(0.2),
+            tpot_p95_s: Some(0.02),
+            ..MetricsView::default()
+        };
+        Box::pin(async move { Observed::View(view) })
+    }
+}
+
+/// When the ramp starts, on the paused clock: after the slow start below.
+const RAMP_AT_S: f64 = 330.0;
+
+/// 60 requests/s, then from [`RAMP_AT_S`] 0.12 more each second (12 output tokens/s more).
+fn ramp(t_s: f64) -> f64 {
+    60.0 + 0.12 * (t_s - RAMP_AT_S).max(0.0)
+}
+
+/// A leader deciding every 15 s for 570 s on [`ramp`], whose Deployment reads `engine_at(t)`;
+/// returns its last status.
+async fn on_the_ramp(object: &ModelDeployment, engine_at: fn(f64) -> Value) -> Value {
+    let engine: Engine = Arc::new(Mutex::new(engine_at(0.0)));
+    let ramp = Ramp {
+        start: tokio::time::Instant::now(),
+        rate_at: ramp,
+    };
+    let (ctx, log) = leader_with(Arc::new(ramp), object, engine.clone());
+    let mut status = Value::Null;
+    for look in 0..=38u32 {
+        let t_s = 15.0 * f64::from(look);
+        *engine.lock().expect("engine") = engine_at(t_s);
+        status = reconcile_once(&ctx, object, &log).await;
+        tokio::time::sleep(Duration::from_secs(15)).await;
+    }
+    status
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_ready_five_minutes_after_its_order_moves_the_lead_time_and_the_plan() {
+    let seconds = |value: &Value| {
+        serde_json::from_value::<tokenscale_operator::crd::Duration>(value.clone())
+            .map(|d| d.as_secs_f64())
+            .unwrap_or_else(|e| panic!("{value} is not a duration: {e}"))
+    };
+    let mut object = md("engine:1");
+    object.spec.replicas.max = 40;
+    object.spec.scaling.initial_tokens_per_second_per_gpu = Some(1_000.0);
+    // One leader sees an eleventh replica ordered at 15 s turn ready at 315 s; the other's
+    // eleven are ready from the start, so it plans with the CRD's 60 s.
+    let slow = on_the_ramp(&object, |t_s| match t_s {
+        t if t < 15.0 => deployment(10, 10),
+        t if t < 315.0 => deployment(11, 10),
+        _ => deployment(11, 11),
+    })
+    .await;
+    let hinted = on_the_ramp(&object, |_| deployment(11, 11)).await;
+    assert_eq!(seconds(&slow["coldStart"]), 300.0, "{slow}");
+    assert_eq!(seconds(&slow["leadTime"]), 300.0, "{slow}");
+    assert_eq!(seconds(&hinted["leadTime"]), 60.0, "{hinted}");
+
+    // At 570 s both see the same ramp; the slow one plans 240 s further along it: 2,880
+    // tokens/s more, in replicas of the capacity both report at the 80% target.
+    let capacity = |status: &Value| {
+        status["capacity"]["tokensPerSecondPerReplica"]
+            .as_f64()
+            .expect("a capacity")
+    };
+    assert_eq!(capacity(&slow), capacity(&hinted));
+    let desired = |status: &Value| status["desiredReplicas"].as_f64().expect("a count");
+    let further = desired(&slow) - desired(&hinted);
+    let expected = 12.0 * 240.0 / (0.8 * capacity(&slow));
+    assert!(
+        further > 0.0 && (further - expected).abs() <= 1.0,
+        "{} against {} replicas: {further} more, the ramp adds {expected:.2}",
+        desired(&slow),
+        desired(&hinted)
+    );
 }

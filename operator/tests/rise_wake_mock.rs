@@ -72,17 +72,19 @@ impl MetricsSource for Gateway {
                 value,
             }
         };
-        let ttft = format!("{}_bucket", gateway::TIME_TO_FIRST_TOKEN_SECONDS);
-        let tpot = format!("{}_bucket", gateway::TIME_PER_OUTPUT_TOKEN_SECONDS);
-        let samples = [
+        let mut samples = vec![
             sample(gateway::ARRIVALS_TOTAL, None, requests),
             sample(gateway::REQUESTS_TOTAL, None, requests),
             sample(gateway::GENERATION_TOKENS_TOTAL, None, 100.0 * requests),
-            sample(&ttft, Some("0.1"), requests),
-            sample(&ttft, Some("+Inf"), requests),
-            sample(&tpot, Some("0.01"), requests),
-            sample(&tpot, Some("+Inf"), requests),
         ];
+        // Every request answered fast: its first token within 0.1 s, each next within 10 ms.
+        for (histogram, fast) in [
+            (gateway::TIME_TO_FIRST_TOKEN_SECONDS, "0.1"),
+            (gateway::TIME_PER_OUTPUT_TOKEN_SECONDS, "0.01"),
+        ] {
+            let bucket = format!("{histogram}_bucket");
+            samples.extend([fast, "+Inf"].map(|le| sample(&bucket, Some(le), requests)));
+        }
         let reading = read(TargetKind::Gateway, &samples, &model.served_name);
         Box::pin(async move {
             Observed::Round(ScrapeRound {

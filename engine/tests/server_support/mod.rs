@@ -148,6 +148,18 @@ impl Drop for EngineProcess {
     }
 }
 
+/// `tokenscale-engine serve` on the real test model on a free port, served as `MODEL_NAME`,
+/// with `args` added (for [`spawn_ready`]).
+pub fn model_serve_command(args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_tokenscale-engine"));
+    command
+        .args(["serve", "--model"])
+        .arg(model_path())
+        .args(["--port", "0", "--served-model-name", MODEL_NAME])
+        .args(args);
+    command
+}
+
 /// Starts `command` (a `tokenscale-engine serve … --port 0`), reads the address it says it
 /// listens on, keeps draining its stderr, and waits (at most 60 s) until `/health` is 200.
 pub async fn spawn_ready(command: &mut std::process::Command) -> (EngineProcess, SocketAddr) {

@@ -113,7 +113,7 @@ pub struct ConcurrencyCapStatus {
     pub at_cap: u32,
 }
 
-/// One replica's start by phase (see `controller::start_phases`); a phase whose bounds the
+/// One replica's start by phase (see `clock::start_phases`); a phase whose bounds the
 /// pod does not show yet is absent.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

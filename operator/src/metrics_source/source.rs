@@ -30,7 +30,7 @@ pub trait MetricsSource: Send + Sync {
     /// This period's metrics of `model`.
     fn observe<'a>(&'a self, model: &'a ModelRef) -> BoxFuture<'a, Observed>;
     /// Whether `observe` scrapes (answers [`Observed::Round`]s the scaling loop windows
-    /// itself, so sampling between decisions fills the windows; see `controller::sampler`).
+    /// itself, so sampling between decisions fills the windows; see `clock::sampler`).
     fn scrapes(&self) -> bool {
         false
     }

@@ -40,7 +40,7 @@ const OPERATOR: &[(&str, &str, &[&str])] = &[
     // default).
     ("networking.k8s.io", "networkpolicies", &["create", "patch"]),
     // scale/kubernetes.rs: pod-deletion-cost on the pod chosen for removal;
-    // controller/start_phases.rs: the engine pods listed while a replica starts.
+    // clock/start_phases.rs: the engine pods listed while a replica starts.
     ("", "pods", &["list", "patch"]),
     // metrics_source/discovery.rs: ready endpoints of engine and gateway Services.
     ("discovery.k8s.io", "endpointslices", &["list"]),

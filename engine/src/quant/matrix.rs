@@ -3,9 +3,12 @@
 use std::ops::Range;
 
 use super::blocks::{
-    Block, BlockQ2H, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8, BlockQ8_0, BlockQ8H, QK,
+    Block, BlockQ2H, BlockQ4_0, BlockQ4_1, BlockQ4_1F16, BlockQ5_0, BlockQ5_1, BlockQ8, BlockQ8_0,
+    BlockQ8H, QK,
 };
-use super::dequant::{dequantize, repack_q4_0, repack_q4_1, repack_q5_0, repack_q5_1, repack_q8_0};
+use super::dequant::{
+    dequantize, repack_q4_0, repack_q4_1_f16, repack_q5_0, repack_q5_1, repack_q8_0,
+};
 use super::float::FloatRows;
 use super::kernels::{QBlock, scalar};
 use super::q8::{Q8Rows, padded_blocks};
@@ -21,8 +24,10 @@ pub const TILE_ROWS: usize = 8;
 /// computed scales, Q5_K is Q5_1, Q6_K and Q3_K are signed bytes with a scale per half.
 #[derive(Debug, Clone)]
 enum Weights {
-    /// Q4_1 and Q4_K.
+    /// Q4_K.
     Q4_1(Vec<BlockQ4_1>),
+    /// Q4_1, with the file's `f16` scales.
+    Q4_1F16(Vec<BlockQ4_1F16>),
     Q4_0(Vec<BlockQ4_0>),
     Q5_0(Vec<BlockQ5_0>),
     /// Q5_1 and Q5_K.
@@ -43,6 +48,7 @@ impl Weights {
     fn append(&mut self, other: &Weights) -> bool {
         match (self, other) {
             (Weights::Q4_1(a), Weights::Q4_1(b)) => a.extend_from_slice(b),
+            (Weights::Q4_1F16(a), Weights::Q4_1F16(b)) => a.extend_from_slice(b),
             (Weights::Q4_0(a), Weights::Q4_0(b)) => a.extend_from_slice(b),
             (Weights::Q5_0(a), Weights::Q5_0(b)) => a.extend_from_slice(b),
             (Weights::Q5_1(a), Weights::Q5_1(b)) => a.extend_from_slice(b),
@@ -67,6 +73,7 @@ macro_rules! with_blocks {
     ($weights:expr, $w:ident => $body:expr, $f32:ident => $float:expr, $mapped:ident => $rows:expr) => {
         match $weights {
             Weights::Q4_1($w) => $body,
+            Weights::Q4_1F16($w) => $body,
             Weights::Q4_0($w) => $body,
             Weights::Q5_0($w) => $body,
             Weights::Q5_1($w) => $body,
@@ -112,7 +119,7 @@ impl QMatrix {
     pub fn from_ggml(ty: GgmlType, bytes: &[u8], rows: usize, cols: usize) -> Result<Self, Error> {
         let elements = rows * cols;
         let weights = match ty {
-            GgmlType::Q4_1 => Weights::Q4_1(repack_q4_1(bytes, elements)?),
+            GgmlType::Q4_1 => Weights::Q4_1F16(repack_q4_1_f16(bytes, elements)?),
             GgmlType::Q4_0 => Weights::Q4_0(repack_q4_0(bytes, elements)?),
             GgmlType::Q5_0 => Weights::Q5_0(repack_q5_0(bytes, elements)?),
             GgmlType::Q5_1 => Weights::Q5_1(repack_q5_1(bytes, elements)?),
@@ -203,6 +210,33 @@ impl QMatrix {
     pub fn with_simd(mut self, simd: Simd) -> Self {
         self.simd = simd.min(Simd::best());
         self
+    }
+
+    /// `(address, bytes)` of each part's weights held in memory this matrix owns (float rows
+    /// mapped from a checkpoint are left out): what [`super::advise_huge_pages`] advises.
+    pub fn weight_ranges(&self) -> Vec<(usize, usize)> {
+        fn span<T>(v: &[T]) -> (usize, usize) {
+            (v.as_ptr() as usize, std::mem::size_of_val(v))
+        }
+        self.parts
+            .iter()
+            .filter_map(
+                |p| with_blocks!(&p.weights, w => Some(span(w)), w => Some(span(w)), _m => None),
+            )
+            .collect()
+    }
+
+    /// The same matrix with Q4_1's `f16` scales widened into [`BlockQ4_1`]s (the layout the
+    /// kernels ran before [`BlockQ4_1F16`]): tests compare the two bit for bit.
+    #[cfg(test)]
+    pub(super) fn widened_scales(&self) -> Self {
+        let mut wide = self.clone();
+        for part in &mut wide.parts {
+            if let Weights::Q4_1F16(w) = &part.weights {
+                part.weights = Weights::Q4_1(w.iter().map(BlockQ4_1F16::widened).collect());
+            }
+        }
+        wide
     }
 
     /// Whether the integer (quantised-activation) kernels apply to this matrix.

@@ -123,6 +123,17 @@ impl CpuBackend {
                     .ok_or_else(overflow)?,
             ),
         };
+        // A one-sequence step streams every weight once: huge pages spare a TLB miss per
+        // 4 KiB of them (interleaved runs on a busy 2-core VM: one-sequence decode 1.04x on
+        // Q4_1 by themselves, 1.14x with Q4_1's 20-byte blocks).
+        let m = &model;
+        crate::quant::advise_huge_pages(
+            [&m.token_embd].into_iter().chain(m.output.as_ref()).chain(
+                m.layers
+                    .iter()
+                    .flat_map(|l| [&l.wqkv, &l.wo, &l.w_gate_up, &l.w_down]),
+            ),
+        );
         let threads = match options.threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,

@@ -113,7 +113,7 @@ fn signed_bytes(qs: &[i8; 32]) -> (__m256i, __m256i) {
 /// 32 unsigned bytes → four vectors of 8 floats.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn widen_u8x32(u: __m256i) -> [__m256; 4] {
+pub(super) fn widen_u8x32(u: __m256i) -> [__m256; 4] {
     widen_u8(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1))
 }
 
@@ -218,7 +218,7 @@ macro_rules! avx2_nibble_block {
 /// high nibbles.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn q4_bytes(qs: &[u8; 16]) -> __m256i {
+pub(super) fn q4_bytes(qs: &[u8; 16]) -> __m256i {
     let (lo, hi) = nibbles(qs);
     _mm256_set_m128i(hi, lo)
 }
@@ -227,6 +227,7 @@ avx2_nibble_block!(BlockQ4_1, q4_bytes / q4_bytes(qs), m, 1.0);
 // Q4_0's values are `d * (q − 8)`: its offset is `−8 d`.
 avx2_nibble_block!(BlockQ4_0, q4_bytes / q4_bytes(qs), d, -8.0);
 avx2_nibble_block!(BlockQ5_1, q5_bytes / q5_bytes_evex(qs, qh), m, 1.0);
+
 // Q5_0's values are `d * (q − 16)`: its offset is `−16 d`.
 avx2_nibble_block!(BlockQ5_0, q5_bytes / q5_bytes_evex(qs, qh), d, -16.0);
 
@@ -350,7 +351,7 @@ const fn tile_weight_rows(r: usize) -> usize {
     }
 }
 
-int_tile_kernel!("avx2,fma", dot_bytes, unpack, tile_weight_rows);
+int_tile_kernel!("avx2,fma,f16c", dot_bytes, unpack, tile_weight_rows);
 
 /// Activations → [`BlockQ8`], exactly as `scalar::quantize_q8` (round half away from zero is
 /// LLVM's own lowering of `f32::round`: truncate `v + copysign(0.5 − ulp, v)`).
@@ -400,7 +401,7 @@ pub(crate) fn quantize_q8(x: &[f32], out: &mut [BlockQ8]) {
 }
 
 /// Weight rows × f32 activations: the reference path with dequantisation in registers.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn gemv_f32<B: Avx2Block, const R: usize>(
     w: &[B],
     blocks_per_row: usize,

@@ -60,7 +60,7 @@ fn join_si(lo: __m256i, hi: __m256i) -> __m512i {
 /// Weight rows × quantised activations; `out[r * n + i]` is weight row `rows.start + i`
 /// against activation row `r` (`n = rows.len()`). `sums[r]` holds the padded block sums of
 /// activation row `r` (see `Q8Rows`).
-#[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) fn gemv_q8<B: Avx2Block, const R: usize>(
     w: &[B],
     blocks_per_row: usize,
@@ -91,7 +91,7 @@ pub(crate) fn gemv_q8<B: Avx2Block, const R: usize>(
 impl<B: Avx2Block, const R: usize> super::Tile<'_, B, R> {
     /// Weight rows `start + i .. start + i + 2 P` (those below `start + end`) against every
     /// activation row, written to `out[r * n + i ..]`.
-    #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
     fn row_pairs<const P: usize>(
         &self,

@@ -4,7 +4,7 @@
 # (libnvrtc, libcublas: a toolkit under /usr/local/cuda, or NVIDIA's Python wheels), python3.
 # No Rust toolchain and no network: the binary and the model come prepared (pack.sh).
 #
-# HOW TO RUN (about 2-4 minutes of GPU time; every step is bounded, 420 s at most in all, so
+# HOW TO RUN (about 2-4 minutes of GPU time; every step is bounded, 465 s at most in all, so
 # the check fits one 480 s call and a session's 15 minutes with a rerun):
 #   1. Here, on the build machine:   engine/gpu/pack.sh
 #      (release binary, stripped, and the 94 MiB model in parts, all under .gpu/). It prints
@@ -38,7 +38,9 @@
 # measured logit error; logits against the CPU reference backend), a table of the tiny safetensors checkpoints (bf16/f16/f32; Llama 3.1, Qwen2, Qwen3,
 # Mistral) against the CPU reference backend over 64 positions (‖Δ‖/‖ref‖ ≤ 3e-2), and a
 # table of decode step time and tokens/s at batch 1, 32, 128, 256 with 512-token contexts for
-# SmolLM2-135M and a random-weight Llama of 1B shape, each against its roofline. The log also
+# SmolLM2-135M and a random-weight Llama of 1B shape, each against its roofline, and the
+# speculative decoding case (`cuda-check --speculative`: the repetitive tasks with n-gram drafts
+# against plain decoding, alone and 8 streams at once, tokens compared, acceptance printed). The log also
 # goes to $OUT/check.log when $OUT is set. Exit status 0 only when every parity check passed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -132,12 +134,22 @@ fi
 
 if [ "$MODE" != serve ]; then
 section "compile with this machine's NVRTC (compute_90 PTX, sm_90 CUBIN)"
-# Step bounds (seconds), 420 in all: a step that hangs costs its bound, never the call.
+# Step bounds (seconds), 465 in all: a step that hangs costs its bound, never the call.
 gpu_step 45 "$BIN" cuda-check --compile-only --arch compute_90 | awk 'NR == 1; END { if (NR > 1) print }' || failed=1
 gpu_step 45 "$BIN" cuda-check --compile-only --arch sm_90 | tail -n 1 || failed=1
 
 section "parity: kernels vs host reference, model vs golden tokens and the CPU reference"
 gpu_step 120 "$BIN" cuda-check --model "$MODEL" --golden "$FIXTURE" --prefill-attention naive,mma || failed=1
+
+section "speculative decoding: n-gram drafts vs plain decoding, greedy, 1 and 8 streams"
+# Tokens with drafts must be those without (a flip only below the plain run's top-1/top-2
+# margin of 0.05: verify chunks take the chunk attention kernel); acceptance is printed. The
+# dry run runs it for real on the CPU backend, where tokens must match exactly.
+if [ "$DRY" = 1 ]; then
+  timeout 240 "$BIN" cuda-check --speculative --backend cpu --model "$MODEL" || failed=1
+else
+  gpu_step 45 "$BIN" cuda-check --speculative --model "$MODEL" || failed=1
+fi
 
 section "parity: tiny safetensors checkpoints (new architectures, bf16 as stored) vs the CPU reference"
 if [ -d .gpu/tiny ] || [ "$DRY" = 1 ]; then

@@ -5,22 +5,18 @@
 //! (within rounding: the device sums in another order). The stand-in backend samples with the Rust
 //! transcription of the CUDA kernel (`backend::cuda::sample_model`).
 
+mod device_support;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
-use tokenscale_engine::backend::cuda::sample_model::{apply_edits, row_logprobs, sample_row};
+use device_support::{sample_here, spawn, tokens_of};
 use tokenscale_engine::backend::sim::{SimBackend, read_profile};
 use tokenscale_engine::backend::{Backend, DeviceRow, SampledStep, SeqStep, StepOutput};
 use tokenscale_engine::model::ModelConfig;
-use tokenscale_engine::runtime::{
-    EngineConfig, EngineHandle, EngineMetrics, GenerateRequest, RequestStream, TokenEvent,
-};
+use tokenscale_engine::runtime::{EngineHandle, GenerateRequest, RequestStream};
 use tokenscale_engine::sampling::{SampledToken, SamplingParams};
-
-/// Bounds every wait: a hang fails the test.
-const LIMIT: Duration = Duration::from_secs(60);
 
 /// The sim profile's model shape with spread logits (a hash of the position, the last token
 /// and the id), so draws depend on every sampling option; samples covered rows itself when
@@ -78,14 +74,7 @@ impl Backend for Spread {
         for (row, &index) in all.logits.chunks_exact(vocab).zip(&all.rows) {
             match rows.get(index).and_then(Option::as_ref) {
                 Some(device) => {
-                    let mut edited = row.to_vec();
-                    apply_edits(&mut edited, &device.edits);
-                    let token = sample_row(&edited, &device.settings);
-                    step.sampled.push((index, token));
-                    if let Some(n) = device.logprobs {
-                        let (logprob, top) = row_logprobs(row, token, n as usize);
-                        step.logprobs.push((index, logprob, top));
-                    }
+                    sample_here(row, index, device, &mut step);
                     self.sampled_here.fetch_add(1, Ordering::Relaxed);
                 }
                 None => {
@@ -106,23 +95,7 @@ fn engine(here: bool) -> (EngineHandle, Arc<AtomicUsize>) {
         here,
         sampled_here: sampled_here.clone(),
     };
-    let metrics = Arc::new(EngineMetrics::new(
-        "device-sampling",
-        "sim",
-        true,
-        backend.block_size(),
-        backend.num_kv_blocks(),
-    ));
-    let config = EngineConfig {
-        max_batch_tokens: 256,
-        max_num_seqs: 8,
-        enable_prefix_caching: false,
-        max_model_len: 4096,
-        eos_token_ids: Vec::new(),
-        tpot_target: None,
-        speculative: Default::default(),
-    };
-    let handle = EngineHandle::spawn(Box::new(backend), config, metrics).expect("spawn");
+    let handle = spawn(Box::new(backend), Default::default());
     (handle, sampled_here)
 }
 
@@ -186,19 +159,8 @@ async fn answers(engine: &EngineHandle) -> Vec<Vec<SampledToken>> {
         })
         .collect();
     let mut out = Vec::new();
-    for mut stream in streams {
-        let mut tokens = Vec::new();
-        loop {
-            let event = tokio::time::timeout(LIMIT, stream.next())
-                .await
-                .expect("no hang");
-            match event {
-                Some(TokenEvent::Token { token, .. }) => tokens.push(token),
-                Some(TokenEvent::Finished { .. }) => break,
-                other => panic!("unexpected {other:?}"),
-            }
-        }
-        out.push(tokens);
+    for stream in streams {
+        out.push(tokens_of(stream).await);
     }
     out
 }

@@ -1,8 +1,9 @@
 //! `engine/gpu/check.sh --dry-run`: the GPU check's plumbing on the CPU backend, so the check
 //! that runs on a lent GPU (rarely, with minutes of device time) does not first fail on a
-//! shell mistake there. The GPU-only steps say what they would run; the serving steps start
-//! `tokenscale-engine serve` and drive it with `tokenscale bench` at small sizes, and each
-//! writes its JSON report.
+//! shell mistake there. The GPU-only steps say what they would run; the speculative decoding
+//! case runs for real on the CPU backend (tokens with drafts equal to without); the serving
+//! steps start `tokenscale-engine serve` and drive it with `tokenscale bench` at small sizes,
+//! and each writes its JSON report.
 
 #![allow(clippy::unwrap_used)]
 
@@ -30,7 +31,7 @@ fn the_gpu_check_runs_end_to_end_on_the_cpu_backend() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("check.sh starts");
-    let status = wait_exit(&mut check, "check.sh --dry-run", Duration::from_secs(300));
+    let status = wait_exit(&mut check, "check.sh --dry-run", Duration::from_secs(420));
     let log = std::fs::read_to_string(out.join("check-dry-run.log")).unwrap_or_default();
     assert!(
         status.success(),
@@ -42,6 +43,13 @@ fn the_gpu_check_runs_end_to_end_on_the_cpu_backend() {
             "the GPU step {step} is not named\n{log}"
         );
     }
+    // The speculative case ran for real on the CPU backend: drafts verified, tokens equal.
+    assert!(
+        log.contains("speculative decoding (--speculative ngram, greedy) on cpu")
+            && log.matches(" identical").count() >= 4
+            && !log.contains("FAIL ("),
+        "the speculative case did not pass on the CPU backend\n{log}"
+    );
     for report in ["serve.json", "serve-long.json", "serve-mixed.json"] {
         let text = std::fs::read_to_string(out.join(report))
             .unwrap_or_else(|e| panic!("{report}: {e}\n{log}"));

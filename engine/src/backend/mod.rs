@@ -143,6 +143,32 @@ pub trait Backend: Send {
             ..SampledStep::default()
         })
     }
+    /// Most draft tokens one step may verify: a backend whose logits buffers are sized
+    /// ahead holds that many rows beyond one per sequence. Unlimited by default.
+    fn max_draft_tokens(&self) -> usize {
+        usize::MAX
+    }
+    /// Like [`forward_sampled`](Self::forward_sampled) for a step that may hold speculative
+    /// verify chunks: batch entry `i` wants a row per token when `every_row[i]` is set (empty:
+    /// none does), and `rows[i]` samples its wanted rows here in token order, one
+    /// [`DeviceRow`] each (fewer: the rest come back as logits). `sampled` and `logprobs` then
+    /// hold one entry per sampled row, in token order. By default every row comes back.
+    fn forward_sampled_rows(
+        &mut self,
+        batch: &[SeqStep<'_>],
+        every_row: &[bool],
+        rows: &[Vec<DeviceRow>],
+    ) -> Result<SampledStep> {
+        let _ = rows;
+        let output = match every_row.contains(&true) {
+            true => self.forward_every_row(batch, every_row)?,
+            false => self.forward(batch)?,
+        };
+        Ok(SampledStep {
+            output,
+            ..SampledStep::default()
+        })
+    }
     /// Whether [`forward_lora`](Self::forward_lora) computes adapters (LoRA serving).
     fn computes_lora(&self) -> bool {
         false

@@ -49,12 +49,22 @@ pub struct CudaCheckArgs {
     /// Skip the per-kernel parity checks.
     #[arg(long)]
     pub skip_ops: bool,
+    /// Only the speculative decoding case: `--model` decoded greedily with n-gram drafts and
+    /// without, tokens compared, acceptance printed.
+    #[arg(long)]
+    pub speculative: bool,
+    /// Backend of `--speculative`: `cuda`, or `cpu` (the check's plumbing without a GPU).
+    #[arg(long, default_value = "cuda", value_parser = ["cuda", "cpu"])]
+    pub backend: String,
 }
 
 /// Runs `cuda-check`.
 pub fn run(args: CudaCheckArgs) -> anyhow::Result<()> {
     if args.compile_only {
         return compile_only(args.arch.as_deref().unwrap_or("compute_80"));
+    }
+    if args.speculative {
+        return speculative(&args);
     }
     crate::backend::cuda::available()
         .map_err(|reason| anyhow::anyhow!("CUDA unavailable: {reason}"))?;
@@ -107,6 +117,33 @@ pub fn run(args: CudaCheckArgs) -> anyhow::Result<()> {
         }
         println!("{}", check::speed::table(&points));
     }
+    if !failed.is_empty() {
+        bail!("{} check(s) failed: {}", failed.len(), failed.join(", "));
+    }
+    Ok(())
+}
+
+/// The speculative decoding case alone, on the backend `--backend` names.
+fn speculative(args: &CudaCheckArgs) -> anyhow::Result<()> {
+    let Some(model) = &args.model else {
+        bail!("--speculative needs --model");
+    };
+    let cpu = args.backend == "cpu";
+    if !cpu {
+        crate::backend::cuda::available()
+            .map_err(|reason| anyhow::anyhow!("CUDA unavailable: {reason}"))?;
+    }
+    let cases = check::speculative::run(&model.to_string_lossy(), cpu)?;
+    println!(
+        "speculative decoding (--speculative ngram, greedy) on {}",
+        args.backend
+    );
+    println!("{}", check::speculative::table(&cases));
+    let failed: Vec<String> = cases
+        .iter()
+        .filter(|c| !c.pass)
+        .map(|c| format!("speculative: {} x{}", c.task, c.streams))
+        .collect();
     if !failed.is_empty() {
         bail!("{} check(s) failed: {}", failed.len(), failed.join(", "));
     }

@@ -18,9 +18,10 @@ use crate::sampling::{
     FinishReason, SampledToken, Sampler, SamplingError, TokenLogprob, finish_on_token,
 };
 use crate::sched::{
-    SchedRequest, Scheduler, SchedulerConfig, SchedulerOutput, StepLimits, StepTimeModel,
+    SchedRequest, ScheduledSeq, Scheduler, SchedulerConfig, SchedulerOutput, StepLimits,
+    StepTimeModel,
 };
-use crate::spec::{DraftPolicy, SpeculativeConfig, SpeculativeMode};
+use crate::spec::{DraftCost, DraftPolicy, SpeculativeConfig, SpeculativeMode};
 
 #[path = "speculate.rs"]
 mod speculate;
@@ -64,6 +65,8 @@ pub(super) struct EngineLoop {
     step_time: StepTimeModel,
     /// Speculative decoding as this backend allows it.
     speculative: SpeculativeConfig,
+    /// What a draft row has measured to cost, per batch size.
+    draft_cost: DraftCost,
 }
 
 impl EngineLoop {
@@ -104,6 +107,7 @@ impl EngineLoop {
             masks: None,
             step_time: StepTimeModel::default(),
             speculative,
+            draft_cost: DraftCost::default(),
         }
     }
 
@@ -286,7 +290,12 @@ impl EngineLoop {
         let started = Instant::now();
         let lent = self.lend_constraints(out);
         let drafted = self.drafted_tokens(out);
-        let device = self.device_rows(out, &drafted);
+        // A verify step on a backend that samples its rows: every row of a draft sampled there.
+        let verify = self.device_verify_rows(out, &drafted);
+        let device = match verify {
+            Some(_) => None,
+            None => self.device_rows(out, &drafted),
+        };
         let result = {
             let mut batch = Vec::with_capacity(out.seqs.len());
             let mut every_row = Vec::with_capacity(out.seqs.len());
@@ -314,15 +323,17 @@ impl EngineLoop {
                 true => &every_row,
                 false => &[],
             };
-            match &device {
-                Some(rows) => self.backend.forward_sampled(&batch, rows),
-                None => self
-                    .backend
-                    .forward_lora(&batch, every_row, &adapters)
-                    .map(|output| SampledStep {
-                        output,
-                        ..SampledStep::default()
-                    }),
+            match (&verify, &device) {
+                (Some(rows), _) => self.backend.forward_sampled_rows(&batch, every_row, rows),
+                (None, Some(rows)) => self.backend.forward_sampled(&batch, rows),
+                (None, None) => {
+                    self.backend
+                        .forward_lora(&batch, every_row, &adapters)
+                        .map(|output| SampledStep {
+                            output,
+                            ..SampledStep::default()
+                        })
+                }
             }
         };
         let masks = self.take_back_constraints(lent);
@@ -349,6 +360,7 @@ impl EngineLoop {
         // The whole step, sampling and delivery included: what each stream waits per token.
         let elapsed_s = started.elapsed().as_secs_f64();
         let tokens = out.seqs.iter().map(|s| s.num_tokens).sum();
+        self.observe_draft_cost(out, elapsed_s);
         self.step_time.observe(out.seqs.len(), tokens, elapsed_s);
         self.metrics.step_duration_s.observe(elapsed_s);
         self.metrics.batch_size.observe(out.seqs.len() as f64);
@@ -480,24 +492,13 @@ impl EngineLoop {
             return None;
         }
         let vocab = self.vocab_size;
-        let row = |seq: &crate::sched::ScheduledSeq, active: Option<&mut Active>| {
-            let active = active?;
-            let p = active.sampler.params();
-            let covered = seq.want_logits && !active.constrained && p.max_tokens != Some(0);
-            let logprobs = p.logprobs;
-            covered.then(|| {
-                let (settings, edits) = active.sampler.device_row(vocab);
-                DeviceRow {
-                    settings,
-                    edits,
-                    logprobs,
-                }
-            })
-        };
         Some(
             out.seqs
                 .iter()
-                .map(|seq| row(seq, self.active.get_mut(&seq.id)))
+                .map(|seq| {
+                    let active = self.active.get_mut(&seq.id)?;
+                    covered_row(seq, active, vocab)
+                })
                 .collect(),
         )
     }
@@ -540,6 +541,10 @@ impl EngineLoop {
         let output = &step.output;
         let sampled: HashMap<usize, i32> = step.sampled.iter().copied().collect();
         for (index, seq) in out.seqs.iter().enumerate().filter(|(_, s)| s.want_logits) {
+            if seq.num_draft > 0 {
+                self.verify_and_send(index, seq, step, now);
+                continue;
+            }
             if let Some(&token) = sampled.get(&index) {
                 let logprobs = step.logprobs.iter().find(|l| l.0 == index);
                 self.deliver_sampled(seq.id, token, logprobs, now);
@@ -552,10 +557,6 @@ impl EngineLoop {
                 );
                 continue;
             };
-            if seq.num_draft > 0 {
-                self.verify_and_send(index, seq, output, now);
-                continue;
-            }
             let Some(active) = self.active.get_mut(&seq.id) else {
                 continue;
             };
@@ -720,4 +721,20 @@ impl EngineLoop {
         let waiting = names(&mut self.scheduler.waiting().iter());
         self.metrics.lora.set(&running, &waiting);
     }
+}
+
+/// The device row of `seq`'s wanted row when the device sampler covers it (no grammar, not a
+/// prompt scored alone); building it draws the row's uniform from the request's generator.
+fn covered_row(seq: &ScheduledSeq, active: &mut Active, vocab: usize) -> Option<DeviceRow> {
+    let p = active.sampler.params();
+    let covered = seq.want_logits && !active.constrained && p.max_tokens != Some(0);
+    let logprobs = p.logprobs;
+    covered.then(|| {
+        let (settings, edits) = active.sampler.device_row(vocab);
+        DeviceRow {
+            settings,
+            edits,
+            logprobs,
+        }
+    })
 }

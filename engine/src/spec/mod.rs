@@ -17,10 +17,11 @@
 
 mod ngram;
 mod policy;
+pub mod tasks;
 mod verify;
 
 pub use ngram::propose;
-pub use policy::{DraftPolicy, StepCost, expected_tokens};
+pub use policy::{DraftCost, DraftPolicy, StepCost, expected_tokens};
 pub use verify::{accepted, verify};
 
 /// `serve --speculative`: whether and how sequences speculate.

@@ -1,5 +1,6 @@
 //! How long a sequence's next draft is: its measured acceptance, and whether a verify step of
-//! that length pays for itself under the engine's step-time model. Pure.
+//! that length pays for itself under the engine's step-time model and the measured cost of a
+//! draft row. Pure.
 
 use super::SpeculativeMode;
 
@@ -19,10 +20,95 @@ pub fn expected_tokens(alpha: f64, k: usize) -> f64 {
 pub struct StepCost {
     /// A plain step with the running sequences, one token each (each stream's time per token).
     pub step_s: f64,
-    /// Each extra token in a step.
+    /// Each draft row in a step (what one more decoding sequence adds: attention over the
+    /// context, an output-head row, sampling).
     pub per_token_s: f64,
     /// Sequences every extra token delays.
     pub running: usize,
+}
+
+impl StepCost {
+    /// The cost of a step of `running` sequences from a step-time model `predict(sequences,
+    /// tokens)` (`None` while it warms up) and what decode steps measured ([`DraftCost`]:
+    /// the plain step and the draft row at this batch size). Unmeasured, a draft row is priced as one more decoding
+    /// sequence (`predict(n + 1, n + 1) − predict(n, n)`), not as one more token of the same
+    /// sequences: like a decode row it attends over the whole context, gets an output-head
+    /// row and is sampled, where a prompt token gets none of these.
+    pub fn from_model(
+        predict: impl Fn(usize, usize) -> Option<f64>,
+        running: usize,
+        measured: &DraftCost,
+    ) -> Option<Self> {
+        let n = running.max(1);
+        let fitted_s = predict(n, n)?;
+        let step_s = measured.plain_step(n).unwrap_or(fitted_s);
+        let per_token_s = match measured.per_row(n) {
+            Some(row_s) => row_s,
+            None => predict(n + 1, n + 1)? - fitted_s,
+        };
+        Some(Self {
+            step_s,
+            per_token_s,
+            running: n,
+        })
+    }
+}
+
+/// Weight of each measurement in [`DraftCost`]'s averages.
+const LEARN_COST: f64 = 0.3;
+/// Batch-size buckets of [`DraftCost`]'s row cost: 1, 2–3, 4–7, … , 512 and more.
+const COST_BUCKETS: usize = 10;
+
+/// What a draft row costs, measured on decode steps (every sequence one token, plus its
+/// draft): the plain decode step's time at each batch size, and per batch-size bucket the
+/// time a verify step took beyond the plain step of its size, per draft row. A row costs
+/// little where a step is bound by reading the weights (one stream) and about a whole
+/// decode row where it is bound by compute (a large CPU batch). The step-time model cannot
+/// tell: in a steady batch every plain step has as many tokens as sequences, a fit with
+/// forgetting soon puts their whole cost in the intercept (drafts looked free again a few
+/// dozen steps after the last verify step), and fitted through the verify steps themselves
+/// it puts their fixed cost in the intercept too, so a plain step looked dearer and a draft
+/// row cheaper than they are (quotes at 16 streams lost 10%).
+#[derive(Debug, Clone, Default)]
+pub struct DraftCost {
+    plain_s: std::collections::HashMap<usize, f64>,
+    per_row_s: [Option<f64>; COST_BUCKETS],
+}
+
+impl DraftCost {
+    fn bucket(running: usize) -> usize {
+        (running.max(1).ilog2() as usize).min(COST_BUCKETS - 1)
+    }
+
+    fn average(slot: &mut Option<f64>, x: f64) {
+        *slot = Some(slot.map_or(x, |old| old + LEARN_COST * (x - old)));
+    }
+
+    /// Records a decode step of `running` sequences that ran `drafts` draft rows in `seconds`
+    /// (steps holding a prompt chunk say nothing here).
+    pub fn observe(&mut self, running: usize, drafts: usize, seconds: f64) {
+        if running == 0 || !seconds.is_finite() {
+            return;
+        }
+        if drafts == 0 {
+            let mut slot = self.plain_s.get(&running).copied();
+            Self::average(&mut slot, seconds);
+            self.plain_s.extend(slot.map(|s| (running, s)));
+        } else if let Some(&plain) = self.plain_s.get(&running) {
+            let row_s = ((seconds - plain) / drafts as f64).max(0.0);
+            Self::average(&mut self.per_row_s[Self::bucket(running)], row_s);
+        }
+    }
+
+    /// The measured plain decode step of `running` sequences.
+    pub fn plain_step(&self, running: usize) -> Option<f64> {
+        self.plain_s.get(&running).copied()
+    }
+
+    /// The measured cost of a draft row with `running` sequences, once a verify step ran there.
+    pub fn per_row(&self, running: usize) -> Option<f64> {
+        self.per_row_s[Self::bucket(running)]
+    }
 }
 
 /// One sequence's acceptance estimate and the proposal it is waiting to score.

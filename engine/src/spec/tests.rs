@@ -67,6 +67,78 @@ fn the_length_follows_acceptance_and_cost() {
 }
 
 /// A toy model over six tokens: the next token's logits depend on the previous token.
+#[test]
+#[allow(clippy::unwrap_used)]
+fn a_draft_row_is_priced_as_one_more_decoding_sequence() {
+    use crate::sched::StepTimeModel;
+    // A CPU-like machine: 8 ms a step, 2 ms per sequence (its attention, output-head row and
+    // sampling), 0.2 ms per token; fitted from decode steps and a few prefill chunks.
+    let time = |s: usize, t: usize| 0.008 + 0.002 * s as f64 + 0.000_2 * t as f64;
+    let mut model = StepTimeModel::default();
+    for (s, t) in [
+        (16, 16),
+        (16, 16),
+        (1, 64),
+        (16, 16),
+        (2, 130),
+        (16, 16),
+        (16, 16),
+    ]
+    .into_iter()
+    .cycle()
+    .take(60)
+    {
+        model.observe(s, t, time(s, t));
+    }
+    let cost =
+        |n| StepCost::from_model(|s, t| model.predict(s, t), n, &DraftCost::default()).unwrap();
+    let wide = cost(16);
+    assert!((wide.per_token_s - 0.0022).abs() < 1e-4, "{wide:?}");
+    // At 16 streams a step is 43.2 ms and a draft row costs the batch 16 × 2.2 ms: a
+    // sequence whose drafts are kept 73% of the time saves 32 ms a token but costs 35 ms,
+    // so `auto` does not draft; alone, 10.2 ms a step against 2.2 ms, it drafts the most.
+    let policy = DraftPolicy::default();
+    let mut seasoned = policy.clone();
+    seasoned.record(10, 7);
+    assert!((0.6..0.8).contains(&seasoned.acceptance()));
+    assert_eq!(seasoned.length(SpeculativeMode::Auto, 4, Some(wide)), 0);
+    assert_eq!(seasoned.length(SpeculativeMode::Auto, 4, Some(cost(1))), 4);
+}
+
+#[test]
+#[allow(clippy::unwrap_used)]
+fn the_measured_draft_cost_prices_drafts_per_batch_size() {
+    // A fit that has gone flat (a steady batch: drafts look free, and a plain step of 16 looks
+    // like 60 ms); the decode steps measured 49 ms plain and 3.5 ms more per draft row at 16,
+    // 15 ms and 0.5 ms a row alone.
+    let predict = |s: usize, _t: usize| Some(if s == 1 { 0.015 } else { 0.060 });
+    let mut measured = DraftCost::default();
+    measured.observe(16, 4, 0.063); // no plain step of 16 measured yet: nothing learnt
+    assert_eq!(measured.per_row(16), None);
+    for _ in 0..20 {
+        measured.observe(16, 0, 0.049);
+        measured.observe(1, 0, 0.015);
+    }
+    measured.observe(16, 4, 0.063);
+    measured.observe(16, 2, 0.056);
+    measured.observe(1, 4, 0.017);
+    let wide = StepCost::from_model(predict, 16, &measured).unwrap();
+    assert!((wide.step_s - 0.049).abs() < 1e-9, "{wide:?}");
+    assert!((wide.per_token_s - 0.0035).abs() < 1e-9, "{wide:?}");
+    let alone = StepCost::from_model(predict, 1, &measured).unwrap();
+    assert!((alone.per_token_s - 0.0005).abs() < 1e-9, "{alone:?}");
+    // Drafts always kept: at 16 streams 16 × 3.5 ms per row outweighs the 49 ms step a kept
+    // token saves; alone, 0.5 ms against 15 ms, the longest draft pays.
+    let mut policy = DraftPolicy::default();
+    policy.record(20, 20);
+    assert!(policy.acceptance() > 0.99);
+    assert_eq!(policy.length(SpeculativeMode::Auto, 4, Some(wide)), 0);
+    assert_eq!(policy.length(SpeculativeMode::Auto, 4, Some(alone)), 4);
+    // Unmeasured, the fit prices both (its flat slope: the row looks free).
+    let unmeasured = StepCost::from_model(predict, 64, &measured).unwrap();
+    assert_eq!((unmeasured.step_s, unmeasured.per_token_s), (0.060, 0.0));
+}
+
 fn toy_logits(prev: u32) -> Vec<f32> {
     (0..6u32)
         .map(|t| ((t * 7 + prev * 3) % 6) as f32 * 0.6 - (t as f32) * 0.1)

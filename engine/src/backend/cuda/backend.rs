@@ -10,11 +10,11 @@ use cudarc::driver::{CudaGraph, CudaSlice};
 
 use super::buckets::{GraphKey, batch_buckets, context_buckets, graph_key};
 use super::device::Gpu;
-use super::device_sampler::{DeviceSampler, layout};
+use super::device_sampler::{DeviceSampler, Layout, layout, layout_rows};
 use super::forward::{self, AttentionKind, BufferSizes, Buffers, LayerCache, Model, StepShape};
 use super::geometry::{check_attention_shape, decode_split, max_split_rows, prefill_tiles};
 use super::options::{CudaOptions, DeviceSampling};
-use super::plan::{PlanLimits, StepPlan, mixed_decode, pad_decode, plan_step};
+use super::plan::{PlanLimits, StepPlan, mixed_decode, pad_decode, plan_step_rows};
 use super::weights::DeviceWeights;
 use super::{Error, Result, gemm, launch, memory};
 use crate::backend::{Backend, DeviceRow, SampledStep, SeqStep, StepOutput};
@@ -22,6 +22,12 @@ use crate::model::{Checkpoint, ModelConfig};
 
 /// Memory kept free beyond the utilisation budget for graphs and cuBLAS internals.
 const RESERVE_BYTES: usize = 256 << 20;
+
+/// Draft rows the logits buffers hold per sequence beyond its own row: speculative verify
+/// steps are capped to this many draft tokens per running sequence on average (the default
+/// `--num-speculative-tokens`), which keeps the buffers at a few hundred MiB at 256
+/// sequences instead of `max_batch_tokens` rows.
+const DRAFT_ROWS_PER_SEQ: usize = 4;
 
 /// Where each wanted logits row of a step sits in the device logits buffer.
 struct StepRows {
@@ -106,14 +112,16 @@ impl CudaBackend {
             cfg.num_kv_heads,
             sm,
         );
+        let max_tokens = opts.max_batch_tokens.max(opts.max_num_seqs);
         let sizes = BufferSizes {
-            max_tokens: opts.max_batch_tokens.max(opts.max_num_seqs),
+            max_tokens,
             max_seqs: opts.max_num_seqs,
+            max_logit_rows: verify_rows(opts.max_num_seqs, max_tokens),
             max_blocks_per_seq,
             max_split_rows,
         };
         let bufs = Buffers::new(&gpu, &cfg, sizes)?;
-        let sampler = DeviceSampler::new(&gpu, sizes.max_seqs)?;
+        let sampler = DeviceSampler::new(&gpu, sizes.max_logit_rows)?;
         let blas = CudaBlas::new(gpu.stream.clone())?;
         let mut workspace = gpu.stream.alloc_zeros::<u8>(gemm::WORKSPACE_BYTES)?;
         gemm::set_workspace(&blas, &gpu.stream, &mut workspace)?;
@@ -153,6 +161,7 @@ impl CudaBackend {
             max_blocks_per_seq,
             max_tokens: sizes.max_tokens,
             max_seqs: opts.max_num_seqs,
+            max_logit_rows: sizes.max_logit_rows,
         };
         tracing::info!(gpu = %gpu.info.name, weights_mib = weights.bytes >> 20, num_blocks, max_model_len, "cuda backend ready");
         Ok(Self {
@@ -301,7 +310,14 @@ impl CudaBackend {
 
     /// Plans, uploads and runs one step; the logits stay on the device.
     fn run_step(&mut self, batch: &[SeqStep<'_>]) -> Result<StepRows> {
-        let mut plan = plan_step(batch, &self.limits).map_err(Error::Step)?;
+        self.run_step_rows(batch, &[])
+    }
+
+    /// Like [`run_step`](Self::run_step), with a logits row for every token of the entries
+    /// whose `every_row[i]` is set. A verify chunk runs several tokens, so its step takes the
+    /// prefill path without graphs: the chunk attention gives each row its own causal length.
+    fn run_step_rows(&mut self, batch: &[SeqStep<'_>], every_row: &[bool]) -> Result<StepRows> {
+        let mut plan = plan_step_rows(batch, every_row, &self.limits).map_err(Error::Step)?;
         let key = graph_key(
             plan.num_seqs(),
             plan.max_context,
@@ -466,6 +482,50 @@ impl Backend for CudaBackend {
     ) -> crate::Result<SampledStep> {
         let rows = self.run_step(batch)?;
         let (plan, taken) = layout(&rows.rows, device, rows.computed);
+        Ok(self.sample_laid_out(&rows, &plan, &taken)?)
+    }
+
+    fn verifies_drafts(&self) -> bool {
+        true
+    }
+
+    fn max_draft_tokens(&self) -> usize {
+        self.limits
+            .max_logit_rows
+            .saturating_sub(self.limits.max_seqs)
+    }
+
+    /// Draft verification only (prompt logprobs stay refused: `computes_every_row` is false,
+    /// as a prompt chunk's rows would not fit the logits buffers).
+    fn forward_every_row(
+        &mut self,
+        batch: &[SeqStep<'_>],
+        every_row: &[bool],
+    ) -> crate::Result<StepOutput> {
+        Ok(self.forward_sampled_rows(batch, every_row, &[])?.output)
+    }
+
+    fn forward_sampled_rows(
+        &mut self,
+        batch: &[SeqStep<'_>],
+        every_row: &[bool],
+        device: &[Vec<DeviceRow>],
+    ) -> crate::Result<SampledStep> {
+        let rows = self.run_step_rows(batch, every_row)?;
+        let (plan, taken) = layout_rows(&rows.rows, device, rows.computed);
+        Ok(self.sample_laid_out(&rows, &plan, &taken)?)
+    }
+}
+
+impl CudaBackend {
+    /// Brings back the logits of the wanted rows not in `taken`, then samples `taken` on the
+    /// device by `plan`.
+    fn sample_laid_out(
+        &mut self,
+        rows: &StepRows,
+        plan: &Layout,
+        taken: &[(usize, usize)],
+    ) -> Result<SampledStep> {
         let host: Vec<(usize, usize)> = rows
             .rows
             .iter()
@@ -477,11 +537,17 @@ impl Backend for CudaBackend {
         let vocab = self.cfg.vocab_size;
         let (sampled, logprobs) =
             self.sampler
-                .sample(&self.gpu, &mut self.bufs.logits, &plan, &taken, vocab)?;
+                .sample(&self.gpu, &mut self.bufs.logits, plan, taken, vocab)?;
         Ok(SampledStep {
             output,
             sampled,
             logprobs,
         })
     }
+}
+
+/// Logits rows the buffers hold: one per sequence, and [`DRAFT_ROWS_PER_SEQ`] draft rows
+/// per sequence, never more than a step's tokens.
+fn verify_rows(max_seqs: usize, max_tokens: usize) -> usize {
+    max_seqs.max((max_seqs * (1 + DRAFT_ROWS_PER_SEQ)).min(max_tokens))
 }

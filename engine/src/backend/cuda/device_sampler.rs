@@ -60,11 +60,40 @@ pub fn layout(
     device: &[Option<DeviceRow>],
     computed: usize,
 ) -> (Layout, Vec<(usize, usize)>) {
+    layout_by(rows, computed, |seq, _| {
+        device.get(seq).and_then(Option::as_ref)
+    })
+}
+
+/// Like [`layout`] for a step whose batch entries may want several rows (a speculative verify
+/// chunk: its decode row, then a row per draft token): the `j`-th wanted row of batch entry
+/// `s`, in token order, is sampled with `device[s][j]`; an entry with fewer device rows than
+/// wanted rows leaves the rest to the host.
+pub fn layout_rows(
+    rows: &[(usize, usize)],
+    device: &[Vec<DeviceRow>],
+    computed: usize,
+) -> (Layout, Vec<(usize, usize)>) {
+    layout_by(rows, computed, |seq, j| {
+        device.get(seq).and_then(|d| d.get(j))
+    })
+}
+
+/// The layout, with `pick(batch index, j)` the device row of that entry's `j`-th wanted row.
+fn layout_by<'a>(
+    rows: &[(usize, usize)],
+    computed: usize,
+    pick: impl Fn(usize, usize) -> Option<&'a DeviceRow>,
+) -> (Layout, Vec<(usize, usize)>) {
     let mut per_row: Vec<Option<&DeviceRow>> = vec![None; computed];
     let mut taken = Vec::new();
     let mut logprobs = Vec::new();
+    let mut seen = std::collections::HashMap::<usize, usize>::new();
     for &(row, seq) in rows {
-        if let (Some(Some(d)), Some(slot)) = (device.get(seq), per_row.get_mut(row)) {
+        let j = seen.entry(seq).or_insert(0);
+        let device = pick(seq, *j);
+        *j += 1;
+        if let (Some(d), Some(slot)) = (device, per_row.get_mut(row)) {
             *slot = Some(d);
             taken.push((row, seq));
             logprobs.extend(d.logprobs.map(|n| (row, seq, n)));
@@ -311,6 +340,27 @@ mod tests {
         assert_eq!(plan.offsets, [0, 1, 3]);
         assert_eq!(plan.settings.len(), 2);
         assert!(plan.logprobs.is_empty());
+    }
+
+    #[test]
+    fn a_verify_chunk_samples_each_row_with_its_own_setting() {
+        // Batch 0 decodes one row on the host; batch 1 verifies a 2-token draft: its three
+        // rows (logits rows 1..4, token order) take its three device rows in order.
+        let rows_1: Vec<DeviceRow> = [row(1, &[3]), row(2, &[]), row(5, &[4, 6])]
+            .into_iter()
+            .flatten()
+            .collect();
+        let device = [Vec::new(), rows_1];
+        let wanted = [(0, 0), (1, 1), (2, 1), (3, 1)];
+        let (plan, taken) = layout_rows(&wanted, &device, 4);
+        assert_eq!(taken, [(1, 1), (2, 1), (3, 1)]);
+        let ks: Vec<u32> = plan.settings.iter().map(|s| s.top_k).collect();
+        assert_eq!(ks, [0, 1, 2, 5]);
+        assert_eq!(plan.offsets, [0, 0, 1, 1, 3]);
+        assert_eq!(plan.logprobs, [(3, 1, 3)]);
+        // One device row for three wanted rows: the other two stay with the host.
+        let short = [Vec::new(), device[1][..1].to_vec()];
+        assert_eq!(layout_rows(&wanted, &short, 4).1, [(1, 1)]);
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub struct Buffers {
     pub block_tables: CudaSlice<i32>, // [seqs, max_blocks_per_seq]
     pub context_lens: CudaSlice<i32>, // [seqs]
     pub tiles: CudaSlice<QueryTile>,  // [tokens]
-    pub logit_rows: CudaSlice<i32>,   // [seqs]
+    pub logit_rows: CudaSlice<i32>,   // [logit rows]
     residual: CudaSlice<f32>,         // [tokens, hidden]
     normed: CudaSlice<bf16>,          // [tokens, hidden]
     qkv: CudaSlice<f32>,              // [tokens, (heads + 2 kv_heads) * head_dim]
@@ -39,8 +39,8 @@ pub struct Buffers {
     proj: CudaSlice<f32>,             // [tokens, hidden]
     gate_up: CudaSlice<f32>,          // [tokens, 2 * ffn]
     act: CudaSlice<bf16>,             // [tokens, ffn]
-    head_in: CudaSlice<bf16>,         // [seqs, hidden]
-    pub logits: CudaSlice<f32>,       // [seqs, vocab]
+    head_in: CudaSlice<bf16>,         // [logit rows, hidden]
+    pub logits: CudaSlice<f32>,       // [logit rows, vocab]
     part_out: CudaSlice<f32>,         // [split rows, heads, head_dim]
     part_max: CudaSlice<f32>,         // [split rows, heads]
     part_sum: CudaSlice<f32>,         // [split rows, heads]
@@ -58,6 +58,8 @@ pub struct Buffers {
 pub struct BufferSizes {
     pub max_tokens: usize,
     pub max_seqs: usize,
+    /// Logits rows: one per sequence and the draft rows of speculative verify steps.
+    pub max_logit_rows: usize,
     pub max_blocks_per_seq: usize,
     /// Most (sequence × split) pairs of any decode launch.
     pub max_split_rows: usize,
@@ -67,7 +69,7 @@ impl Buffers {
     /// Allocates every buffer (zeroed).
     pub fn new(gpu: &Gpu, cfg: &ModelConfig, s: BufferSizes) -> Result<Self> {
         let st = &gpu.stream;
-        let (t, n) = (s.max_tokens, s.max_seqs);
+        let (t, n, r) = (s.max_tokens, s.max_seqs, s.max_logit_rows.max(s.max_seqs));
         let (h, hd, nh) = (cfg.hidden_size, cfg.head_dim, cfg.num_heads);
         Ok(Self {
             ids: st.alloc_zeros(t)?,
@@ -76,7 +78,7 @@ impl Buffers {
             block_tables: st.alloc_zeros(n * s.max_blocks_per_seq)?,
             context_lens: st.alloc_zeros(n)?,
             tiles: st.alloc_zeros(t)?,
-            logit_rows: st.alloc_zeros(n)?,
+            logit_rows: st.alloc_zeros(r)?,
             residual: st.alloc_zeros(t * h)?,
             normed: st.alloc_zeros(t * h)?,
             qkv: st.alloc_zeros(t * (nh + 2 * cfg.num_kv_heads) * hd)?,
@@ -84,16 +86,16 @@ impl Buffers {
             proj: st.alloc_zeros(t * h)?,
             gate_up: st.alloc_zeros(t * 2 * cfg.ffn_size)?,
             act: st.alloc_zeros(t * cfg.ffn_size)?,
-            head_in: st.alloc_zeros(n * h)?,
-            logits: st.alloc_zeros(n * cfg.vocab_size)?,
+            head_in: st.alloc_zeros(r * h)?,
+            logits: st.alloc_zeros(r * cfg.vocab_size)?,
             part_out: st.alloc_zeros(s.max_split_rows * nh * hd)?,
             part_max: st.alloc_zeros(s.max_split_rows * nh)?,
             part_sum: st.alloc_zeros(s.max_split_rows * nh)?,
-            sampled: st.alloc_zeros(n)?,
-            temperature: st.alloc_zeros(n)?,
-            top_k: st.alloc_zeros(n)?,
-            top_p: st.alloc_zeros(n)?,
-            uniforms: st.alloc_zeros(n)?,
+            sampled: st.alloc_zeros(r)?,
+            temperature: st.alloc_zeros(r)?,
+            top_k: st.alloc_zeros(r)?,
+            top_p: st.alloc_zeros(r)?,
+            uniforms: st.alloc_zeros(r)?,
             tables: TableMirror::new(n * s.max_blocks_per_seq),
         })
     }

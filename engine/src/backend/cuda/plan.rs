@@ -16,6 +16,8 @@ pub struct PlanLimits {
     pub max_tokens: usize,
     /// Most sequences in one step.
     pub max_seqs: usize,
+    /// Most logits rows in one step: a row per sequence, and the draft rows of verify steps.
+    pub max_logit_rows: usize,
 }
 
 /// What the kernels of one step read.
@@ -33,7 +35,8 @@ pub struct StepPlan {
     pub context_lens: Vec<i32>,
     /// Per sequence: (first token row, start position, new tokens).
     pub seq_rows: Vec<(usize, usize, usize)>,
-    /// Token row of each sequence's last token whose logits are wanted.
+    /// Token row of each wanted logits row: a sequence's last token, or every token of a
+    /// sequence that asks for every row (a speculative verify chunk), in token order.
     pub logit_rows: Vec<i32>,
     /// Batch index of each of those rows.
     pub logit_seqs: Vec<usize>,
@@ -61,6 +64,17 @@ impl StepPlan {
 /// Builds and validates the plan of `batch`: the sequences that run one token first (in batch
 /// order), then the others; `logit_seqs` names batch indices, errors too.
 pub fn plan_step(batch: &[SeqStep<'_>], limits: &PlanLimits) -> Result<StepPlan, String> {
+    plan_step_rows(batch, &[], limits)
+}
+
+/// Like [`plan_step`], with a logits row for every token of each sequence whose
+/// `every_row[i]` is set (a speculative verify chunk: the decode token and the draft, each
+/// row attending causally to the rows before it), in token order; `every_row` may be empty.
+pub fn plan_step_rows(
+    batch: &[SeqStep<'_>],
+    every_row: &[bool],
+    limits: &PlanLimits,
+) -> Result<StepPlan, String> {
     if batch.is_empty() {
         return Err("empty batch".into());
     }
@@ -138,13 +152,25 @@ pub fn plan_step(batch: &[SeqStep<'_>], limits: &PlanLimits) -> Result<StepPlan,
         }
         plan.context_lens.push(context as i32);
         plan.seq_rows.push((row0, seq.start_pos, n));
-        if seq.want_logits {
-            plan.logit_rows.push((row0 + n - 1) as i32);
+        let first_wanted = match every_row.get(i) {
+            Some(true) => row0,
+            _ if seq.want_logits => row0 + n - 1,
+            _ => row0 + n,
+        };
+        for row in first_wanted..row0 + n {
+            plan.logit_rows.push(row as i32);
             plan.logit_seqs.push(i);
         }
         plan.decode_only &= n == 1;
         plan.decode_rows += usize::from(n == 1);
         plan.max_context = plan.max_context.max(context);
+    }
+    if plan.logit_rows.len() > limits.max_logit_rows {
+        return Err(format!(
+            "{} logits rows exceed the step limit of {}",
+            plan.logit_rows.len(),
+            limits.max_logit_rows
+        ));
     }
     Ok(plan)
 }
@@ -191,6 +217,7 @@ mod tests {
         max_blocks_per_seq: 3,
         max_tokens: 16,
         max_seqs: 4,
+        max_logit_rows: 6,
     };
 
     fn step<'a>(tokens: &'a [u32], start_pos: usize, table: &'a [u32], want: bool) -> SeqStep<'a> {
@@ -275,6 +302,31 @@ mod tests {
         assert_eq!(plan.block_tables.len(), 12);
         assert_eq!(plan.logit_rows, [0, 1, 2, 3]);
         assert_eq!(plan.logit_seqs, [0, 1]);
+    }
+
+    #[test]
+    fn a_verify_chunk_wants_every_row_in_token_order_and_runs_with_the_prefill_kernel() {
+        let batch = [
+            step(&[3], 4, &[1, 2], true),
+            step(&[7, 60, 61], 5, &[4, 5], true),
+            step(&[8], 2, &[6], true),
+        ];
+        let plan = plan_step_rows(&batch, &[false, true, false], &LIMITS).unwrap();
+        // One-token sequences lead; the verify chunk's three rows follow at positions 5..8,
+        // each its own logits row, so row i sees the chunk's rows up to i (context 8).
+        assert_eq!(plan.token_ids, [3, 8, 7, 60, 61]);
+        assert_eq!(plan.positions, [4, 2, 5, 6, 7]);
+        assert_eq!(plan.logit_rows, [0, 1, 2, 3, 4]);
+        assert_eq!(plan.logit_seqs, [0, 2, 1, 1, 1]);
+        assert_eq!(plan.seq_rows[2], (2, 5, 3));
+        assert!(!plan.decode_only);
+        assert_eq!(plan.decode_rows, 2);
+        // More rows than the logits buffer holds is a named error, not an overrun.
+        let long = [step(&[1; 7], 0, &[0, 1], true)];
+        let err = plan_step_rows(&long, &[true], &LIMITS).unwrap_err();
+        assert!(err.contains("logits rows"), "{err}");
+        // Without the flag the same chunk wants its last row only.
+        assert_eq!(plan_step(&long, &LIMITS).unwrap().logit_rows, [6]);
     }
 
     #[test]

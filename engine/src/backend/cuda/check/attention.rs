@@ -74,6 +74,7 @@ fn limits() -> PlanLimits {
         max_blocks_per_seq: MAX_BLOCKS,
         max_tokens: 64,
         max_seqs: 8,
+        max_logit_rows: 8,
     }
 }
 

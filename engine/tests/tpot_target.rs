@@ -5,6 +5,8 @@
 //! of the best any fixed `--max-num-seqs` reaches within the same target (a sweep here).
 //! The step times are sleeps, so the figures hold on a loaded machine too.
 
+mod tpot_support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,6 +17,7 @@ use tokenscale_engine::runtime::{
     EngineConfig, EngineHandle, EngineMetrics, GenerateRequest, TokenEvent,
 };
 use tokenscale_engine::sampling::SamplingParams;
+use tpot_support::{Measured, Sweep};
 
 const STREAMS: usize = 64;
 const OUTPUT_TOKENS: usize = 24;
@@ -38,14 +41,9 @@ max_batch_tokens: 2048
 cold_start_s: 1
 ";
 
-/// One run's figures.
-#[derive(Debug, Clone, Copy)]
+/// One run's figures and the running-set limit the engine exported at its end.
 struct Run {
-    /// p95 over requests of (last token − first token) / (tokens − 1).
-    tpot_p95_s: f64,
-    /// Output tokens per second over the whole run.
-    tokens_per_s: f64,
-    /// The running-set limit the engine exported at the end.
+    measured: Measured,
     seat_limit: f64,
 }
 
@@ -101,65 +99,33 @@ fn run(max_num_seqs: usize, tpot_target: Option<Duration>) -> Run {
             })
         })
         .collect();
-    let mut tpots = Vec::new();
-    let mut tokens = 0;
-    for reader in readers {
-        let times = reader.join().expect("reader");
-        assert_eq!(times.len(), OUTPUT_TOKENS, "every stream gets its tokens");
-        tokens += times.len();
-        let span = times[times.len() - 1]
-            .duration_since(times[0])
-            .as_secs_f64();
-        tpots.push(span / (times.len() - 1) as f64);
+    let times: Vec<Vec<Instant>> = readers
+        .into_iter()
+        .map(|reader| reader.join().expect("reader"))
+        .collect();
+    for t in &times {
+        assert_eq!(t.len(), OUTPUT_TOKENS, "every stream gets its tokens");
     }
-    let elapsed = started.elapsed().as_secs_f64();
-    tpots.sort_by(f64::total_cmp);
-    let p95 = tpots[((tpots.len() as f64 * 0.95).ceil() as usize).saturating_sub(1)];
     Run {
-        tpot_p95_s: p95,
-        tokens_per_s: tokens as f64 / elapsed,
+        measured: Measured::from_streams(&times, started),
         seat_limit: metrics.max_num_seqs.get(),
     }
 }
 
 #[test]
 fn the_engine_holds_its_tpot_target_at_the_best_throughput_a_fixed_cap_reaches() {
-    let target_s = TARGET.as_secs_f64();
-    let mut table = String::from("  max_num_seqs  tpot p95 ms  tokens/s\n");
-    let mut best_fixed = 0.0_f64;
-    for cap in [8, 16, 24, 32, 48, 64] {
-        let r = run(cap, None);
-        table += &format!(
-            "  {cap:>12}  {:>11.1}  {:>8.0}\n",
-            r.tpot_p95_s * 1e3,
-            r.tokens_per_s
-        );
-        if r.tpot_p95_s <= target_s {
-            best_fixed = best_fixed.max(r.tokens_per_s);
-        }
-    }
+    let fixed: Vec<(usize, Measured)> = [8, 16, 24, 32, 48, 64]
+        .into_iter()
+        .map(|cap| (cap, run(cap, None).measured))
+        .collect();
     let held = run(STREAMS, Some(TARGET));
-    table += &format!(
-        "  target {:>3} ms  {:>11.1}  {:>8.0}  (running-set limit at the end: {})\n",
-        TARGET.as_millis(),
-        held.tpot_p95_s * 1e3,
-        held.tokens_per_s,
-        held.seat_limit
-    );
-    println!("{table}");
-    assert!(best_fixed > 0.0, "some fixed cap holds the target\n{table}");
-    assert!(
-        held.tpot_p95_s <= target_s,
-        "with --tpot-target the p95 time per token is over the target\n{table}"
-    );
-    assert!(
-        held.seat_limit < STREAMS as f64,
-        "the excess waits: the running set was capped below the {STREAMS} streams\n{table}"
-    );
-    assert!(
-        held.tokens_per_s >= 0.9 * best_fixed,
-        "throughput below 90% of the best fixed cap within the target\n{table}"
-    );
+    let sweep = Sweep {
+        fixed: &fixed,
+        target_s: TARGET.as_secs_f64(),
+        held: &held.measured,
+        note: format!("running-set limit at the end: {}", held.seat_limit),
+    };
+    sweep.assert_held(held.seat_limit < STREAMS as f64);
 }
 
 #[test]

@@ -25,6 +25,13 @@ pub const WARM_UP_SEQS: usize = 4;
 /// Share of the target a step is planned to take: the rest absorbs the spread of step times
 /// around the fit, so the p95 of the time per token, not only its mean, stays within it.
 pub const STEP_SHARE_OF_TARGET: f64 = 0.85;
+/// How far past the largest batch measured the running set may grow, as a share of it (at
+/// least one sequence): the fit is a straight line through the batches seen, and far beyond
+/// them it guessed wrong on the CPU (fitted on 4 sequences it allowed 25 where 11 held the
+/// target, and the 16 admitted meanwhile kept their slow steps until they finished, since
+/// running sequences are never cut). Growing a quarter at a time, each size is measured
+/// before the next, and the target's batch is reached within a few steps.
+pub const GROWTH_PAST_MEASURED: f64 = 0.25;
 /// Prompt tokens a step always gives waiting or prefilling requests while any wait, however
 /// tight the target: time to first token must progress.
 pub const MIN_PREFILL_TOKENS: usize = 16;
@@ -46,6 +53,8 @@ pub struct StepTimeModel {
     /// Σ w·x·t.
     xt: [f64; 3],
     steps: u32,
+    /// The most sequences one measured step held.
+    largest_seqs: usize,
 }
 
 impl Default for StepTimeModel {
@@ -54,6 +63,7 @@ impl Default for StepTimeModel {
             xx: [[0.0; 3]; 3],
             xt: [0.0; 3],
             steps: 0,
+            largest_seqs: 0,
         }
     }
 }
@@ -72,6 +82,7 @@ impl StepTimeModel {
             self.xt[i] = FORGET * self.xt[i] + x[i] * seconds;
         }
         self.steps = self.steps.saturating_add(1);
+        self.largest_seqs = self.largest_seqs.max(sequences);
     }
 
     /// The fitted `(a, b, c)`, or `None` while warming up. Slopes are never negative (a step
@@ -95,6 +106,15 @@ impl StepTimeModel {
         Some([a.max(0.0), b.max(0.0), c.max(0.0)])
     }
 
+    /// Prompt tokens per recent step (tokens beyond one per sequence), weighted as the fit is.
+    fn mean_prompt_tokens(&self) -> f64 {
+        let weight = self.xx[0][0];
+        if weight <= 0.0 {
+            return 0.0;
+        }
+        ((self.xx[0][2] - self.xx[0][1]) / weight).max(0.0)
+    }
+
     /// The predicted time of a step of `sequences` holding `tokens`.
     pub fn predict(&self, sequences: usize, tokens: usize) -> Option<f64> {
         let [a, b, c] = self.coefficients()?;
@@ -103,7 +123,8 @@ impl StepTimeModel {
 
     /// The step limits that keep a step within `STEP_SHARE_OF_TARGET` of `target_s` with
     /// `running` sequences in the running set (one decode token each), never above
-    /// `ceiling`; while warming up, `WARM_UP_SEQS` sequences.
+    /// `ceiling` nor more than `GROWTH_PAST_MEASURED` past the largest batch measured; while
+    /// warming up, `WARM_UP_SEQS` sequences.
     pub fn limits(&self, target_s: f64, running: usize, ceiling: StepLimits) -> StepLimits {
         let Some([a, b, c]) = self.coefficients() else {
             return StepLimits {
@@ -113,16 +134,27 @@ impl StepTimeModel {
         };
         let step_s = STEP_SHARE_OF_TARGET * target_s;
         let per_decoder = b + c;
+        // The minimal prefill chunk a step gives whoever waits, whatever the plan, is time the
+        // decoders do not get, as far as the steps carry one (on the CPU, a 16-token chunk
+        // beside 22 decoders made a step planned at 60 ms take 90). Prompt tokens past it come
+        // out of what the decoders leave, within the plan already.
+        let prompt_tokens = self.mean_prompt_tokens().min(MIN_PREFILL_TOKENS as f64);
+        let fixed_s = a + c * prompt_tokens;
         // The most decoding sequences whose step fits.
-        let seqs = if a + per_decoder >= step_s {
+        let seqs = if fixed_s + per_decoder >= step_s {
             // Not even one sequence fits: serve one at a time, the best there is.
             1.0
         } else if per_decoder > 0.0 {
-            ((step_s - a) / per_decoder).floor()
+            ((step_s - fixed_s) / per_decoder).floor()
         } else {
             f64::INFINITY
         };
-        let max_num_seqs = (seqs.min(ceiling.max_num_seqs as f64) as usize).max(1);
+        let largest = self.largest_seqs as f64;
+        let measured_reach = (largest * (1.0 + GROWTH_PAST_MEASURED))
+            .floor()
+            .max(largest + 1.0);
+        let max_num_seqs =
+            (seqs.min(measured_reach).min(ceiling.max_num_seqs as f64) as usize).max(1);
         // The prompt tokens the decoders leave room for (one more sequence's cost included),
         // at least a minimal chunk.
         let decoders = running.min(max_num_seqs);
@@ -191,11 +223,23 @@ mod tests {
         max_batch_tokens: 2048,
     };
 
-    /// Steps of a machine whose step takes 10 ms + 1 ms per sequence + 0.05 ms per token.
-    fn fitted() -> StepTimeModel {
+    /// The step time of a machine that takes 10 ms + 1 ms per sequence + 0.05 ms per token.
+    fn time(s: usize, t: usize) -> f64 {
+        0.010 + 0.001 * s as f64 + 0.000_05 * t as f64
+    }
+
+    /// A model that measured `steps` (sequences, tokens) of that machine.
+    fn measured(steps: &[(usize, usize)]) -> StepTimeModel {
         let mut model = StepTimeModel::default();
-        let time = |s: usize, t: usize| 0.010 + 0.001 * s as f64 + 0.000_05 * t as f64;
-        for (s, t) in [
+        for &(s, t) in steps {
+            model.observe(s, t, time(s, t));
+        }
+        model
+    }
+
+    /// The model over steps of every kind on that machine.
+    fn fitted() -> StepTimeModel {
+        measured(&[
             (1, 1),
             (4, 4),
             (8, 8),
@@ -204,10 +248,7 @@ mod tests {
             (2, 512),
             (32, 32),
             (12, 300),
-        ] {
-            model.observe(s, t, time(s, t));
-        }
-        model
+        ])
     }
 
     #[test]
@@ -230,19 +271,69 @@ mod tests {
     #[test]
     fn the_batch_the_target_allows() {
         let model = fitted();
-        // 50 ms target, 42.5 ms planned: (42.5 − 10) / 1.05 → 30 decoders.
-        let limits = model.limits(0.050, 0, CEILING);
-        assert_eq!(limits.max_num_seqs, 30);
-        assert!(model.predict(30, 30).expect("warm") <= 0.0425);
-        assert!(model.predict(31, 31).expect("warm") > 0.0425);
+        // 50 ms target, 42.5 ms planned, less the minimal prefill chunk as far as the steps
+        // carried one (0.05 ms a token): as many decoders as fit in the rest, 1.05 ms each.
+        let prompts_s = 0.000_05 * model.mean_prompt_tokens().min(MIN_PREFILL_TOKENS as f64);
+        let n = model.limits(0.050, 0, CEILING).max_num_seqs;
+        assert!(model.predict(n, n).expect("warm") + prompts_s <= 0.0425);
+        assert!(model.predict(n + 1, n + 1).expect("warm") + prompts_s > 0.0425);
         // With 20 decoding, the prefill gets what they leave: (42.5 − 10 − 21 − 1) / 0.05.
         let limits = model.limits(0.050, 20, CEILING);
         assert!((229..=230).contains(&limits.max_batch_tokens), "{limits:?}");
-        // Full: still a minimal chunk for the first token of whoever waits.
-        let limits = model.limits(0.050, 30, CEILING);
-        assert_eq!(limits.max_batch_tokens, 30 + MIN_PREFILL_TOKENS);
-        // A loose target is capped by the configured ceiling.
-        assert_eq!(model.limits(10.0, 0, CEILING), CEILING);
+        // Full (a target that only one sequence fits): still a minimal chunk for the first
+        // token of whoever waits.
+        let limits = model.limits(0.015, 40, CEILING);
+        assert_eq!(limits.max_num_seqs, 1);
+        assert_eq!(limits.max_batch_tokens, 1 + MIN_PREFILL_TOKENS);
+        // A loose target: a quarter past the 32 measured, and never past the ceiling.
+        assert_eq!(model.limits(10.0, 0, CEILING).max_num_seqs, 40);
+        let low = StepLimits {
+            max_num_seqs: 16,
+            ..CEILING
+        };
+        assert_eq!(model.limits(10.0, 0, low), low);
+    }
+
+    #[test]
+    fn the_batch_grows_a_quarter_past_the_largest_measured() {
+        // Measured on 4 sequences only: the line through them allows 30, the model 5.
+        let mut model = measured(&[
+            (1, 1),
+            (2, 32),
+            (4, 4),
+            (3, 64),
+            (4, 4),
+            (1, 16),
+            (4, 4),
+            (2, 2),
+        ]);
+        assert_eq!(model.limits(0.050, 4, CEILING).max_num_seqs, 5);
+        // Each size measured lets the next grow: 5, 6, 7, 8, 10, 12, ... up to the fit's 30.
+        let mut sizes = Vec::new();
+        while sizes.last() != Some(&30) && sizes.len() < 20 {
+            let limit = model.limits(0.050, 0, CEILING).max_num_seqs;
+            model.observe(limit, limit, time(limit, limit));
+            sizes.push(limit);
+        }
+        assert_eq!(sizes, [5, 6, 7, 8, 10, 12, 15, 18, 22, 27, 30]);
+    }
+
+    #[test]
+    fn the_prompt_tokens_steps_carry_take_their_time_from_the_decoders() {
+        // 10 ms + 2 ms per token; 51 ms planned. Decoding only, 20 decoders fit; when each
+        // step also carries 10 prompt tokens (20 ms), 10 do.
+        let time = |t: usize| 0.010 + 0.002 * t as f64;
+        let limit = |prompt: usize| {
+            let mut model = StepTimeModel::default();
+            for s in [4, 8, 12, 16, 20, 12, 8, 4, 16, 20] {
+                model.observe(s, s + prompt, time(s + prompt));
+            }
+            model
+                .limits(0.051 / STEP_SHARE_OF_TARGET, 0, CEILING)
+                .max_num_seqs
+        };
+        assert_eq!(limit(0), 20);
+        assert_eq!(limit(10), 10);
     }
 
     #[test]

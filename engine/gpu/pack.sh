@@ -55,11 +55,11 @@ quote() { local out="" p; for p in "$@"; do out+="${out:+, }\"$p\""; done; print
 echo "working tree $((tree >> 20)) MiB; model in ${#parts[@]} parts of at most $part MiB; device calls, back to back:"
 n=1
 for p in "${staged[@]}"; do
-  echo "  $n. run(command=\"bash engine/gpu/check.sh stage\", carry=$(quote "$p"), timeout_s=120)"
+  echo "  $n. run(command=\"bash engine/gpu/check.sh stage\", carry=$(quote "$p"), timeout_s=60)"
   n=$((n + 1))
 done
-echo "  $n. run(command=\"bash engine/gpu/check.sh\", timeout_s=480, carry=$(quote "${final[@]}"))"
+echo "  $n. run(command=\"bash engine/gpu/check.sh\", timeout_s=400, carry=$(quote "${final[@]}"))"
 serve=(.gpu/tokenscale-engine .gpu/tokenscale .gpu/model.sha256)
 [ $(( $(bytes "${serve[@]}") + tree )) -lt "$limit" ] || {
   echo "pack: the two binaries with the tree exceed 64 MiB in one call" >&2; exit 1; }
-echo "  $((n + 1)). run(command=\"bash engine/gpu/check.sh serve\", timeout_s=300, carry=$(quote "${serve[@]}"))"
+echo "  $((n + 1)). run(command=\"bash engine/gpu/check.sh serve\", timeout_s=240, carry=$(quote "${serve[@]}"))"

@@ -64,6 +64,23 @@ fn ready_replicas(addr: std::net::SocketAddr) -> Option<u32> {
     cli_support::ready_replicas(addr, MODEL)
 }
 
+/// `up` in a fresh scratch folder `name` over the sim manifest of `(min, max)` replicas with
+/// `from` replaced by `to` (asserted replaced), once `ready` replicas serve.
+fn start_edited(
+    procs: &mut Procs,
+    name: &str,
+    (min, max, ready): (u32, u32, u32),
+    (from, to): (&str, &str),
+) -> (tokenscale_scratch::Scratch, cli_support::Up) {
+    let dir = scratch_dir(name);
+    let profile = dir.join("profile.yaml");
+    std::fs::write(&profile, PROFILE).expect("profile written");
+    let manifest = cli_support::sim_manifest(MODEL, &profile, min, max).replace(from, to);
+    assert!(manifest.contains(to), "{manifest}");
+    let up = cli_support::start_up(procs, &dir, &manifest, MODEL, ready);
+    (dir, up)
+}
+
 /// Runs one open-loop bench point through the gateway and returns its report's point.
 fn bench(
     addr: std::net::SocketAddr,
@@ -306,14 +323,13 @@ fn with_min_and_max_three_every_killed_replica_is_replaced_and_requests_keep_suc
 /// its hold (the configured cold start of 60 s plus the TTFT SLO) and fail.
 #[test]
 fn a_first_request_at_zero_replicas_starts_a_replica_at_once_and_is_answered() {
-    let dir = scratch_dir("up-zero");
-    let profile = dir.join("profile.yaml");
-    std::fs::write(&profile, PROFILE).expect("profile written");
-    let manifest =
-        cli_support::sim_manifest(MODEL, &profile, 0, 2).replace("period: 1s", "period: 120s");
-    assert!(manifest.contains("period: 120s"), "{manifest}");
     let mut procs = Procs::default();
-    let up = cli_support::start_up(&mut procs, &dir, &manifest, MODEL, 0);
+    let (_dir, up) = start_edited(
+        &mut procs,
+        "up-zero",
+        (0, 2, 0),
+        ("period: 1s", "period: 120s"),
+    );
     assert_eq!(
         ready_replicas(up.addr).unwrap_or(0),
         0,
@@ -389,5 +405,51 @@ fn a_replica_that_exits_at_start_is_reported_within_two_seconds_and_backed_off()
                     && l.contains("exited")
             })
         },
+    );
+}
+
+/// A TPOT target the profile's full batch of 16 cannot meet (20 ms; a step is 10 ms plus 1 ms
+/// a sequence): the engine caps its own batch and exports the cap, and `up`, loaded past it,
+/// shows the cap with its one replica at it and the capacity read there, below the hint of
+/// 500 tokens/s (issue 38 item 1: the knee).
+#[test]
+fn a_replica_held_at_its_tpot_cap_shows_the_cap_and_the_capacity_read_at_it() {
+    let mut procs = Procs::default();
+    let (dir, up) = start_edited(
+        &mut procs,
+        "up-knee",
+        (1, 1, 1),
+        ("tpotP95: 50ms", "tpotP95: 20ms"),
+    );
+    let from = log_len(&up.log);
+    // 20 requests/s of 50 tokens: 1,000 tokens/s, twice what the capped replica gives.
+    bench(up.addr, &dir, "past-the-cap", 20.0, 15);
+    let log = std::fs::read_to_string(&up.log).unwrap_or_default();
+    let at_cap: Vec<&str> = log[from.min(log.len())..]
+        .lines()
+        .filter(|l| l.contains(" at cap)"))
+        .collect();
+    let number_after = |line: &str, key: &str| -> Option<f64> {
+        let rest = &line[line.find(key)? + key.len()..];
+        rest.split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    let last = at_cap
+        .iter()
+        .rev()
+        .find(|l| l.contains("(1/1 at cap)"))
+        .unwrap_or_else(|| panic!("no status line with the replica at its cap: {log}"));
+    let cap = number_after(last, "cap engine ").expect("the cap");
+    let capacity = number_after(last, "capacity ").expect("the capacity");
+    println!("status line at the cap: {last}");
+    assert!(
+        (1.0..16.0).contains(&cap),
+        "the TPOT target caps below 16: {last}"
+    );
+    assert!(
+        capacity < 500.0,
+        "capacity read at the cap, below the hint: {last}"
     );
 }

@@ -6,6 +6,7 @@
 
 use super::knee::{knee_tokens_per_s, learn_at_knee};
 use super::observations::{Demand, Observations};
+use super::rise::significant_rise;
 use super::spec::PolicySpec;
 use super::state::PolicyState;
 
@@ -116,8 +117,13 @@ fn learn_from_slo(
     // A break counts as the knee only while these replicas are loaded now: requests waiting at
     // them, or throughput near the plan. Otherwise the tail comes from somewhere else (a
     // backlog from before the last scale-up still in the window, long prompts, a slow replica).
-    // A draining queue is spare capacity: never a knee.
-    let real_load = |c: f64| !draining && (saturated || x >= 0.9 * c * spec.target_utilization);
+    // A draining queue is spare capacity: never a knee. Nor is a rise still arriving (the
+    // burst window's arrivals beyond noise, `rise`): the queue at its onset breaks the p95
+    // while completions, and so the measured throughput, still lag the load (each burst of
+    // the trace family taught a knee 5-10% lower, never probed back).
+    let rising = significant_rise(spec, demand);
+    let real_load =
+        |c: f64| !draining && !rising && (saturated || x >= 0.9 * c * spec.target_utilization);
     // The p95 reports the worst part of its window: a break happened at the highest load the
     // window held (a 30 s spike breaks a minute's p95 while the minute's mean stays low), so
     // that is the throughput the knee is at or below, not the mean.

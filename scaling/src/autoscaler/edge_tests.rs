@@ -326,3 +326,32 @@ fn a_draining_backlog_is_not_demand_when_arrivals_are_counted() {
     let d = decide(&spec, &draining, &mut state, 0.0);
     assert_eq!(d.demand_tokens_per_s, Some(8_000.0), "{}", d.message);
 }
+
+#[test]
+fn a_break_while_a_burst_still_arrives_teaches_no_knee() {
+    let spec = spec();
+    let mut state = PolicyState::new(&spec);
+    // Ten replicas at 760 tokens/s each, settled for a window.
+    for k in 0..8 {
+        decide(&spec, &obs(10, 0, 7600.0), &mut state, f64::from(k) * 10.0);
+    }
+    let before = state.capacity_tokens_per_s_per_replica.unwrap_or(0.0);
+    // A burst: arrivals in the short window at 2.5× the minute's, a queue, the p95 broken,
+    // and the served throughput still the minute's (completions lag the arrivals).
+    let mut onset = obs(10, 0, 7600.0);
+    if let Some(d) = onset.demand.as_mut() {
+        d.arrival_requests_per_s.panic = 190.0;
+        d.queued_requests = 400;
+    }
+    onset.ttft_p95_s = Some(2.0);
+    decide(&spec, &onset, &mut state, 80.0);
+    let capacity = state.capacity_tokens_per_s_per_replica.unwrap_or(0.0);
+    assert_eq!(capacity, before, "a burst's onset is no knee");
+    // The same break under steady arrivals (replicas saturated by their own load) is one.
+    if let Some(d) = onset.demand.as_mut() {
+        d.arrival_requests_per_s.panic = 76.0;
+    }
+    decide(&spec, &onset, &mut state, 90.0);
+    let capacity = state.capacity_tokens_per_s_per_replica.unwrap_or(0.0);
+    assert!(capacity < before, "capacity {capacity}");
+}

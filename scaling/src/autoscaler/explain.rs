@@ -115,6 +115,9 @@ fn sized_why(sized: &Sized, stabilised: &Stabilised, step: Move, current: u32) -
         },
         Move::Up(_) => format!("needs {raw} replicas, scaling {current} → {wanted}"),
         Move::Hold(Hold::Fit) => format!("{current} replicas fit"),
+        Move::Hold(Hold::WithinNoise) => format!(
+            "{current} replicas fit: the demand for {raw} is within the arrival noise of their load"
+        ),
         Move::Hold(Hold::Panic) => {
             format!("{raw} would do, but a burst is still being absorbed")
         }

@@ -13,7 +13,9 @@
 //! - **Capacity** `C` (output tokens/s one replica sustains within the SLO) starts from the
 //!   spec's hint and is learned at the knee: the SLO holding at per-replica throughput x means
 //!   C ≥ x; breaking under real load means C ≈ the highest short-window throughput of the
-//!   window the p95 covers (a spike breaks a p95 while the mean stays low); latency headroom
+//!   window the p95 covers (a spike breaks a p95 while the mean stays low), but not while a
+//!   rise is still arriving (its queue breaks the p95 before completions show the load, and
+//!   each burst taught a knee 5-10% lower that was never probed back); latency headroom
 //!   at the planned load (not at a light one: latency is flat far below the knee) lets C creep
 //!   up.
 //! - **Demand** `D` = arrivals × mean output tokens over the stable window when the gateway
@@ -28,8 +30,12 @@
 //!   (a step is already all in the demand), at most doubles it, and stops counting once the
 //!   short window shows the demand has levelled off (the lagging mean would overshoot).
 //! - **Desired** = ceil(D / (C × targetUtilization)); the panic window (Knative: a burst that
-//!   needs ≥ 2× the ready replicas) turns on panic mode for a stable window, in which the burst
-//!   demand counts and nothing scales down.
+//!   needs ≥ 2× the ready replicas, and with gateway arrivals one beyond Poisson noise: on one
+//!   replica noise alone needs 2×) turns on panic mode for a stable window, in which the burst
+//!   demand counts and nothing scales down. A stable demand past the current replicas by no
+//!   more than the stable window's arrival noise (2σ), with the SLO met and nothing queued,
+//!   holds (`rise::within_arrival_noise`): a fleet at its boundary otherwise added a replica
+//!   every few minutes and kept it for a scale-in window.
 //! - **Up** fast: at once, to the needed count in one decision from gateway arrivals; capped
 //!   at max(2× current, current + 4) per period from engine completions (capped by capacity). Starting
 //!   replicas are part of `current`, so a replica that never becomes ready is not replaced

@@ -113,3 +113,45 @@ fn a_fall_within_the_window_holds_at_the_highest_recommendation() {
     assert_eq!((st.stabilized, st.replicas, st.window_s), (10, 9, 300.0));
     assert_eq!(reason(&st), DecisionReason::Stabilizing);
 }
+
+#[test]
+fn a_burst_within_arrival_noise_does_not_panic_one_replica() {
+    let spec = spec();
+    let state = PolicyState::new(&spec);
+    let burst = |panic_tokens_per_s: f64| {
+        let mut o = obs(1, 0, 700.0);
+        let demand = o.demand.as_mut().expect("demand");
+        demand.output_tokens_per_s.panic = panic_tokens_per_s;
+        demand.arrival_requests_per_s.panic = panic_tokens_per_s / 100.0;
+        let (target, st) = stages(&spec, &o, &state, 0.0);
+        let Target::Replicas(sized) = target else {
+            panic!("sized: {target:?}");
+        };
+        (sized.panicking, st.replicas)
+    };
+    // 7 requests/s: 42 expected in the 6 s window (σ ≈ 6.5); 51 is noise, though at 0.8 of
+    // 1,000 tokens/s it needs 2× the one ready replica.
+    assert_eq!(burst(850.0), (false, 1));
+    // 2,000 tokens/s (120 arrivals) is a burst.
+    let (panicking, replicas) = burst(2_000.0);
+    assert!(panicking);
+    assert_eq!(replicas, 3);
+}
+
+#[test]
+fn a_demand_within_arrival_noise_of_the_boundary_holds() {
+    let spec = spec();
+    let state = PolicyState::new(&spec);
+    // Three replicas carry 2,400 tokens/s at 0.8; 24.5 requests/s over a minute is 1,470
+    // arrivals, whose mean wanders by 2.6% (1σ): 2,450 tokens/s is noise, 2,700 is not.
+    let (_, st) = stages(&spec, &obs(3, 0, 2_450.0), &state, 0.0);
+    assert_eq!(st.step, Move::Hold(Hold::WithinNoise));
+    assert_eq!((st.replicas, reason(&st)), (3, DecisionReason::Steady));
+    let (_, st) = stages(&spec, &obs(3, 0, 2_700.0), &state, 0.0);
+    assert_eq!((st.step, st.replicas), (Move::Up(Rise::Demand), 4));
+    // With the p95 near the SLO the same noise scales up.
+    let mut hot = obs(3, 0, 2_450.0);
+    hot.ttft_p95_s = Some(0.9);
+    let (_, st) = stages(&spec, &hot, &state, 0.0);
+    assert_eq!((st.step, st.replicas), (Move::Up(Rise::Demand), 4));
+}

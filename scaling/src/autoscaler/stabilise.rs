@@ -8,6 +8,7 @@ use super::estimate::Estimate;
 use super::foresight;
 use super::observations::{DemandSource, Observations};
 use super::oscillation;
+use super::rise::within_arrival_noise;
 use super::spec::PolicySpec;
 use super::state::PolicyState;
 use super::target::{Sized, Target};
@@ -37,6 +38,9 @@ pub(super) enum Hold {
     /// Fewer would do now, but the model's history predicts a rise within the lead time and
     /// the scale-in window (`foresight`).
     PredictedRise,
+    /// More would do, but the demand is past what these replicas carry by no more than the
+    /// stable window's arrival noise, with the SLO met and nothing queued (`rise`).
+    WithinNoise,
 }
 
 /// Why the count rises.
@@ -131,6 +135,13 @@ fn sized_step(
 ) -> (Move, u32, u32) {
     let (current, raw) = (obs.current_replicas, sized.raw);
     let stabilized = state.stabilized(now_s, window_s, sized.level);
+    if raw > current && noise_crossing(spec, obs, estimate, sized) {
+        return (
+            Move::Hold(Hold::WithinNoise),
+            clamp(spec, current),
+            stabilized,
+        );
+    }
     if raw > current {
         // Arrivals counted by the gateway are demand not capped by the capacity that exists:
         // the needed count is reached in one decision. Completions (no gateway) are capped by
@@ -173,6 +184,34 @@ fn sized_step(
         step => step,
     };
     (step, replicas, stabilized)
+}
+
+/// Whether a rise of the stable demand past the current replicas is only the window's noise
+/// at their boundary: gateway arrivals, no burst, rise, backlog, batch or predicted rise, both
+/// p95s within the scale-down headroom, and the planned demand within the arrival noise of
+/// what the replicas carry. A fleet sized at its boundary otherwise added a replica every few
+/// minutes and held it for a scale-in window (one replica in two on a small fleet).
+fn noise_crossing(
+    spec: &PolicySpec,
+    obs: &Observations,
+    estimate: &Estimate,
+    sized: &Sized,
+) -> bool {
+    let Some(demand) = obs.demand.as_ref() else {
+        return false;
+    };
+    let calm = !sized.panicking
+        && !sized.rising
+        && sized.batch.replicas == 0
+        && sized.ahead.is_none()
+        && demand.queued_requests == 0
+        && sized.need.stable_replicas == sized.need.stable_level_replicas
+        && demand.source == DemandSource::GatewayArrivals
+        && obs.pending_replicas == 0;
+    let headroom = slo_ratio(spec, obs).is_some_and(|r| r <= SCALE_DOWN_HEADROOM);
+    let capacity = estimate.capacity.unwrap_or(0.0);
+    let fits = f64::from(obs.current_replicas) * capacity * spec.target_utilization;
+    calm && headroom && within_arrival_noise(spec, demand, sized.planned_tokens_per_s, fits)
 }
 
 /// Scale-down rules: not while panicking, not while a p95 is near or over the SLO, not below
@@ -229,7 +268,7 @@ pub(super) fn reason(stabilised: &Stabilised) -> DecisionReason {
     }
     match stabilised.step {
         Move::Hold(Hold::MissingMetrics) => DecisionReason::HoldMissingMetrics,
-        Move::Hold(Hold::CapacityUnknown | Hold::Fit | Hold::Floor { .. }) => {
+        Move::Hold(Hold::CapacityUnknown | Hold::Fit | Hold::Floor { .. } | Hold::WithinNoise) => {
             DecisionReason::Steady
         }
         Move::Hold(Hold::Panic) => DecisionReason::HoldPanic,

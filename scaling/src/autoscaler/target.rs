@@ -5,9 +5,10 @@
 use super::batch::{self, BatchNeed};
 use super::estimate::{Estimate, Need};
 use super::foresight::{self, Ahead};
+use super::observations::DemandSource;
 use super::observations::Observations;
 use super::oscillation;
-use super::rise::rise_outgrows;
+use super::rise::{rise_outgrows, significant_rise};
 use super::spec::PolicySpec;
 use super::state::PolicyState;
 use super::zero::{Edge, edge};
@@ -80,12 +81,21 @@ pub(super) fn target(
     };
     // Knative's panic mode: on when the burst needs ≥ threshold × ready replicas, and held
     // for a stable window after the last trigger.
+    // With gateway arrivals the burst must also be one beyond Poisson noise (`rise`), or the
+    // replicas saturated (more requests waiting than replicas: a backlog is no noise, and a
+    // longer prompt mix raises it with no more arrivals): on one or two replicas near the
+    // boundary, the 6 s window's noise alone asks for 2× the ready replicas every few minutes,
+    // and each false panic held an extra replica for a window.
     let ready = f64::from(obs.ready_replicas.max(1));
-    let panic_until_s = if f64::from(need.panic_replicas) >= spec.panic_threshold * ready {
-        Some(now_s + spec.stable_window.as_secs_f64())
-    } else {
-        state.panic_until_s
-    };
+    let beyond_noise = demand.source != DemandSource::GatewayArrivals
+        || significant_rise(spec, demand)
+        || demand.queued_requests > u64::from(obs.ready_replicas);
+    let panic_until_s =
+        if f64::from(need.panic_replicas) >= spec.panic_threshold * ready && beyond_noise {
+            Some(now_s + spec.stable_window.as_secs_f64())
+        } else {
+            state.panic_until_s
+        };
     let panicking = panic_until_s.is_some_and(|until| now_s < until);
     let existing = obs.ready_replicas.saturating_add(obs.pending_replicas);
     let rising = rise_outgrows(

@@ -101,25 +101,31 @@ impl Sweep<'_> {
         table
     }
 
-    /// Prints the table and asserts the acceptance: some fixed cap holds the target, the run
-    /// under the target holds it too, its excess waited (`waited`), and its throughput is at
-    /// least 90% of the best fixed cap's within the target.
+    /// Prints the table and asserts the acceptance (`verdict`).
     pub fn assert_held(&self, waited: bool) {
+        if let Err(why) = self.verdict(waited) {
+            panic!("{why}");
+        }
+    }
+
+    /// Prints the table and checks the acceptance: some fixed cap holds the target, the run
+    /// under the target holds it too, its excess waited (`waited`), and its throughput is at
+    /// least 90% of the best fixed cap's within the target. The error names the rule broken.
+    pub fn verdict(&self, waited: bool) -> Result<(), String> {
         let table = self.table();
         println!("{table}");
         let best_fixed = self.best_fixed_tokens_per_s();
-        assert!(best_fixed > 0.0, "some fixed cap holds the target\n{table}");
-        assert!(
-            self.held.tpot_p95_s() <= self.target_s,
-            "with --tpot-target the p95 time per token is over the target\n{table}"
-        );
-        assert!(
-            waited,
-            "the excess waits: the running set was capped below the streams\n{table}"
-        );
-        assert!(
-            self.held.tokens_per_s() >= 0.9 * best_fixed,
-            "throughput below 90% of the best fixed cap within the target\n{table}"
-        );
+        let broken = if best_fixed <= 0.0 {
+            "no fixed cap holds the target"
+        } else if self.held.tpot_p95_s() > self.target_s {
+            "with --tpot-target the p95 time per token is over the target"
+        } else if !waited {
+            "the excess did not wait: the running set was not capped below the streams"
+        } else if self.held.tokens_per_s() < 0.9 * best_fixed {
+            "throughput below 90% of the best fixed cap within the target"
+        } else {
+            return Ok(());
+        };
+        Err(format!("{broken}\n{table}"))
     }
 }

@@ -68,8 +68,8 @@ mod decision;
 mod edge_tests;
 mod estimate;
 mod explain;
-pub mod knee;
 pub mod foresight;
+pub mod knee;
 mod observations;
 mod oscillation;
 #[cfg(test)]

@@ -252,11 +252,19 @@ fn a_reader_that_stops_is_cut_after_the_write_timeout_and_its_sequence_freed() {
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .expect("timeout");
-    let n = stream
+    let mut n = stream
         .read(&mut first)
         .expect("the head and the first events");
     let head = String::from_utf8_lossy(&first[..n]).into_owned();
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // Read on until the engine's gauge shows the stream running: the reader stops only then.
+    // (Checked once after the first read, a test thread held up for the ~5 s the sockets take
+    // to fill and the write to time out, as under a loaded CI machine, found it already freed.)
+    let mut drained = vec![0u8; 64 * 1024];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while running() != 1.0 && Instant::now() < deadline {
+        n += stream.read(&mut drained).expect("the stream flows");
+    }
     assert_eq!(running(), 1.0, "the engine runs the stream");
 
     // Stop reading: the sockets fill, then the write stalls for the 2 s timeout.

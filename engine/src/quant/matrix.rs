@@ -3,13 +3,14 @@
 use std::ops::Range;
 
 use super::blocks::{
-    Block, BlockQ2H, BlockQ4_0, BlockQ4_1, BlockQ4_1F16, BlockQ5_0, BlockQ5_1, BlockQ8, BlockQ8_0,
-    BlockQ8H, QK,
+    Block, BlockQ2H, BlockQ4_0, BlockQ4_1, BlockQ4_1F16, BlockQ5_1, BlockQ8, BlockQ8_0, BlockQ8H,
+    QK,
 };
 use super::dequant::{
     dequantize, repack_q4_0, repack_q4_1_f16, repack_q5_0, repack_q5_1, repack_q8_0,
 };
 use super::float::FloatRows;
+use super::interleaved::{self, Q5_0x16};
 use super::kernels::{QBlock, scalar};
 use super::q8::{Q8Rows, padded_blocks};
 use super::superblocks::{repack_q2_k, repack_q3_k, repack_q4_k, repack_q5_k, repack_q6_k};
@@ -29,7 +30,8 @@ enum Weights {
     /// Q4_1, with the file's `f16` scales.
     Q4_1F16(Vec<BlockQ4_1F16>),
     Q4_0(Vec<BlockQ4_0>),
-    Q5_0(Vec<BlockQ5_0>),
+    /// Q5_0, sixteen rows interleaved (see `interleaved`).
+    Q5_0x16(Q5_0x16),
     /// Q5_1 and Q5_K.
     Q5_1(Vec<BlockQ5_1>),
     Q8_0(Vec<BlockQ8_0>),
@@ -50,7 +52,7 @@ impl Weights {
             (Weights::Q4_1(a), Weights::Q4_1(b)) => a.extend_from_slice(b),
             (Weights::Q4_1F16(a), Weights::Q4_1F16(b)) => a.extend_from_slice(b),
             (Weights::Q4_0(a), Weights::Q4_0(b)) => a.extend_from_slice(b),
-            (Weights::Q5_0(a), Weights::Q5_0(b)) => a.extend_from_slice(b),
+            (Weights::Q5_0x16(a), Weights::Q5_0x16(b)) => return a.append(b),
             (Weights::Q5_1(a), Weights::Q5_1(b)) => a.extend_from_slice(b),
             (Weights::Q8_0(a), Weights::Q8_0(b)) => a.extend_from_slice(b),
             (Weights::Q8H(a), Weights::Q8H(b)) => a.extend_from_slice(b),
@@ -67,15 +69,18 @@ impl Weights {
 }
 
 /// Runs `$body` with `$w` bound to the block vector of whichever block variant `$weights`
-/// is (`$f32` for the f32 variant, `$mapped` for float rows used in place): one place lists
-/// the block types.
+/// is (`$f32` for the f32 variant, `$mapped` for float rows used in place, `$x16` for the
+/// interleaved rows): one place lists the block types.
 macro_rules! with_blocks {
-    ($weights:expr, $w:ident => $body:expr, $f32:ident => $float:expr, $mapped:ident => $rows:expr) => {
+    (
+        $weights:expr, $w:ident => $body:expr, $f32:ident => $float:expr,
+        $mapped:ident => $rows:expr, $x16:ident => $inter:expr
+    ) => {
         match $weights {
             Weights::Q4_1($w) => $body,
             Weights::Q4_1F16($w) => $body,
             Weights::Q4_0($w) => $body,
-            Weights::Q5_0($w) => $body,
+            Weights::Q5_0x16($x16) => $inter,
             Weights::Q5_1($w) => $body,
             Weights::Q8_0($w) => $body,
             Weights::Q8H($w) => $body,
@@ -121,7 +126,11 @@ impl QMatrix {
         let weights = match ty {
             GgmlType::Q4_1 => Weights::Q4_1F16(repack_q4_1_f16(bytes, elements)?),
             GgmlType::Q4_0 => Weights::Q4_0(repack_q4_0(bytes, elements)?),
-            GgmlType::Q5_0 => Weights::Q5_0(repack_q5_0(bytes, elements)?),
+            GgmlType::Q5_0 => Weights::Q5_0x16(Q5_0x16::new(
+                &repack_q5_0(bytes, elements)?,
+                rows,
+                cols / QK,
+            )),
             GgmlType::Q5_1 => Weights::Q5_1(repack_q5_1(bytes, elements)?),
             GgmlType::Q8_0 => Weights::Q8_0(repack_q8_0(bytes, elements)?),
             GgmlType::Q2K => Weights::Q2H(repack_q2_k(bytes, elements)?),
@@ -220,9 +229,10 @@ impl QMatrix {
         }
         self.parts
             .iter()
-            .filter_map(
-                |p| with_blocks!(&p.weights, w => Some(span(w)), w => Some(span(w)), _m => None),
-            )
+            .filter_map(|p| {
+                with_blocks!(&p.weights, w => Some(span(w)), w => Some(span(w)), _m => None,
+                    x => Some(span(&x.blocks)))
+            })
             .collect()
     }
 
@@ -237,6 +247,12 @@ impl QMatrix {
             }
         }
         wide
+    }
+
+    /// How many parts (runs of one block form) the matrix holds.
+    #[cfg(test)]
+    pub(super) fn part_count(&self) -> usize {
+        self.parts.len()
     }
 
     /// Whether the integer (quantised-activation) kernels apply to this matrix.
@@ -260,7 +276,7 @@ impl QMatrix {
                 o.copy_from_slice(&block);
             }
         }, w => out.copy_from_slice(&w[row * self.cols..(row + 1) * self.cols]),
-        w => w.row_f32(row, out))
+        w => w.row_f32(row, out), x => x.row_f32(row, out))
     }
 
     /// `out[r * rows.len() + i] = dot(weight row rows.start + i, activation row m0 + r)` for
@@ -337,6 +353,7 @@ impl QMatrix {
             Q8Tile {
                 blocks: std::array::from_fn(|r| &q.blocks[(m0 + r) * bpr..(m0 + r + 1) * bpr]),
                 sums: std::array::from_fn(|r| &q.sums[(m0 + r) * stride..(m0 + r + 1) * stride]),
+                ysums: std::array::from_fn(|r| &q.ysums[(m0 + r) * bpr..(m0 + r + 1) * bpr]),
             }
         });
         with_blocks!(weights, w => self.run(w, rows, f32_rows, q8_rows, out), w => {
@@ -347,7 +364,44 @@ impl QMatrix {
                     out[r * n + i] = wrow.iter().zip(x.iter()).map(|(a, b)| a * b).sum();
                 }
             }
-        }, w => w.gemv_tile(&f32_rows, rows, self.simd, out))
+        }, w => w.gemv_tile(&f32_rows, rows, self.simd, out),
+        x => self.run_x16(x, rows, f32_rows, q8_rows, out))
+    }
+
+    /// [`Self::run`] for the interleaved rows.
+    fn run_x16<const R: usize>(
+        &self,
+        w: &Q5_0x16,
+        rows: Range<usize>,
+        f32_rows: [&[f32]; R],
+        q8_rows: Option<Q8Tile<'_, R>>,
+        out: &mut [f32],
+    ) {
+        let Some(q) = q8_rows else {
+            return w.gemv_f32(rows, f32_rows, out);
+        };
+        #[cfg(target_arch = "x86_64")]
+        if self.simd.has_avx2() {
+            use super::kernels::interleaved::{Operands, gemv_q8_avx2, gemv_q8_avx512};
+            let ops = Operands {
+                w: &w.blocks,
+                blocks_per_row: self.cols / QK,
+                acts: q.blocks,
+                ysums: q.ysums,
+            };
+            // SAFETY: `Simd::Avx2` and `Simd::Avx512` only ever come from `Simd::detect`
+            // finding their features on this CPU (or a test that took them from
+            // `Simd::available`).
+            unsafe {
+                if self.simd == Simd::Avx512 {
+                    gemv_q8_avx512(&ops, rows, out);
+                } else {
+                    gemv_q8_avx2(&ops, rows, out);
+                }
+            }
+            return;
+        }
+        interleaved::gemv_q8(w, rows, q.blocks, out);
     }
 
     #[allow(unused_variables)]
@@ -388,6 +442,7 @@ impl QMatrix {
 struct Q8Tile<'a, const R: usize> {
     blocks: [&'a [BlockQ8]; R],
     sums: [&'a [f32]; R],
+    ysums: [&'a [i32]; R],
 }
 
 /// The block types with kernels on every target.

@@ -12,6 +12,7 @@ mod blocks;
 mod dequant;
 mod encode;
 mod float;
+mod interleaved;
 mod kernels;
 mod matrix;
 pub mod mix;
@@ -162,3 +163,5 @@ impl Simd {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_interleaved;

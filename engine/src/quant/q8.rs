@@ -14,6 +14,9 @@ pub struct Q8Rows {
     pub blocks: Vec<BlockQ8>,
     /// `[m, padded_blocks(cols / 32)]`
     pub sums: Vec<f32>,
+    /// `[m, cols / 32]`: each block's `Σ qs`, the integer the interleaved kernels take a
+    /// weight offset off with (see `interleaved`).
+    pub ysums: Vec<i32>,
 }
 
 /// Blocks per row of a padded per-block array ([`Q8Rows::sums`], a matrix's offsets).
@@ -28,6 +31,12 @@ impl Q8Rows {
         let m = x.len() / cols;
         self.blocks.resize(m * bpr, BlockQ8::default());
         quantize_q8(x, &mut self.blocks);
+        self.ysums.clear();
+        self.ysums.extend(
+            self.blocks
+                .iter()
+                .map(|b| b.qs.iter().map(|&q| i32::from(q)).sum::<i32>()),
+        );
         let stride = padded_blocks(bpr);
         self.sums.clear();
         self.sums.resize(m * stride, 0.0);

@@ -180,7 +180,7 @@ fn k_quant_repacking_keeps_each_sub_blocks_values() {
 }
 
 /// A deterministic pseudo-random stream (no dependency needed for test data).
-fn lcg(seed: &mut u64) -> f32 {
+pub(super) fn lcg(seed: &mut u64) -> f32 {
     *seed = seed
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
@@ -188,7 +188,7 @@ fn lcg(seed: &mut u64) -> f32 {
 }
 
 /// A `[rows, cols]` matrix of valid `ty` blocks: random weights through the quantiser.
-fn random_matrix(ty: GgmlType, rows: usize, cols: usize, seed: &mut u64) -> Vec<u8> {
+pub(super) fn random_matrix(ty: GgmlType, rows: usize, cols: usize, seed: &mut u64) -> Vec<u8> {
     let x: Vec<f32> = (0..rows * cols).map(|_| lcg(seed) * 0.1).collect();
     quantize(ty, &x).unwrap()
 }

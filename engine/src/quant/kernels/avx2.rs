@@ -80,7 +80,7 @@ fn halves(a: f32, b: f32) -> __m256 {
 /// mask that lacks only that lane's bit.
 #[target_feature(enable = "avx2")]
 #[inline]
-fn bytes_from_bits(bits: u32) -> __m256i {
+pub(super) fn bytes_from_bits(bits: u32) -> __m256i {
     let spread = _mm256_set_epi64x(
         0x0303_0303_0303_0303,
         0x0202_0202_0202_0202,

@@ -14,6 +14,8 @@ pub(super) mod avx2;
 pub(super) mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod f16_blocks;
+#[cfg(target_arch = "x86_64")]
+pub(super) mod interleaved;
 pub(super) mod scalar;
 
 use super::blocks::{

@@ -4,6 +4,7 @@
 //! `priority`. Numbers a client may get wrong (`max_tokens`, `n`, `top_k`) are signed here so
 //! the server can answer a negative value with a message naming the field.
 
+mod member_at_fault;
 mod structured;
 mod tools;
 
@@ -12,6 +13,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use member_at_fault::{error_reason, member_at_fault};
 pub use structured::{JsonSchemaFormat, ResponseFormat, StructuredFields};
 pub use tools::{
     FunctionCall, FunctionCallDelta, FunctionDefinition, FunctionName, NamedToolChoice,

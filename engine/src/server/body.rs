@@ -6,6 +6,7 @@ use axum::http::header::CONTENT_LENGTH;
 use axum::http::{HeaderMap, Request};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde::de::DeserializeOwned;
+use tokenscale_common::openai::{error_reason, member_at_fault};
 
 use super::ApiError;
 use super::deadline::BodyTimedOut;
@@ -67,12 +68,17 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         )));
     }
     serde_json::from_slice(bytes).map_err(|err| {
-        let what = if err.is_data() {
-            "invalid request"
-        } else {
-            "malformed JSON"
-        };
-        ApiError::bad_request(format!("{what}: {err}"))
+        if !err.is_data() {
+            return ApiError::bad_request(format!("malformed JSON: {err}"));
+        }
+        let parse = |b: &[u8]| serde_json::from_slice::<T>(b).err();
+        match member_at_fault(bytes, &err, parse) {
+            Some(member) => ApiError::invalid_param(
+                &member,
+                format!("invalid request: {member}: {}", error_reason(&err)),
+            ),
+            None => ApiError::bad_request(format!("invalid request: {err}")),
+        }
     })
 }
 
@@ -98,5 +104,19 @@ mod tests {
         );
         assert!(error_of(b"{\"max_tokens\": 3}").contains("prompt"));
         assert_eq!(error_of(b"{\"prompt\": \"a\"}"), "");
+    }
+
+    #[test]
+    fn a_type_error_names_the_member() {
+        let body = br#"{"prompt": "a", "speculative": "yes"}"#;
+        let err = parse_json::<CompletionRequest>(body).err().expect("a 400");
+        assert_eq!(
+            err.message,
+            "invalid request: speculative: invalid type: string \"yes\", expected a boolean"
+        );
+        assert_eq!(err.param.as_deref(), Some("speculative"));
+        assert!(error_of(br#"{"prompt": "a", "max_tokens": "ten"}"#).contains(": max_tokens: "));
+        let nested = br#"{"prompt": "a", "stream_options": {"include_usage": 1}}"#;
+        assert!(error_of(nested).contains(": stream_options.include_usage: invalid type"));
     }
 }

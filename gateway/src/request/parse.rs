@@ -5,6 +5,7 @@ use std::hash::{Hash, Hasher};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use tokenscale_common::openai::{error_reason, member_at_fault};
 
 use crate::error::GatewayError;
 
@@ -93,10 +94,17 @@ where
     <&RawValue>::deserialize(deserializer).map(Some)
 }
 
-/// Parses the partial body, mapping JSON errors to a 400 that quotes serde's reason.
+/// Parses the partial body, mapping JSON errors to a 400 that quotes serde's reason and,
+/// for a member of the wrong type, names it.
 pub fn parse_body(body: &[u8]) -> Result<PartialBody<'_>, GatewayError> {
-    serde_json::from_slice(body)
-        .map_err(|e| GatewayError::bad_request(format!("Invalid JSON body: {e}"), None))
+    serde_json::from_slice(body).map_err(|e| {
+        let parse = |b: &[u8]| serde_json::from_slice::<PartialBody>(b).err();
+        let message = match member_at_fault(body, &e, parse) {
+            Some(member) => format!("Invalid JSON body: {member}: {}", error_reason(&e)),
+            None => format!("Invalid JSON body: {e}"),
+        };
+        GatewayError::bad_request(message, None)
+    })
 }
 
 impl PartialBody<'_> {
@@ -280,6 +288,20 @@ mod tests {
         assert!(parse_body(br#"{"model":"m","max_tokens":"x"}"#).is_err());
         let neg = parse_body(br#"{"model":"m","max_tokens":-1,"prompt":"x"}"#).expect("parses");
         assert!(neg.max_output_tokens().is_err());
+    }
+
+    #[test]
+    fn a_member_of_the_wrong_type_is_named() {
+        let message = |body: &str| match parse_body(body.as_bytes()) {
+            Ok(_) => String::new(),
+            Err(err) => err.to_string(),
+        };
+        assert_eq!(
+            message(r#"{"model":"m","prompt":"x","stream":"yes"}"#),
+            "Invalid JSON body: stream: invalid type: string \"yes\", expected a boolean"
+        );
+        assert!(message(r#"{"model":"m","n":"2"}"#).starts_with("Invalid JSON body: n: "));
+        assert!(message(r#"{"model":"m","prompt":"#).contains("EOF while parsing"));
     }
 
     #[test]

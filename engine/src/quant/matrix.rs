@@ -3,14 +3,13 @@
 use std::ops::Range;
 
 use super::blocks::{
-    Block, BlockQ2H, BlockQ4_0, BlockQ4_1, BlockQ4_1F16, BlockQ5_1, BlockQ8, BlockQ8_0, BlockQ8H,
-    QK,
+    Block, BlockQ2H, BlockQ4_0, BlockQ4_1, BlockQ4_1F16, BlockQ5_1, BlockQ8, BlockQ8H, QK,
 };
 use super::dequant::{
     dequantize, repack_q4_0, repack_q4_1_f16, repack_q5_0, repack_q5_1, repack_q8_0,
 };
 use super::float::FloatRows;
-use super::interleaved::{self, Q5_0x16};
+use super::interleaved::{BlockQ4_1x16, BlockQ5_0x16, BlockQ8x16, Rows};
 use super::kernels::{QBlock, scalar};
 use super::q8::{Q8Rows, padded_blocks};
 use super::superblocks::{repack_q2_k, repack_q3_k, repack_q4_k, repack_q5_k, repack_q6_k};
@@ -25,18 +24,20 @@ pub const TILE_ROWS: usize = 8;
 /// computed scales, Q5_K is Q5_1, Q6_K and Q3_K are signed bytes with a scale per half.
 #[derive(Debug, Clone)]
 enum Weights {
-    /// Q4_K.
+    /// Q4_1 with `f32` scales (tests compare [`BlockQ4_1F16`] with it).
+    #[cfg_attr(not(test), allow(dead_code))]
     Q4_1(Vec<BlockQ4_1>),
     /// Q4_1, with the file's `f16` scales.
     Q4_1F16(Vec<BlockQ4_1F16>),
     Q4_0(Vec<BlockQ4_0>),
     /// Q5_0, sixteen rows interleaved (see `interleaved`).
-    Q5_0x16(Q5_0x16),
+    Q5_0x16(Rows<BlockQ5_0x16>),
+    /// Q4_K, sixteen rows interleaved.
+    Q4_1x16(Rows<BlockQ4_1x16>),
+    /// Q8_0, Q6_K and Q3_K, sixteen rows interleaved.
+    Q8x16(Rows<BlockQ8x16>),
     /// Q5_1 and Q5_K.
     Q5_1(Vec<BlockQ5_1>),
-    Q8_0(Vec<BlockQ8_0>),
-    /// Q6_K and Q3_K.
-    Q8H(Vec<BlockQ8H>),
     /// Q2_K.
     Q2H(Vec<BlockQ2H>),
     /// F32, F16 and BF16 GGUF tensors: kept as f32.
@@ -53,9 +54,9 @@ impl Weights {
             (Weights::Q4_1F16(a), Weights::Q4_1F16(b)) => a.extend_from_slice(b),
             (Weights::Q4_0(a), Weights::Q4_0(b)) => a.extend_from_slice(b),
             (Weights::Q5_0x16(a), Weights::Q5_0x16(b)) => return a.append(b),
+            (Weights::Q4_1x16(a), Weights::Q4_1x16(b)) => return a.append(b),
+            (Weights::Q8x16(a), Weights::Q8x16(b)) => return a.append(b),
             (Weights::Q5_1(a), Weights::Q5_1(b)) => a.extend_from_slice(b),
-            (Weights::Q8_0(a), Weights::Q8_0(b)) => a.extend_from_slice(b),
-            (Weights::Q8H(a), Weights::Q8H(b)) => a.extend_from_slice(b),
             (Weights::Q2H(a), Weights::Q2H(b)) => a.extend_from_slice(b),
             (Weights::F32(a), Weights::F32(b)) => a.extend_from_slice(b),
             (Weights::Float(a), Weights::Float(b)) => match FloatRows::stack(&[a, b]) {
@@ -81,9 +82,9 @@ macro_rules! with_blocks {
             Weights::Q4_1F16($w) => $body,
             Weights::Q4_0($w) => $body,
             Weights::Q5_0x16($x16) => $inter,
+            Weights::Q4_1x16($x16) => $inter,
+            Weights::Q8x16($x16) => $inter,
             Weights::Q5_1($w) => $body,
-            Weights::Q8_0($w) => $body,
-            Weights::Q8H($w) => $body,
             Weights::Q2H($w) => $body,
             Weights::F32($f32) => $float,
             Weights::Float($mapped) => $rows,
@@ -123,21 +124,30 @@ impl QMatrix {
     /// Builds a `[rows, cols]` matrix from a GGUF tensor's bytes.
     pub fn from_ggml(ty: GgmlType, bytes: &[u8], rows: usize, cols: usize) -> Result<Self, Error> {
         let elements = rows * cols;
+        let bpr = cols / QK;
         let weights = match ty {
             GgmlType::Q4_1 => Weights::Q4_1F16(repack_q4_1_f16(bytes, elements)?),
             GgmlType::Q4_0 => Weights::Q4_0(repack_q4_0(bytes, elements)?),
-            GgmlType::Q5_0 => Weights::Q5_0x16(Q5_0x16::new(
-                &repack_q5_0(bytes, elements)?,
-                rows,
-                cols / QK,
-            )),
+            GgmlType::Q5_0 => {
+                Weights::Q5_0x16(Rows::new(&repack_q5_0(bytes, elements)?, rows, bpr))
+            }
             GgmlType::Q5_1 => Weights::Q5_1(repack_q5_1(bytes, elements)?),
-            GgmlType::Q8_0 => Weights::Q8_0(repack_q8_0(bytes, elements)?),
+            GgmlType::Q8_0 => {
+                // One scale for both halves: the signed-byte form's.
+                let blocks = repack_q8_0(bytes, elements)?.into_iter();
+                let halves: Vec<BlockQ8H> = blocks
+                    .map(|b| BlockQ8H {
+                        d: [b.d, b.d],
+                        qs: b.qs,
+                    })
+                    .collect();
+                Weights::Q8x16(Rows::new(&halves, rows, bpr))
+            }
             GgmlType::Q2K => Weights::Q2H(repack_q2_k(bytes, elements)?),
-            GgmlType::Q3K => Weights::Q8H(repack_q3_k(bytes, elements)?),
-            GgmlType::Q4K => Weights::Q4_1(repack_q4_k(bytes, elements)?),
+            GgmlType::Q3K => Weights::Q8x16(Rows::new(&repack_q3_k(bytes, elements)?, rows, bpr)),
+            GgmlType::Q4K => Weights::Q4_1x16(Rows::new(&repack_q4_k(bytes, elements)?, rows, bpr)),
             GgmlType::Q5K => Weights::Q5_1(repack_q5_k(bytes, elements)?),
-            GgmlType::Q6K => Weights::Q8H(repack_q6_k(bytes, elements)?),
+            GgmlType::Q6K => Weights::Q8x16(Rows::new(&repack_q6_k(bytes, elements)?, rows, bpr)),
             _ => {
                 let mut out = vec![0f32; elements];
                 dequantize(ty, bytes, &mut out)?;
@@ -353,7 +363,9 @@ impl QMatrix {
             Q8Tile {
                 blocks: std::array::from_fn(|r| &q.blocks[(m0 + r) * bpr..(m0 + r + 1) * bpr]),
                 sums: std::array::from_fn(|r| &q.sums[(m0 + r) * stride..(m0 + r + 1) * stride]),
-                ysums: std::array::from_fn(|r| &q.ysums[(m0 + r) * bpr..(m0 + r + 1) * bpr]),
+                ysums: std::array::from_fn(|r| {
+                    &q.ysums[2 * (m0 + r) * bpr..2 * (m0 + r + 1) * bpr]
+                }),
             }
         });
         with_blocks!(weights, w => self.run(w, rows, f32_rows, q8_rows, out), w => {
@@ -369,9 +381,9 @@ impl QMatrix {
     }
 
     /// [`Self::run`] for the interleaved rows.
-    fn run_x16<const R: usize>(
+    fn run_x16<B: LaneKernel, const R: usize>(
         &self,
-        w: &Q5_0x16,
+        w: &Rows<B>,
         rows: Range<usize>,
         f32_rows: [&[f32]; R],
         q8_rows: Option<Q8Tile<'_, R>>,
@@ -401,7 +413,7 @@ impl QMatrix {
             }
             return;
         }
-        interleaved::gemv_q8(w, rows, q.blocks, out);
+        w.gemv_q8(rows, q.blocks, out);
     }
 
     #[allow(unused_variables)]
@@ -444,6 +456,16 @@ struct Q8Tile<'a, const R: usize> {
     sums: [&'a [f32]; R],
     ysums: [&'a [i32]; R],
 }
+
+/// The interleaved forms with kernels on every target.
+#[cfg(target_arch = "x86_64")]
+trait LaneKernel: super::kernels::interleaved::X86Lanes {}
+#[cfg(target_arch = "x86_64")]
+impl<B: super::kernels::interleaved::X86Lanes> LaneKernel for B {}
+#[cfg(not(target_arch = "x86_64"))]
+trait LaneKernel: super::interleaved::Lanes {}
+#[cfg(not(target_arch = "x86_64"))]
+impl<B: super::interleaved::Lanes> LaneKernel for B {}
 
 /// The block types with kernels on every target.
 #[cfg(target_arch = "x86_64")]

@@ -14,8 +14,8 @@ pub struct Q8Rows {
     pub blocks: Vec<BlockQ8>,
     /// `[m, padded_blocks(cols / 32)]`
     pub sums: Vec<f32>,
-    /// `[m, cols / 32]`: each block's `Σ qs`, the integer the interleaved kernels take a
-    /// weight offset off with (see `interleaved`).
+    /// `[m, 2 · cols / 32]`: each half block's `Σ qs`, the integer the interleaved kernels
+    /// take a weight offset off with (see `interleaved`).
     pub ysums: Vec<i32>,
 }
 
@@ -32,11 +32,10 @@ impl Q8Rows {
         self.blocks.resize(m * bpr, BlockQ8::default());
         quantize_q8(x, &mut self.blocks);
         self.ysums.clear();
-        self.ysums.extend(
-            self.blocks
-                .iter()
-                .map(|b| b.qs.iter().map(|&q| i32::from(q)).sum::<i32>()),
-        );
+        self.ysums.extend(self.blocks.iter().flat_map(|b| {
+            let (lo, hi) = b.qs.split_at(QK / 2);
+            [lo, hi].map(|h| h.iter().map(|&q| i32::from(q)).sum::<i32>())
+        }));
         let stride = padded_blocks(bpr);
         self.sums.clear();
         self.sums.resize(m * stride, 0.0);

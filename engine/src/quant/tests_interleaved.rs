@@ -1,4 +1,4 @@
-//! Q5_0's interleaved rows (`interleaved`) against the reference dequantisation and the
+//! The interleaved forms (`interleaved`) against the reference dequantisation and the
 //! portable kernel, on whole groups, a padded last group and row ranges that cut groups.
 
 #![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
@@ -10,6 +10,15 @@ use crate::gguf::GgmlType;
 /// 37 rows: two whole groups of 16 and a last one padded with 11 zero rows.
 const ROWS: usize = 37;
 
+/// The types kept in interleaved rows: Q5_0, Q4_K, and Q8_0, Q6_K, Q3_K (signed bytes).
+const INTERLEAVED: [GgmlType; 5] = [
+    GgmlType::Q5_0,
+    GgmlType::Q4K,
+    GgmlType::Q8_0,
+    GgmlType::Q6K,
+    GgmlType::Q3K,
+];
+
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
@@ -17,21 +26,30 @@ fn bits(v: &[f32]) -> Vec<u32> {
 #[test]
 fn interleaved_rows_dequantise_to_the_files_values() {
     let mut seed = 41;
-    let cols = 96;
-    let bytes = random_matrix(GgmlType::Q5_0, ROWS, cols, &mut seed);
-    let mut dense = vec![0f32; ROWS * cols];
-    dequantize(GgmlType::Q5_0, &bytes, &mut dense).unwrap();
-    let w = QMatrix::from_ggml(GgmlType::Q5_0, &bytes, ROWS, cols).unwrap();
-    for row in 0..ROWS {
-        let mut out = vec![0f32; cols];
-        w.row_f32(row, &mut out);
-        assert_eq!(out, &dense[row * cols..(row + 1) * cols], "row {row}");
+    let cols = 512;
+    for ty in INTERLEAVED {
+        let bytes = random_matrix(ty, ROWS, cols, &mut seed);
+        let mut dense = vec![0f32; ROWS * cols];
+        dequantize(ty, &bytes, &mut dense).unwrap();
+        let w = QMatrix::from_ggml(ty, &bytes, ROWS, cols).unwrap();
+        for row in 0..ROWS {
+            let mut out = vec![0f32; cols];
+            w.row_f32(row, &mut out);
+            assert_eq!(out, &dense[row * cols..(row + 1) * cols], "{ty} row {row}");
+        }
     }
 }
 
 #[test]
 fn interleaved_kernels_give_the_portable_bits_on_every_path_and_range() {
-    let (cols, m) = (576, TILE_ROWS + 1);
+    for ty in INTERLEAVED {
+        portable_bits_everywhere(ty);
+    }
+}
+
+/// Checks one type: the portable path near the exact dot, every path and range on its bits.
+fn portable_bits_everywhere(ty: GgmlType) {
+    let (cols, m) = (768, TILE_ROWS + 1);
     let mut seed = 43;
     let x: Vec<f32> = (0..m * cols).map(|_| lcg(&mut seed)).collect();
     let mut q8 = Q8Rows::default();
@@ -40,10 +58,10 @@ fn interleaved_kernels_give_the_portable_bits_on_every_path_and_range() {
         f32: &x,
         q8: Some(&q8),
     };
-    let bytes = random_matrix(GgmlType::Q5_0, ROWS, cols, &mut seed);
+    let bytes = random_matrix(ty, ROWS, cols, &mut seed);
     let mut dense = vec![0f32; ROWS * cols];
-    dequantize(GgmlType::Q5_0, &bytes, &mut dense).unwrap();
-    let portable = QMatrix::from_ggml(GgmlType::Q5_0, &bytes, ROWS, cols)
+    dequantize(ty, &bytes, &mut dense).unwrap();
+    let portable = QMatrix::from_ggml(ty, &bytes, ROWS, cols)
         .unwrap()
         .with_simd(Simd::Scalar);
     // Each row alone, one activation row at a time, on the portable path.
@@ -78,7 +96,7 @@ fn interleaved_kernels_give_the_portable_bits_on_every_path_and_range() {
                     assert_eq!(
                         bits(&out[r * len..][..len]),
                         bits(want),
-                        "{simd:?} tile {tile} rows {range:?}"
+                        "{ty} {simd:?} tile {tile} rows {range:?}"
                     );
                 }
             }

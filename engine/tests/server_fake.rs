@@ -230,7 +230,21 @@ async fn bad_input_gets_its_status_and_an_openai_error_and_the_server_carries_on
             "/v1/completions",
             br#"{"prompt": "hi", "max_tokens": "ten"}"#.to_vec(),
             400,
-            None,
+            Some("max_tokens"),
+        ),
+        (
+            "wrong type, a flattened field",
+            "/v1/chat/completions",
+            br#"{"messages": [{"role": "user", "content": "hi"}], "speculative": "yes"}"#.to_vec(),
+            400,
+            Some("speculative"),
+        ),
+        (
+            "wrong type, nested",
+            "/v1/completions",
+            br#"{"prompt": "hi", "stream_options": {"include_usage": 1}}"#.to_vec(),
+            400,
+            Some("stream_options.include_usage"),
         ),
         (
             "missing prompt",
@@ -321,7 +335,7 @@ async fn bad_input_gets_its_status_and_an_openai_error_and_the_server_carries_on
             "/v1/chat/completions",
             br#"{"messages": [{"role": 3}]}"#.to_vec(),
             400,
-            None,
+            Some("messages[0].role"),
         ),
         (
             "body over the limit",
@@ -354,6 +368,14 @@ async fn bad_input_gets_its_status_and_an_openai_error_and_the_server_carries_on
         );
         if let Some(param) = param {
             assert_eq!(error["param"], param, "{what}: {}", reply.body);
+            // A body's type error names the member at fault in its message too.
+            let message = error["message"].as_str().unwrap_or_default();
+            if message.starts_with("invalid request: ") {
+                assert!(
+                    message.contains(&format!(" {param}: ")),
+                    "{what}: {message}"
+                );
+            }
         }
     }
     let priority = post_raw(

@@ -102,23 +102,39 @@ async fn stream_times(addr: SocketAddr, i: usize) -> Vec<Instant> {
     times
 }
 
-/// What the engine's gauges showed during a run: the most requests waiting and the lowest
-/// running-set limit, polled until `done`.
-async fn watch(addr: SocketAddr, done: Arc<AtomicBool>) -> (f64, f64) {
-    let (mut waiting, mut limit) = (0.0_f64, f64::INFINITY);
+/// What the engine's gauges showed during a run, polled until `done`.
+#[derive(Debug, Default)]
+struct Gauges {
+    /// The most requests waiting.
+    waiting: f64,
+    /// The running-set limit in force, each change in order.
+    limits: Vec<f64>,
+}
+
+impl Gauges {
+    fn lowest_limit(&self) -> f64 {
+        self.limits.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+}
+
+async fn watch(addr: SocketAddr, done: Arc<AtomicBool>) -> Gauges {
+    let mut gauges = Gauges::default();
     while !done.load(Ordering::Relaxed) {
         if let Ok(reply) = client::get(addr, "/metrics").await {
             let read = |name| metric_value(&reply.body, name).unwrap_or(f64::NAN);
-            waiting = waiting.max(read(names::NUM_REQUESTS_WAITING));
-            limit = limit.min(read(names::MAX_NUM_SEQS));
+            gauges.waiting = gauges.waiting.max(read(names::NUM_REQUESTS_WAITING));
+            let limit = read(names::MAX_NUM_SEQS);
+            if limit.is_finite() && gauges.limits.last() != Some(&limit) {
+                gauges.limits.push(limit);
+            }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    (waiting, limit)
+    gauges
 }
 
 /// One run: `STREAMS` streams at once. Returns the figures and what the gauges showed.
-async fn run(engine: &Engine) -> (Measured, (f64, f64)) {
+async fn run(engine: &Engine) -> (Measured, Gauges) {
     let done = Arc::new(AtomicBool::new(false));
     let watcher = tokio::spawn(watch(engine.addr, done.clone()));
     let started = Instant::now();
@@ -146,7 +162,7 @@ fn target_between(fixed: &[(usize, Measured)]) -> Duration {
 
 /// One measurement: every fixed cap, the target set from the first round, the rounds pooled;
 /// the verdict of the acceptance rules.
-async fn attempt() -> Result<(), String> {
+async fn measure() -> Result<(), String> {
     let mut engines = Vec::new();
     for cap in CAPS {
         engines.push(start(cap, None).await);
@@ -159,25 +175,35 @@ async fn attempt() -> Result<(), String> {
     let target = target_between(&fixed);
     let held_engine = start(STREAMS, Some(target)).await;
     let mut held = Measured::default();
-    let (mut waiting, mut limit) = (0.0_f64, f64::INFINITY);
+    let mut gauges = Vec::new();
     for _ in 1..ROUNDS {
-        let (m, (w, l)) = run(&held_engine).await;
+        let (m, g) = run(&held_engine).await;
         held.pool(m);
-        (waiting, limit) = (waiting.max(w), limit.min(l));
+        gauges.push(g);
         for (engine, (_, pooled)) in engines.iter().zip(&mut fixed) {
             pooled.pool(run(engine).await.0);
         }
     }
+    let waiting = gauges.iter().map(|g| g.waiting).fold(0.0, f64::max);
+    let limit = gauges
+        .iter()
+        .map(Gauges::lowest_limit)
+        .fold(f64::INFINITY, f64::min);
+    let traces: Vec<String> = gauges.iter().map(|g| format!("{:?}", g.limits)).collect();
     let sweep = Sweep {
         fixed: &fixed,
         target_s: target.as_secs_f64(),
         held: &held,
-        note: format!("most waiting: {waiting}, lowest running-set limit: {limit}"),
+        note: format!(
+            "most waiting: {waiting}, lowest running-set limit: {limit}, the limit each 100 ms \
+             by round: {}",
+            traces.join(" ")
+        ),
     };
     sweep.verdict(waiting > 0.0 && limit < STREAMS as f64)
 }
 
-/// The machine's 1-minute load average, printed beside a failed attempt.
+/// The machine's 1-minute load average, printed beside a failure.
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
@@ -185,19 +211,25 @@ fn load_average() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// On a 2-core machine shared with other work, the fixed caps' throughputs lie within a few
-/// percent of each other, so one disturbed round can decide the 90% rule (1 of 5 runs at load
-/// 6.6 failed so). A failed attempt is therefore measured once more, from fresh processes, and
-/// both tables are printed; a controller that does not hold the target fails both.
+/// On a 2-core machine shared with other work, one disturbed round can decide the 90% rule:
+/// the fixed caps' throughputs differ by a quarter between configurations under load, and on
+/// this backend a step of 4 sequences costs 3.2 ms a sequence where 8 cost 6.1, so the best
+/// fixed cap can be the smallest, whose batch the target's controller (the largest batch within
+/// the target) does not pick. A failed attempt is therefore measured once more, from fresh
+/// processes, and both tables are printed; a controller that does not hold the target fails
+/// both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_cpu_backend_the_engine_holds_its_tpot_target_at_the_best_fixed_throughput() {
-    if let Err(first) = attempt().await {
+    if let Err(first) = measure().await {
         println!(
             "attempt 1 failed (load average {}): {first}\nmeasuring once more",
             load_average()
         );
-        if let Err(second) = attempt().await {
-            panic!("both attempts failed.\nfirst: {first}\nsecond: {second}");
+        if let Err(second) = measure().await {
+            panic!(
+                "both attempts failed (load average {}).\nfirst: {first}\nsecond: {second}",
+                load_average()
+            );
         }
     }
 }

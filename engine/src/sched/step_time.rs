@@ -149,10 +149,14 @@ impl StepTimeModel {
         } else {
             f64::INFINITY
         };
+        // Never below the warm-up's batch: after a warm-up of one stream (a health probe, a
+        // first request) the largest batch measured is 1, and growing from there held a
+        // 64-stream burst's first steps at 2, 3, 4 sequences where 4 are allowed unmeasured.
         let largest = self.largest_seqs as f64;
         let measured_reach = (largest * (1.0 + GROWTH_PAST_MEASURED))
             .floor()
-            .max(largest + 1.0);
+            .max(largest + 1.0)
+            .max(WARM_UP_SEQS as f64);
         let max_num_seqs =
             (seqs.min(measured_reach).min(ceiling.max_num_seqs as f64) as usize).max(1);
         // The prompt tokens the decoders leave room for (one more sequence's cost included),
@@ -167,6 +171,16 @@ impl StepTimeModel {
         let prefill =
             (prefill.min(ceiling.max_batch_tokens as f64) as usize).max(MIN_PREFILL_TOKENS);
         let max_batch_tokens = (decoders + prefill).min(ceiling.max_batch_tokens).max(1);
+        // `RUST_LOG=tokenscale_engine::sched=trace` shows the fit and the limits per step.
+        tracing::trace!(
+            a,
+            b,
+            c,
+            prompt_tokens,
+            running,
+            max_num_seqs,
+            max_batch_tokens
+        );
         StepLimits {
             max_num_seqs,
             max_batch_tokens,
@@ -365,3 +379,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "step_time_replay.rs"]
+mod replay;

@@ -109,7 +109,7 @@ mod tests {
     #[test]
     fn a_type_error_names_the_member() {
         let body = br#"{"prompt": "a", "speculative": "yes"}"#;
-        let err = parse_json::<CompletionRequest>(body).err().expect("a 400");
+        let err = parse_json::<CompletionRequest>(body).expect_err("a 400");
         assert_eq!(
             err.message,
             "invalid request: speculative: invalid type: string \"yes\", expected a boolean"

@@ -81,7 +81,7 @@ impl<B: Lanes> Rows<B> {
 
     /// Appends `other`'s rows when this matrix ends on a whole group (returns whether it did).
     pub fn append(&mut self, other: &Self) -> bool {
-        if self.rows % GROUP != 0 || self.blocks_per_row != other.blocks_per_row {
+        if !self.rows.is_multiple_of(GROUP) || self.blocks_per_row != other.blocks_per_row {
             return false;
         }
         self.blocks.extend_from_slice(&other.blocks);

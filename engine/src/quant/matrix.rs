@@ -21,7 +21,8 @@ pub const TILE_ROWS: usize = 8;
 
 /// Weights, row-major: row `n` is blocks `n * blocks_per_row ..`. The K-quants are repacked
 /// into the 32-element form of their sub-blocks (see `superblocks`): Q4_K is Q4_1 with
-/// computed scales, Q5_K is Q5_1, Q6_K and Q3_K are signed bytes with a scale per half.
+/// computed scales, Q5_K is Q5_1, Q6_K and Q3_K are signed bytes with a scale per half; Q5_0,
+/// Q8_0 and those forms of Q4_K, Q6_K and Q3_K are then interleaved (see `interleaved`).
 #[derive(Debug, Clone)]
 enum Weights {
     /// Q4_1 with `f32` scales (tests compare [`BlockQ4_1F16`] with it).

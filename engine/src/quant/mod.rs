@@ -4,9 +4,11 @@
 //! Weights are repacked at load into blocks with `f32` scales ([`BlockQ4_1`], [`BlockQ4_0`],
 //! [`BlockQ8_0`]) so kernels never convert halves, except Q4_1 ([`BlockQ4_1F16`]: the file's
 //! 20-byte blocks, a sixth fewer bytes for a one-sequence decode step to stream; measured
-//! 1.14x on it, where Q5_0 kept in its 22 bytes measured 0.72x). Activations for the fast path
-//! are quantised per token into [`BlockQ8`] (32 `i8` and an `f32` scale, plus the block's
-//! scaled sum so the weight minimum of Q4_1 folds into one multiply — llama.cpp's Q8_1 trick).
+//! 1.14x on it, where Q5_0 kept in its 22 bytes measured 0.72x). Q5_0, Q8_0, Q4_K, Q6_K and
+//! Q3_K are then interleaved sixteen rows to a block (`interleaved`: one weight row per vector
+//! lane, a block scaled once per sixteen rows). Activations for the fast path are quantised
+//! per token into [`BlockQ8`] (32 `i8` and an `f32` scale, plus the block's scaled sum so the
+//! weight minimum of Q4_1 folds into one multiply — llama.cpp's Q8_1 trick).
 
 mod blocks;
 mod dequant;

@@ -28,6 +28,7 @@
 mod apply;
 pub mod attainment;
 mod cold_start;
+pub mod journal;
 mod model_loop;
 #[cfg(test)]
 mod rise_tests;

@@ -346,6 +346,17 @@ impl ScalingLoop {
         };
         self.slo.record(now.unix_s(), &self.spec.slo, period);
         let target_replicas = decision.replicas;
+        super::journal::note(|| super::journal::Entry {
+            now_s: now.now_s,
+            desired_before: counts.desired,
+            ready: counts.ready,
+            target: target_replicas,
+            reason: decision.reason,
+            demand_tokens_per_s: decision.demand_tokens_per_s,
+            capacity_tokens_per_s: decision.capacity_tokens_per_s_per_replica,
+            queued_requests: view.demand.as_ref().map_or(0, |d| d.queued_requests),
+            lead_time_s,
+        });
         // Replicas this tick orders wait from now (see `ColdStarts::ordered`).
         self.cold_starts
             .ordered(now.now_s, target_replicas.saturating_sub(counts.desired));

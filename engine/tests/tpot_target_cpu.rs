@@ -212,12 +212,11 @@ fn load_average() -> String {
 }
 
 /// On a 2-core machine shared with other work, one disturbed round can decide the 90% rule:
-/// the fixed caps' throughputs differ by a quarter between configurations under load, and on
-/// this backend a step of 4 sequences costs 3.2 ms a sequence where 8 cost 6.1, so the best
-/// fixed cap can be the smallest, whose batch the target's controller (the largest batch within
-/// the target) does not pick. A failed attempt is therefore measured once more, from fresh
-/// processes, and both tables are printed; a controller that does not hold the target fails
-/// both.
+/// the fixed caps' throughputs differ by a quarter between configurations under load (and on
+/// this backend a decode step of 4 sequences has cost 3.2 ms a sequence where 8 cost 6.1, which
+/// the controller now follows by measuring its rate by batch size). A failed attempt is
+/// therefore measured once more, from fresh processes, and both tables are printed; a
+/// controller that does not hold the target fails both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_cpu_backend_the_engine_holds_its_tpot_target_at_the_best_fixed_throughput() {
     if let Err(first) = measure().await {

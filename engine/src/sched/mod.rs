@@ -1,6 +1,7 @@
 //! The iteration-level scheduler (pure): which requests run each step, how many tokens each,
 //! and who is preempted when the KV pool runs dry.
 
+mod batch_rate;
 mod request;
 mod scheduler;
 mod step_time;

@@ -12,6 +12,8 @@
 //! that all look alike (decode only: sequences = tokens) still give a usable fit. It follows
 //! the machine: a slower neighbour or longer contexts raise the fit within tens of steps.
 
+use super::batch_rate::DecodeRates;
+
 /// Weight of the past per new step (memory of about 1 / (1 − 0.97) ≈ 33 steps).
 const FORGET: f64 = 0.97;
 /// Ridge on the slopes, relative to the data's scale: keeps collinear steps solvable.
@@ -55,6 +57,8 @@ pub struct StepTimeModel {
     steps: u32,
     /// The most sequences one measured step held.
     largest_seqs: usize,
+    /// Decode-only step times by size, for a backend whose cost is not a straight line.
+    rates: DecodeRates,
 }
 
 impl Default for StepTimeModel {
@@ -64,6 +68,7 @@ impl Default for StepTimeModel {
             xt: [0.0; 3],
             steps: 0,
             largest_seqs: 0,
+            rates: DecodeRates::default(),
         }
     }
 }
@@ -83,6 +88,9 @@ impl StepTimeModel {
         }
         self.steps = self.steps.saturating_add(1);
         self.largest_seqs = self.largest_seqs.max(sequences);
+        if tokens == sequences {
+            self.rates.observe(sequences, seconds, self.steps);
+        }
     }
 
     /// The fitted `(a, b, c)`, or `None` while warming up. Slopes are never negative (a step
@@ -159,6 +167,10 @@ impl StepTimeModel {
             .max(WARM_UP_SEQS as f64);
         let max_num_seqs =
             (seqs.min(measured_reach).min(ceiling.max_num_seqs as f64) as usize).max(1);
+        let predicted_s = a + per_decoder * max_num_seqs as f64;
+        let max_num_seqs = self
+            .rates
+            .best_within(max_num_seqs, predicted_s, self.steps);
         // The prompt tokens the decoders leave room for (one more sequence's cost included),
         // at least a minimal chunk.
         let decoders = running.min(max_num_seqs);

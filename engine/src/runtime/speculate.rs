@@ -10,7 +10,7 @@ use super::{EngineLoop, TokenEvent, covered_row};
 use crate::backend::{DeviceRow, SampledStep};
 use crate::sampling::{SampledToken, Sampler, SamplingError};
 use crate::sched::{ScheduledSeq, SchedulerOutput};
-use crate::spec::{SpeculativeMode, StepCost, accepted, propose, verify};
+use crate::spec::{SpeculativeMode, StepCost, accepted, lookup, verify};
 
 /// Why a verify step stopped sampling early.
 enum Stop {
@@ -62,13 +62,19 @@ impl EngineLoop {
                 drafts.push((id, Vec::new()));
                 continue;
             }
-            let k = policy.length(config.mode, max_k, cost);
             let (min_n, max_n) = (config.prompt_lookup_min, config.prompt_lookup_max);
-            let mut proposal = propose(&request.tokens, min_n, max_n, k.max(1));
-            if k == 0 {
+            let Some(found) = lookup(&request.tokens, min_n, max_n, max_k) else {
+                drafts.push((id, Vec::new()));
+                continue;
+            };
+            let k = policy.length(found.n, config.mode, max_k, cost);
+            let first = found.tokens.first().map(|&token| (token, found.n));
+            let mut proposal = found.tokens;
+            proposal.truncate(k);
+            match k {
                 // Not drafted: scored against the coming token, so acceptance keeps learning.
-                policy.set_shadow(proposal.first().copied());
-                proposal.clear();
+                0 => policy.set_shadow(first),
+                _ => policy.drafting(found.n),
             }
             budget = budget.saturating_sub(proposal.len());
             drafts.push((id, proposal));

@@ -1,26 +1,26 @@
 //! Speculative decoding without a second model: n-gram (prompt-lookup) drafts verified in one
 //! batched forward, exact for every sampling mode, with a per-sequence draft length.
 //!
-//! A draft is the `k` tokens that followed the latest earlier occurrence of the sequence's last
-//! `n` tokens (`ngram.rs`). The engine runs the last token and the draft as one small chunk with
-//! every row's logits kept, then samples row by row with the request's own sampler
-//! (`verify.rs`): a row's token is kept and the next row sampled only while it equals the
-//! draft. The draft is a point mass q, so this is rejection sampling: token d is accepted with
-//! probability p(d), and on rejection the token is p's draw given that it is not d, i.e. p with
-//! d removed and renormalised. Each kept token is therefore drawn from exactly the distribution
-//! plain decoding would use, with the same seeded draw, so a seeded request gives the same
-//! tokens with and without speculation, at any temperature, with top-k/top-p/min-p, penalties
-//! and `logit_bias` (the sampler's counts advance token by token as in plain decoding).
-//! Grammar-constrained requests are not speculated: their mask is computed for one position
-//! per step. The draft length follows each sequence's acceptance and, with `auto`, the
-//! engine's measured step time (`policy.rs`).
+//! A draft is the `k` tokens that followed the latest earlier occurrence of the sequence's last `n`
+//! tokens, repeating the period where that runs into the end (`ngram.rs`). The engine runs the last
+//! token and the draft as one small chunk with every row's logits kept, then samples row by row
+//! with the request's own sampler (`verify.rs`): a row's token is kept and the next row sampled
+//! only while it equals the draft. The draft is a point mass q, so this is rejection sampling:
+//! token d is accepted with probability p(d), and on rejection the token is p's draw given that it
+//! is not d, i.e. p with d removed and renormalised. Each kept token is therefore drawn from
+//! exactly the distribution plain decoding would use, with the same seeded draw, so a seeded
+//! request gives the same tokens with and without speculation, at any temperature, with
+//! top-k/top-p/min-p, penalties and `logit_bias` (the sampler's counts advance token by token as in
+//! plain decoding). Grammar-constrained requests are not speculated: their mask is computed for one
+//! position per step. The draft length follows each sequence's acceptance per match length and,
+//! with `auto`, the engine's measured step time by draft length (`policy.rs`).
 
 mod ngram;
 mod policy;
 pub mod tasks;
 mod verify;
 
-pub use ngram::propose;
+pub use ngram::{Lookup, lookup, propose};
 pub use policy::{DraftCost, DraftPolicy, StepCost, expected_tokens};
 pub use verify::{accepted, verify};
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::policy::StepCost;
+use super::policy::{self, StepCost};
 use super::*;
 use crate::sampling::{Sampler, SamplingParams};
 
@@ -15,8 +15,10 @@ fn the_latest_longest_match_gives_the_draft() {
     assert_eq!(propose(&tokens, 1, 3, 1), vec![7]);
     // Nothing repeats: no draft.
     assert!(propose(&[1, 2, 3, 4], 1, 3, 4).is_empty());
-    // The draft stops at the end of what is known.
-    assert_eq!(propose(&[4, 5, 4], 1, 2, 5), vec![5, 4]);
+    // A match that runs into the end is a loop: the draft goes on with its period.
+    assert_eq!(propose(&[4, 5, 4], 1, 2, 5), vec![5, 4, 5, 4, 5]);
+    assert_eq!(propose(&[8, 1, 2, 3, 1, 2], 2, 2, 4), vec![3, 1, 2, 3]);
+    assert_eq!(propose(&[7, 7], 1, 1, 3), vec![7, 7, 7]);
 }
 
 #[test]
@@ -34,36 +36,122 @@ fn mode_names_parse_and_bad_settings_are_named() {
     assert!(SpeculativeConfig::default().validate().is_ok());
 }
 
+/// One stream's step of `step_s` and `per_token_s` a draft row, no length measured apart.
+fn one_stream(step_s: f64, per_token_s: f64) -> StepCost {
+    StepCost {
+        step_s,
+        per_token_s,
+        running: 1,
+        extra_s: [None; policy::MEASURED_ROWS],
+        plain_measured: false,
+    }
+}
+
 #[test]
 fn the_length_follows_acceptance_and_cost() {
-    let cheap = StepCost {
-        step_s: 0.020,
-        per_token_s: 0.001,
-        running: 1,
-    };
+    let cheap = one_stream(0.020, 0.001);
     let mut good = DraftPolicy::default();
+    good.drafting(4);
     good.record(4, 4);
-    assert_eq!(good.length(SpeculativeMode::Auto, 4, Some(cheap)), 4);
+    assert_eq!(good.length(4, SpeculativeMode::Auto, 4, Some(cheap)), 4);
     let mut bad = DraftPolicy::default();
+    bad.drafting(4);
     for _ in 0..10 {
         bad.record(4, 0);
     }
-    assert!(bad.acceptance() < 0.1);
+    assert!(bad.acceptance(4) < 0.1);
     // A token costing as much as a step never pays; auto stops drafting, ngram keeps one.
     let dear = StepCost {
         per_token_s: 0.020,
         ..cheap
     };
-    assert_eq!(bad.length(SpeculativeMode::Auto, 4, Some(dear)), 0);
-    assert_eq!(bad.length(SpeculativeMode::Ngram, 4, Some(dear)), 1);
-    assert_eq!(good.length(SpeculativeMode::Off, 4, None), 0);
+    assert_eq!(bad.length(4, SpeculativeMode::Auto, 4, Some(dear)), 0);
+    assert_eq!(bad.length(4, SpeculativeMode::Ngram, 4, Some(dear)), 1);
+    assert_eq!(good.length(4, SpeculativeMode::Off, 4, None), 0);
     // Shadow proposals that come true earn the drafts back.
     for _ in 0..20 {
-        bad.set_shadow(Some(7));
+        bad.set_shadow(Some((7, 4)));
         bad.on_token(7);
     }
-    assert!(bad.length(SpeculativeMode::Auto, 4, Some(cheap)) > 0);
+    assert!(bad.length(4, SpeculativeMode::Auto, 4, Some(cheap)) > 0);
     assert!((expected_tokens(0.5, 2) - 1.75).abs() < 1e-12);
+}
+
+#[test]
+fn acceptance_is_learnt_per_match_length() {
+    let cost = one_stream(0.007, 0.001);
+    let mut policy = DraftPolicy::default();
+    // Drafts from 1-token matches miss (free text), those from 4-token matches are kept (a
+    // loop): auto stops drafting after the short matches only.
+    for _ in 0..12 {
+        policy.drafting(1);
+        policy.record(1, 0);
+        policy.drafting(4);
+        policy.record(3, 3);
+    }
+    assert!(policy.acceptance(1) < 0.1 && policy.acceptance(4) > 0.9);
+    assert_eq!(policy.length(1, SpeculativeMode::Auto, 3, Some(cost)), 0);
+    assert_eq!(policy.length(4, SpeculativeMode::Auto, 3, Some(cost)), 3);
+    // Shadow proposals are scored at their own match length.
+    for _ in 0..12 {
+        policy.set_shadow(Some((9, 1)));
+        policy.on_token(9);
+    }
+    assert!(policy.acceptance(1) > 0.9);
+}
+
+#[test]
+#[allow(clippy::unwrap_used)]
+fn a_measured_step_cost_by_draft_length_sets_the_length() {
+    // One stream measured 7 ms plain, 1 ms more per draft row up to 3 and 7.3 ms more with 4
+    // (the CPU kernels' tiles change at 5 rows): with drafts always kept, 3 rows give 4
+    // tokens in 10 ms, 4 rows 5 in 14.3 ms.
+    let mut measured = DraftCost::default();
+    for _ in 0..10 {
+        measured.observe(1, 0, 0.007);
+    }
+    // A length's first measurement is averaged in from the rows' average: each settles.
+    for _ in 0..30 {
+        for (rows, seconds) in [(1, 0.008), (2, 0.009), (3, 0.010), (4, 0.0143)] {
+            measured.observe(1, rows, seconds);
+        }
+    }
+    let predict = |_: usize, _: usize| Some(0.007);
+    let mut cliff_only = DraftCost::default();
+    cliff_only.observe(1, 0, 0.007);
+    cliff_only.observe(1, 4, 0.0143);
+    let cost = StepCost::from_model(predict, 1, &cliff_only).unwrap();
+    // Only the dear 4-row step measured: 3 rows look as dear per row, and are tried.
+    assert_eq!(
+        policy_always_kept().length(4, SpeculativeMode::Auto, 4, Some(cost)),
+        3
+    );
+    let cost = StepCost::from_model(predict, 1, &measured).unwrap();
+    assert!((cost.extra(4) - 0.0073).abs() < 1e-6, "{cost:?}");
+    let policy = policy_always_kept();
+    assert_eq!(policy.length(4, SpeculativeMode::Auto, 4, Some(cost)), 3);
+    // A step held up by the machine (90 ms) moves a length's price by at most 30%.
+    let mut disturbed = measured.clone();
+    disturbed.observe(1, 3, 0.090);
+    let extra = StepCost::from_model(predict, 1, &disturbed)
+        .unwrap()
+        .extra(3);
+    assert!(extra <= 0.003 * 1.3 + 1e-9, "{extra}");
+    // Where 4 rows cost 1 ms each too, the longest draft gives the most.
+    let mut linear = measured.clone();
+    for _ in 0..20 {
+        linear.observe(1, 4, 0.011);
+    }
+    let cost = StepCost::from_model(predict, 1, &linear).unwrap();
+    assert_eq!(policy.length(4, SpeculativeMode::Auto, 4, Some(cost)), 4);
+}
+
+/// A sequence whose drafts from 4-token matches were always kept.
+fn policy_always_kept() -> DraftPolicy {
+    let mut policy = DraftPolicy::default();
+    policy.drafting(4);
+    policy.record(20, 20);
+    policy
 }
 
 /// A toy model over six tokens: the next token's logits depend on the previous token.
@@ -96,13 +184,18 @@ fn a_draft_row_is_priced_as_one_more_decoding_sequence() {
     assert!((wide.per_token_s - 0.0022).abs() < 1e-4, "{wide:?}");
     // At 16 streams a step is 43.2 ms and a draft row costs the batch 16 × 2.2 ms: a
     // sequence whose drafts are kept 73% of the time saves 32 ms a token but costs 35 ms,
-    // so `auto` does not draft; alone, 10.2 ms a step against 2.2 ms, it drafts the most.
+    // so `auto` does not draft; alone, 10.2 ms a step against 2.2 ms a row, 3 rows give
+    // the most tokens per second (2.66 in 16.8 ms; 4 rows: 2.95 in 19 ms).
     let policy = DraftPolicy::default();
     let mut seasoned = policy.clone();
+    seasoned.drafting(4);
     seasoned.record(10, 7);
-    assert!((0.6..0.8).contains(&seasoned.acceptance()));
-    assert_eq!(seasoned.length(SpeculativeMode::Auto, 4, Some(wide)), 0);
-    assert_eq!(seasoned.length(SpeculativeMode::Auto, 4, Some(cost(1))), 4);
+    assert!((0.6..0.8).contains(&seasoned.acceptance(4)));
+    assert_eq!(seasoned.length(4, SpeculativeMode::Auto, 4, Some(wide)), 0);
+    assert_eq!(
+        seasoned.length(4, SpeculativeMode::Auto, 4, Some(cost(1))),
+        3
+    );
 }
 
 #[test]
@@ -130,10 +223,18 @@ fn the_measured_draft_cost_prices_drafts_per_batch_size() {
     // Drafts always kept: at 16 streams 16 × 3.5 ms per row outweighs the 49 ms step a kept
     // token saves; alone, 0.5 ms against 15 ms, the longest draft pays.
     let mut policy = DraftPolicy::default();
+    policy.drafting(4);
     policy.record(20, 20);
-    assert!(policy.acceptance() > 0.99);
-    assert_eq!(policy.length(SpeculativeMode::Auto, 4, Some(wide)), 0);
-    assert_eq!(policy.length(SpeculativeMode::Auto, 4, Some(alone)), 4);
+    assert!(policy.acceptance(4) > 0.99);
+    assert_eq!(policy.length(4, SpeculativeMode::Auto, 4, Some(wide)), 0);
+    // Alone only 4 rows were measured: the shorter lengths are tried once each, the longest
+    // first, before the longest draft is kept to.
+    assert_eq!(policy.length(4, SpeculativeMode::Auto, 4, Some(alone)), 3);
+    for rows in 1..=3 {
+        measured.observe(1, rows, 0.015 + 0.0005 * rows as f64);
+    }
+    let alone = StepCost::from_model(predict, 1, &measured).unwrap();
+    assert_eq!(policy.length(4, SpeculativeMode::Auto, 4, Some(alone)), 4);
     // Unmeasured, the fit prices both (its flat slope: the row looks free).
     let unmeasured = StepCost::from_model(predict, 64, &measured).unwrap();
     assert_eq!((unmeasured.step_s, unmeasured.per_token_s), (0.060, 0.0));

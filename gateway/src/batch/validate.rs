@@ -653,7 +653,8 @@ mod tests {
             r#"{"model":"m","messages":[],"max_tokens":"x"}"#,
         ));
         assert!(
-            e.message.starts_with("Invalid JSON body: max_tokens: invalid type"),
+            e.message
+                .starts_with("Invalid JSON body: max_tokens: invalid type"),
             "{}",
             e.message
         );

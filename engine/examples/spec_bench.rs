@@ -5,8 +5,9 @@
 //! the rounds are comparable. Prints, never asserts: the machine may be shared.
 //!
 //! `cargo run --release -p tokenscale-engine --example spec_bench -- [ROUNDS] [TOKENS] [MODE]
-//! [STREAMS]` (MODE: `auto`, the default, or `ngram`; STREAMS: 1, or more at once to see what
-//! speculation does to a batch: aggregate decode tokens/s).
+//! [STREAMS] [K] [MAX_N]` (MODE: `auto`, the default, or `ngram`; STREAMS: 1, or more at once to
+//! see what speculation does to a batch: aggregate decode tokens/s; K and MAX_N:
+//! `--num-speculative-tokens` and `--prompt-lookup-max`, the defaults when left out).
 
 use tokenscale_engine::backend::cuda::check::speculative::run_streams;
 use tokenscale_engine::server::{ServeConfig, load_model};
@@ -20,16 +21,29 @@ fn main() -> anyhow::Result<()> {
     let tokens: u32 = args.get(2).map_or(Ok(160), |a| a.parse())?;
     let mode = args.get(3).map_or("auto", String::as_str);
     let streams: usize = args.get(4).map_or(Ok(1), |a| a.parse())?;
+    let defaults = SpeculativeConfig::default();
+    let speculative = SpeculativeConfig {
+        mode: mode.parse().map_err(anyhow::Error::msg)?,
+        num_speculative_tokens: args
+            .get(5)
+            .map_or(Ok(defaults.num_speculative_tokens), |a| a.parse())?,
+        prompt_lookup_max: args
+            .get(6)
+            .map_or(Ok(defaults.prompt_lookup_max), |a| a.parse())?,
+        ..defaults
+    };
+    speculative.validate().map_err(anyhow::Error::msg)?;
     let config = ServeConfig {
-        speculative: SpeculativeConfig {
-            mode: mode.parse().map_err(anyhow::Error::msg)?,
-            ..SpeculativeConfig::default()
-        },
+        speculative,
         ..ServeConfig::default()
     };
     let model = load_model(&config)?;
     println!(
-        "--speculative {mode}, {rounds} rounds, up to {tokens} tokens, greedy, {streams} stream(s)"
+        "--speculative {mode}, k {}, n {}..{}, {rounds} rounds, up to {tokens} tokens, greedy, \
+         {streams} stream(s)",
+        speculative.num_speculative_tokens,
+        speculative.prompt_lookup_min,
+        speculative.prompt_lookup_max
     );
     for (name, instruction) in TASKS {
         let prompt = model

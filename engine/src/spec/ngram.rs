@@ -1,5 +1,6 @@
 //! Prompt-lookup drafting: the tokens that followed the latest earlier occurrence of the
-//! sequence's last n tokens, longest n first, continued periodically past the end. Pure.
+//! sequence's longest suffix that occurred before (up to `max_n` tokens), continued
+//! periodically past the end. Pure.
 
 /// A proposal: the draft and the length of the suffix it matched (longer matches are kept
 /// far more often: on the quotes task 19% of 1-token matches' first tokens against all of
@@ -19,34 +20,47 @@ pub fn propose(tokens: &[u32], min_n: usize, max_n: usize, k: usize) -> Vec<u32>
 }
 
 /// [`propose`] with the length of the suffix matched; `None` when none did.
+///
+/// One pass over the sequence: at each earlier position holding the last token, the match
+/// is extended backwards (up to `max_n`), and the longest wins, the latest among equals (the
+/// most recent context is the likeliest to repeat). A long `max_n` (a loop's whole period,
+/// which tells a loop from a phrase that merely recurs) thus costs no more than a short one,
+/// where trying each length in turn scanned the sequence once per length.
 pub fn lookup(tokens: &[u32], min_n: usize, max_n: usize, k: usize) -> Option<Lookup> {
-    if k == 0 || min_n == 0 {
+    let len = tokens.len();
+    if k == 0 || min_n == 0 || max_n < min_n || len <= min_n {
         return None;
     }
-    for n in (min_n..=max_n).rev() {
-        if tokens.len() <= n {
+    let last = tokens[len - 1];
+    // (match length, the position after the match): the best so far.
+    let mut best: Option<(usize, usize)> = None;
+    // `from`: the position after an earlier occurrence; `len` itself is the suffix, which
+    // nothing follows yet.
+    for from in (1..len).rev() {
+        if tokens[from - 1] != last {
             continue;
         }
-        let suffix = &tokens[tokens.len() - n..];
-        // Latest start first: the most recent context is the likeliest to repeat; the suffix
-        // itself (start `len - n`) is excluded, since nothing follows it yet.
-        let found = (0..tokens.len() - n)
-            .rev()
-            .find(|&start| &tokens[start..start + n] == suffix);
-        if let Some(start) = found {
-            let from = start + n;
-            let mut draft = Vec::with_capacity(k);
-            for j in 0..k {
-                // Past the end, the token one period back: already in the draft (`from` is
-                // before the end, so `from + j - len < j`).
-                let token = match tokens.get(from + j) {
-                    Some(&token) => Some(token),
-                    None => draft.get(from + j - tokens.len()).copied(),
-                };
-                draft.extend(token);
+        let n = (1..max_n.min(from))
+            .take_while(|&j| tokens[from - 1 - j] == tokens[len - 1 - j])
+            .count()
+            + 1;
+        if n >= min_n && best.is_none_or(|(longest, _)| n > longest) {
+            best = Some((n, from));
+            if n == max_n {
+                break;
             }
-            return Some(Lookup { n, tokens: draft });
         }
     }
-    None
+    let (n, from) = best?;
+    let mut draft = Vec::with_capacity(k);
+    for j in 0..k {
+        // Past the end, the token one period back: already in the draft (`from` is before
+        // the end, so `from + j - len < j`).
+        let token = match tokens.get(from + j) {
+            Some(&token) => token,
+            None => draft[from + j - len],
+        };
+        draft.push(token);
+    }
+    Some(Lookup { n, tokens: draft })
 }

@@ -25,11 +25,10 @@ fn the_latest_longest_match_gives_the_draft() {
 fn the_longest_match_wins_over_a_later_shorter_one() {
     // "1 2 3 4 5" occurred at the start; a later "4 5" alone is a shorter match.
     let tokens = [1, 2, 3, 4, 5, 6, 7, 9, 4, 5, 8, 0, 1, 2, 3, 4, 5];
-    let found = lookup(&tokens, 2, 8, 3).unwrap();
-    assert_eq!((found.n, found.tokens), (5, vec![6, 7, 9]));
+    let found = |n, tokens| Some(Lookup { n, tokens });
+    assert_eq!(lookup(&tokens, 2, 8, 3), found(5, vec![6, 7, 9]));
     // Capped at `max_n`, the latest of the equally long matches.
-    let found = lookup(&tokens, 2, 2, 3).unwrap();
-    assert_eq!((found.n, found.tokens), (2, vec![8, 0, 1]));
+    assert_eq!(lookup(&tokens, 2, 2, 3), found(2, vec![8, 0, 1]));
     // Below `min_n` none counts; `max_n` below `min_n` finds nothing.
     assert_eq!(lookup(&tokens, 6, 8, 3), None);
     assert_eq!(lookup(&tokens, 3, 2, 3), None);
@@ -42,6 +41,7 @@ fn mode_names_parse_and_bad_settings_are_named() {
     assert!("eagle".parse::<SpeculativeMode>().is_err());
     let bad = SpeculativeConfig {
         prompt_lookup_min: 5,
+        prompt_lookup_max: 4,
         ..SpeculativeConfig::default()
     };
     assert!(

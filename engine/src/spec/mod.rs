@@ -67,7 +67,7 @@ impl Default for SpeculativeConfig {
     /// Drafts of up to 8 tokens from matches of up to 8: a degenerate loop's drafts are all
     /// kept, and a match that long tells them from a recurring phrase's, since acceptance is
     /// learnt per match length (replayed on the quotes task's greedy output,
-    /// `examples/spec_replay`: 1.73 tokens a step with 4 and 4, 1.92 with 8 and 8; the draft
+    /// `examples/spec_replay`: 1.66 tokens a step with 4 and 4, 1.92 with 8 and 8; the draft
     /// length itself is still chosen per step from acceptance and the measured step cost).
     fn default() -> Self {
         Self {

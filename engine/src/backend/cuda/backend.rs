@@ -24,9 +24,10 @@ use crate::model::{Checkpoint, ModelConfig};
 const RESERVE_BYTES: usize = 256 << 20;
 
 /// Draft rows the logits buffers hold per sequence beyond its own row: speculative verify
-/// steps are capped to this many draft tokens per running sequence on average (the default
-/// `--num-speculative-tokens`), which keeps the buffers at a few hundred MiB at 256
-/// sequences instead of `max_batch_tokens` rows.
+/// steps are capped to this many draft tokens per running sequence on average
+/// (`max_draft_tokens`, which the drafting loop spends; one sequence may still draft up to
+/// `--num-speculative-tokens`, 8 by default, when others draft less), which keeps the buffers
+/// at a few hundred MiB at 256 sequences instead of `max_batch_tokens` rows.
 const DRAFT_ROWS_PER_SEQ: usize = 4;
 
 /// Where each wanted logits row of a step sits in the device logits buffer.

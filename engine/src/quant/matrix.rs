@@ -9,7 +9,7 @@ use super::dequant::{
     dequantize, repack_q4_0, repack_q4_1_f16, repack_q5_0, repack_q5_1, repack_q8_0,
 };
 use super::float::FloatRows;
-use super::interleaved::{BlockQ4_1x16, BlockQ5_0x16, BlockQ8x16, Rows};
+use super::interleaved::{BlockQ4_1x16, BlockQ5_0x16, BlockQ8_0x16, BlockQ8Hx16, Rows};
 use super::kernels::{QBlock, scalar};
 use super::q8::{Q8Rows, padded_blocks};
 use super::superblocks::{repack_q2_k, repack_q3_k, repack_q4_k, repack_q5_k, repack_q6_k};
@@ -35,8 +35,10 @@ enum Weights {
     Q5_0x16(Rows<BlockQ5_0x16>),
     /// Q4_K, sixteen rows interleaved.
     Q4_1x16(Rows<BlockQ4_1x16>),
-    /// Q8_0, Q6_K and Q3_K, sixteen rows interleaved.
-    Q8x16(Rows<BlockQ8x16>),
+    /// Q6_K and Q3_K, sixteen rows interleaved (a scale per half block).
+    Q8Hx16(Rows<BlockQ8Hx16>),
+    /// Q8_0, sixteen rows interleaved (one scale a block).
+    Q8_0x16(Rows<BlockQ8_0x16>),
     /// Q5_1 and Q5_K.
     Q5_1(Vec<BlockQ5_1>),
     /// Q2_K.
@@ -56,7 +58,8 @@ impl Weights {
             (Weights::Q4_0(a), Weights::Q4_0(b)) => a.extend_from_slice(b),
             (Weights::Q5_0x16(a), Weights::Q5_0x16(b)) => return a.append(b),
             (Weights::Q4_1x16(a), Weights::Q4_1x16(b)) => return a.append(b),
-            (Weights::Q8x16(a), Weights::Q8x16(b)) => return a.append(b),
+            (Weights::Q8Hx16(a), Weights::Q8Hx16(b)) => return a.append(b),
+            (Weights::Q8_0x16(a), Weights::Q8_0x16(b)) => return a.append(b),
             (Weights::Q5_1(a), Weights::Q5_1(b)) => a.extend_from_slice(b),
             (Weights::Q2H(a), Weights::Q2H(b)) => a.extend_from_slice(b),
             (Weights::F32(a), Weights::F32(b)) => a.extend_from_slice(b),
@@ -84,7 +87,8 @@ macro_rules! with_blocks {
             Weights::Q4_0($w) => $body,
             Weights::Q5_0x16($x16) => $inter,
             Weights::Q4_1x16($x16) => $inter,
-            Weights::Q8x16($x16) => $inter,
+            Weights::Q8Hx16($x16) => $inter,
+            Weights::Q8_0x16($x16) => $inter,
             Weights::Q5_1($w) => $body,
             Weights::Q2H($w) => $body,
             Weights::F32($f32) => $float,
@@ -134,7 +138,7 @@ impl QMatrix {
             }
             GgmlType::Q5_1 => Weights::Q5_1(repack_q5_1(bytes, elements)?),
             GgmlType::Q8_0 => {
-                // One scale for both halves: the signed-byte form's.
+                // The signed-byte form with one scale a block (its halves' scales equal).
                 let blocks = repack_q8_0(bytes, elements)?.into_iter();
                 let halves: Vec<BlockQ8H> = blocks
                     .map(|b| BlockQ8H {
@@ -142,13 +146,13 @@ impl QMatrix {
                         qs: b.qs,
                     })
                     .collect();
-                Weights::Q8x16(Rows::new(&halves, rows, bpr))
+                Weights::Q8_0x16(Rows::new(&halves, rows, bpr))
             }
             GgmlType::Q2K => Weights::Q2H(repack_q2_k(bytes, elements)?),
-            GgmlType::Q3K => Weights::Q8x16(Rows::new(&repack_q3_k(bytes, elements)?, rows, bpr)),
+            GgmlType::Q3K => Weights::Q8Hx16(Rows::new(&repack_q3_k(bytes, elements)?, rows, bpr)),
             GgmlType::Q4K => Weights::Q4_1x16(Rows::new(&repack_q4_k(bytes, elements)?, rows, bpr)),
             GgmlType::Q5K => Weights::Q5_1(repack_q5_k(bytes, elements)?),
-            GgmlType::Q6K => Weights::Q8x16(Rows::new(&repack_q6_k(bytes, elements)?, rows, bpr)),
+            GgmlType::Q6K => Weights::Q8Hx16(Rows::new(&repack_q6_k(bytes, elements)?, rows, bpr)),
             _ => {
                 let mut out = vec![0f32; elements];
                 dequantize(ty, bytes, &mut out)?;

@@ -145,3 +145,19 @@ fn interleaved_parts_merge_on_whole_groups_only() {
         assert_eq!(row, own, "{sizes:?}");
     }
 }
+
+#[test]
+fn q8_0_keeps_one_scale_a_block_and_the_k_quants_bytes_two() {
+    use super::interleaved::GROUP;
+    let (rows, cols) = (GROUP, 256);
+    let mut seed = 53;
+    let mut bytes_of = |ty| {
+        let bytes = random_matrix(ty, rows, cols, &mut seed);
+        let w = QMatrix::from_ggml(ty, &bytes, rows, cols).unwrap();
+        w.weight_ranges().iter().map(|&(_, n)| n).sum::<usize>()
+    };
+    // Per block of 32 columns: sixteen rows of 32 bytes plus sixteen f32 scales, or two sets
+    // of sixteen (one per half block).
+    assert_eq!(bytes_of(GgmlType::Q8_0), 8 * (GROUP * 32 + GROUP * 4));
+    assert_eq!(bytes_of(GgmlType::Q6K), 8 * (GROUP * 32 + 2 * GROUP * 4));
+}

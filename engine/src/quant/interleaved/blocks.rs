@@ -1,6 +1,6 @@
 //! The interleaved forms: Q5_0 (and nothing else: Q5_1 and Q5_K keep their rows), Q4_K's
 //! sub-blocks ([`BlockQ4_1`] with `f32` scales) and the signed bytes of Q8_0, Q6_K and Q3_K
-//! ([`BlockQ8H`]). Nibble forms keep their 4-bit packing: chunk `c` of 64 bytes holds row `r`'s
+//! ([`BlockQ8H`]; Q8_0 with one scale a block). Nibble forms keep their 4-bit packing: chunk `c` of 64 bytes holds row `r`'s
 //! `qs[4c .. 4c + 4]` at `4r`, its low nibbles elements `4c ..` of every row, its high
 //! nibbles elements `16 + 4c ..`, so one load and two masks give two vectors of a row per lane.
 
@@ -122,21 +122,33 @@ impl Lanes for BlockQ4_1x16 {
     }
 }
 
-/// Block `k` of sixteen rows of signed bytes: `x[r][e] = d[e / 16][r] · (u[r][e] − 128)`.
+/// Block `k` of sixteen rows of signed bytes with `H` scales a row:
+/// `x[r][e] = d[e · H / 32][r] · (u[r][e] − 128)`. Q6_K and Q3_K keep a scale per half block
+/// (`H = 2`, [`BlockQ8Hx16`]); Q8_0 has one for the whole block (`H = 1`, [`BlockQ8_0x16`]):
+/// 64 bytes less a block, and one convert, multiply and FMA less per activation row.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[repr(C, align(64))]
-pub struct BlockQ8x16 {
+pub struct BlockQ8x16<const H: usize> {
     /// Quad `j` holds row `r`'s elements `4j .. 4j + 4`, each plus 128, at bytes `4r ..`.
     pub qs: [[u8; 64]; 8],
-    /// The scales of the two half blocks.
-    pub d: [[f32; GROUP]; 2],
+    /// The scales: one per half block, or one per block.
+    pub d: [[f32; GROUP]; H],
 }
 
-impl Lanes for BlockQ8x16 {
+/// Q6_K's and Q3_K's signed bytes: a scale per half block.
+pub type BlockQ8Hx16 = BlockQ8x16<2>;
+/// Q8_0: one scale per block (a lane's row block is a [`BlockQ8H`] with equal halves).
+pub type BlockQ8_0x16 = BlockQ8x16<1>;
+
+impl<const H: usize> Lanes for BlockQ8x16<H> {
     type Row = BlockQ8H;
     const OFFSET: i32 = 128;
-    const HALVES: bool = true;
+    const HALVES: bool = {
+        assert!(H == 1 || H == 2, "a block has one scale or one per half");
+        H == 2
+    };
     const MIN: bool = false;
+    /// With `H = 1` the rows' first half scale serves the block (Q8_0's rows have equal halves).
     fn pack(rows: [Option<&BlockQ8H>; GROUP]) -> Self {
         let mut qs = [[128u8; 64]; 8];
         for (r, b) in rows.iter().enumerate() {
@@ -149,12 +161,12 @@ impl Lanes for BlockQ8x16 {
         }
         Self {
             qs,
-            d: [0, 1].map(|h| rows.map(|b| b.map_or(0.0, |b| b.d[h]))),
+            d: std::array::from_fn(|h| rows.map(|b| b.map_or(0.0, |b| b.d[h]))),
         }
     }
     fn row(&self, r: usize) -> BlockQ8H {
         BlockQ8H {
-            d: [self.d[0][r], self.d[1][r]],
+            d: [self.d[0][r], self.d[H - 1][r]],
             qs: std::array::from_fn(|e| (self.qs[e / 4][4 * r + e % 4] ^ 0x80) as i8),
         }
     }
@@ -162,7 +174,7 @@ impl Lanes for BlockQ8x16 {
         i32::from(self.qs[e / 4][4 * r + e % 4])
     }
     fn scales(&self) -> [&[f32; GROUP]; 2] {
-        [&self.d[0], &self.d[1]]
+        [&self.d[0], &self.d[H - 1]]
     }
     fn mins(&self) -> &[f32; GROUP] {
         &[0.0; GROUP]

@@ -21,7 +21,7 @@ mod blocks;
 
 use std::ops::Range;
 
-pub use blocks::{BlockQ4_1x16, BlockQ5_0x16, BlockQ8x16};
+pub use blocks::{BlockQ4_1x16, BlockQ5_0x16, BlockQ8_0x16, BlockQ8Hx16, BlockQ8x16};
 
 use super::blocks::{Block, BlockQ8, QK};
 use super::kernels::QBlock;

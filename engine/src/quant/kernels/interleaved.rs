@@ -105,7 +105,7 @@ impl X86Lanes for BlockQ4_1x16 {
     }
 }
 
-impl X86Lanes for BlockQ8x16 {
+impl<const H: usize> X86Lanes for BlockQ8x16<H> {
     #[target_feature(enable = "avx512f,avx512bw")]
     #[inline]
     unsafe fn unpack512(&self) -> [__m512i; 8] {
@@ -157,6 +157,11 @@ fn scatter<const R: usize>(
 }
 
 /// AVX-512 + VNNI: weight rows × quantised activations, `out[r * n + i]`.
+///
+/// Per activation row and block the integer dot is one `vpdpbusd` chain starting from the
+/// offset term when a tile has rows enough to keep several chains in flight (two halves'
+/// chains otherwise, added after): the same exact integer either way, one broadcast and one
+/// add less per row.
 #[target_feature(enable = "avx2,fma,avx512f,avx512bw,avx512vl,avx512vnni")]
 pub(crate) fn gemv_q8_avx512<B: X86Lanes, const R: usize>(
     ops: &Operands<'_, B, R>,
@@ -165,6 +170,9 @@ pub(crate) fn gemv_q8_avx512<B: X86Lanes, const R: usize>(
 ) {
     const { assert!(R <= 8, "`unrolled!` covers tiles up to 8 rows") };
     let bpr = ops.blocks_per_row;
+    // Checked once here, so the loop below indexes block `k < bpr` of every row unchecked.
+    let acts: [&[BlockQ8]; R] = ops.acts.map(|a| &a[..bpr]);
+    let ysums: [&[[i32; 2]]; R] = ops.ysums.map(|y| &y.as_chunks::<2>().0[..bpr]);
     let mut g = rows.start / GROUP;
     while g * GROUP < rows.end {
         let mut acc = [_mm512_setzero_ps(); R];
@@ -175,23 +183,32 @@ pub(crate) fn gemv_q8_avx512<B: X86Lanes, const R: usize>(
             let [d0, d1] = b.scales().map(|d| unsafe { _mm512_loadu_ps(d.as_ptr()) });
             let m = unsafe { _mm512_loadu_ps(b.mins().as_ptr()) };
             unrolled!(r < R => {
-                let a = &ops.acts[r][k];
-                let y = &ops.ysums[r][2 * k..2 * k + 2];
-                // The two halves' integers, each with its offset taken off.
-                let mut lo = _mm512_set1_epi32(-B::OFFSET * y[0]);
-                let mut hi = _mm512_set1_epi32(-B::OFFSET * y[1]);
-                unrolled!(j < 4 => {
-                    lo = _mm512_dpbusd_epi32(lo, q[j], _mm512_set1_epi32(quad(a, j)));
-                    hi = _mm512_dpbusd_epi32(hi, q[j + 4], _mm512_set1_epi32(quad(a, j + 4)));
-                });
+                // SAFETY: `k < bpr`, the length both slices were cut to above.
+                let (a, y) = unsafe { (acts[r].get_unchecked(k), ysums[r].get_unchecked(k)) };
                 let da = _mm512_set1_ps(a.d);
-                if B::HALVES {
-                    let s0 = _mm512_mul_ps(d0, da);
-                    acc[r] = _mm512_fmadd_ps(s0, _mm512_cvtepi32_ps(lo), acc[r]);
-                    let s1 = _mm512_mul_ps(d1, da);
-                    acc[r] = _mm512_fmadd_ps(s1, _mm512_cvtepi32_ps(hi), acc[r]);
+                if B::HALVES || R < 4 {
+                    // The two halves' integers, each with its offset taken off.
+                    let mut lo = _mm512_set1_epi32(-B::OFFSET * y[0]);
+                    let mut hi = _mm512_set1_epi32(-B::OFFSET * y[1]);
+                    unrolled!(j < 4 => {
+                        lo = _mm512_dpbusd_epi32(lo, q[j], _mm512_set1_epi32(quad(a, j)));
+                        hi = _mm512_dpbusd_epi32(hi, q[j + 4], _mm512_set1_epi32(quad(a, j + 4)));
+                    });
+                    if B::HALVES {
+                        let s0 = _mm512_mul_ps(d0, da);
+                        acc[r] = _mm512_fmadd_ps(s0, _mm512_cvtepi32_ps(lo), acc[r]);
+                        let s1 = _mm512_mul_ps(d1, da);
+                        acc[r] = _mm512_fmadd_ps(s1, _mm512_cvtepi32_ps(hi), acc[r]);
+                    } else {
+                        let dot = _mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi));
+                        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d0, da), dot, acc[r]);
+                    }
                 } else {
-                    let dot = _mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi));
+                    let mut dot = _mm512_set1_epi32(-B::OFFSET * (y[0] + y[1]));
+                    unrolled!(j < 8 => {
+                        dot = _mm512_dpbusd_epi32(dot, q[j], _mm512_set1_epi32(quad(a, j)));
+                    });
+                    let dot = _mm512_cvtepi32_ps(dot);
                     acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(d0, da), dot, acc[r]);
                 }
                 if B::MIN {

@@ -11,8 +11,11 @@ use crate::backend::cpu::kv_store::{F16Bits, KvStore};
 
 /// Attention of one token's query heads of one KV head group (`out_g`: `[group, head_dim]`).
 ///
+/// `wide_values` runs the value pass on 512-bit vectors (see `avx512`; the same bits).
+///
 /// # Safety
-/// The CPU must support AVX2, FMA and F16C; `heads.head_dim` must be a multiple of 8.
+/// The CPU must support AVX2, FMA and F16C; `heads.head_dim` must be a multiple of 8. With
+/// `wide_values`, the CPU must support AVX-512 F and `heads.head_dim` be a multiple of 16.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn attend(
     token: Token<'_>,
@@ -21,6 +24,7 @@ pub(super) unsafe fn attend(
     heads: Heads,
     scratch: &mut Scratch,
     out_g: &mut [f32],
+    wide_values: bool,
 ) {
     let (hd, group, bs) = (heads.head_dim, heads.group(), kv.block_size);
     debug_assert_eq!(hd % 8, 0);
@@ -75,6 +79,20 @@ pub(super) unsafe fn attend(
     for (i, b, n) in blocks(place.block_table, bs, ctx) {
         ahead(values, i);
         let base = kv.head_block(b, g);
+        if wide_values {
+            // SAFETY: the caller's contract for `wide_values`.
+            unsafe {
+                super::avx512::accumulate_block(
+                    scores,
+                    ctx,
+                    i * bs,
+                    &values[base..base + n * hd],
+                    hd,
+                    out_g,
+                );
+            }
+            continue;
+        }
         widen(&values[base..base + n * hd], block);
         for (h, out_h) in out_g.chunks_exact_mut(hd).enumerate() {
             let weights = &scores[h * ctx + i * bs..][..n];

@@ -31,7 +31,14 @@ pub(super) unsafe fn accumulate_block(
         let heads = (group - h0).min(4);
         let mut d0 = 0;
         while d0 < hd {
-            let at_h0 = Place { ctx, at, n, hd, d0, h0 };
+            let at_h0 = Place {
+                ctx,
+                at,
+                n,
+                hd,
+                d0,
+                h0,
+            };
             if hd - d0 >= 64 {
                 match heads {
                     1 => heads_block::<1, 4>(scores, values, out_g, at_h0),
@@ -76,7 +83,14 @@ fn heads_block<const G: usize, const V: usize>(
     out_g: &mut [f32],
     p: Place,
 ) {
-    let Place { ctx, at, n, hd, d0, h0 } = p;
+    let Place {
+        ctx,
+        at,
+        n,
+        hd,
+        d0,
+        h0,
+    } = p;
     assert!(d0 + 16 * V <= hd && values.len() >= n * hd && out_g.len() >= (h0 + G) * hd);
     let weights: [&[f32]; G] = std::array::from_fn(|h| &scores[(h0 + h) * ctx + at..][..n]);
     // SAFETY (all loads and stores below): head `h0 + h < out_g.len() / hd` holds `hd ≥ d0 +

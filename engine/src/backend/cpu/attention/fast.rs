@@ -7,9 +7,11 @@ use super::{Heads, Scratch, Token};
 use crate::backend::cpu::kv_store::{F16Bits, KvStore};
 
 /// Which kernel runs, decided once per batch.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(in crate::backend::cpu) struct Plan {
     avx2: bool,
+    /// The value pass on 512-bit vectors (see `avx512`).
+    avx512: bool,
 }
 
 impl Plan {
@@ -18,18 +20,34 @@ impl Plan {
         let avx2 = heads.head_dim.is_multiple_of(8)
             && crate::quant::Simd::detect().has_avx2()
             && is_x86_feature_detected!("f16c");
+        #[cfg(target_arch = "x86_64")]
+        let avx512 = avx2
+            && heads.head_dim.is_multiple_of(16)
+            && crate::quant::Simd::detect() == crate::quant::Simd::Avx512;
         #[cfg(not(target_arch = "x86_64"))]
-        let avx2 = {
+        let (avx2, avx512) = {
             let _ = heads;
-            false
+            (false, false)
         };
-        Self { avx2 }
+        Self { avx2, avx512 }
+    }
+
+    /// The AVX2 kernel with its 256-bit value pass (tests compare it with the wide one).
+    #[cfg(test)]
+    pub(super) fn narrow(self) -> Self {
+        Self {
+            avx512: false,
+            ..self
+        }
     }
 
     /// The portable loops whatever the CPU (tests compare both kernels).
     #[cfg(test)]
     pub(super) fn portable() -> Self {
-        Self { avx2: false }
+        Self {
+            avx2: false,
+            avx512: false,
+        }
     }
 }
 
@@ -45,8 +63,9 @@ pub(super) fn attend(
 ) {
     #[cfg(target_arch = "x86_64")]
     if plan.avx2 {
-        // SAFETY: `Plan::detect` found AVX2, FMA and F16C, and a head size divisible by 8.
-        unsafe { super::avx2::attend(token, kv, layer, heads, scratch, out_g) };
+        // SAFETY: `Plan::detect` found AVX2, FMA and F16C, and a head size divisible by 8
+        // (and AVX-512 F with one divisible by 16 where it set `avx512`).
+        unsafe { super::avx2::attend(token, kv, layer, heads, scratch, out_g, plan.avx512) };
         return;
     }
     let _ = plan;

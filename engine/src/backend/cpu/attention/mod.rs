@@ -1,9 +1,12 @@
 //! Causal grouped-query attention over the paged KV cache, one token at a time (so a token's
 //! result never depends on what else is in the batch): the f32 reference ([`reference`]) and
-//! the fast path over f16 keys and values ([`fast`], with its AVX2 kernel in `avx2`).
+//! the fast path over f16 keys and values ([`fast`], with its AVX2 kernel in `avx2` and
+//! that kernel's value pass on 512-bit vectors in `avx512`).
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 mod fast;
 mod reference;
 

@@ -157,3 +157,50 @@ fn a_token_attends_the_same_whatever_its_scratch_held() {
     run(40, &mut used);
     assert_eq!(run(9, &mut used), fresh);
 }
+
+/// The 512-bit value pass gives the 256-bit one's bits: heads of 64 dimensions and of 80 (a
+/// 16-dimension tail), groups of 3 and of 5 (four heads at a time, then one).
+#[test]
+fn the_wide_value_pass_gives_the_narrow_ones_bits() {
+    let plan = |heads| fast::Plan::detect(heads);
+    for heads in [
+        Heads {
+            num_heads: 9,
+            num_kv_heads: 3,
+            head_dim: 64,
+        },
+        Heads {
+            num_heads: 5,
+            num_kv_heads: 1,
+            head_dim: 80,
+        },
+    ] {
+        if plan(heads).narrow() == plan(heads) {
+            return; // this CPU has no 512-bit pass to compare
+        }
+        for (block_size, ctx) in [(16usize, 1usize), (16, 17), (16, 100), (5, 33)] {
+            let table: Vec<u32> = (0..ctx.div_ceil(block_size) as u32).rev().collect();
+            let (_, half) = stores(heads, block_size, &table, ctx, 3 + ctx as u64);
+            let mut rng = Gen(5 + ctx as u64);
+            let q: Vec<f32> = (0..heads.num_heads * heads.head_dim)
+                .map(|_| rng.next())
+                .collect();
+            let place = TokenPlace {
+                pos: ctx - 1,
+                block_table: &table,
+            };
+            let run = |plan: fast::Plan| {
+                let mut out = vec![0f32; q.len()];
+                each_head(heads, &q, place, &mut out, |token, out| {
+                    fast::attend(plan, token, &half, 0, heads, &mut Scratch::default(), out)
+                });
+                out.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+            };
+            assert_eq!(
+                run(plan(heads)),
+                run(plan(heads).narrow()),
+                "{heads:?}, block {block_size}, ctx {ctx}"
+            );
+        }
+    }
+}

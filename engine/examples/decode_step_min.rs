@@ -21,7 +21,10 @@ fn main() -> anyhow::Result<()> {
     let context: usize = args.get(3).map_or(Ok(192), |a| a.parse())?;
     let steps: usize = args.get(4).map_or(Ok(60), |a| a.parse())?;
     let threads: usize = args.get(5).map_or(Ok(2), |a| a.parse())?;
-    anyhow::ensure!(batch > 0 && context > 0 && steps > 0, "batch, context, steps must be > 0");
+    anyhow::ensure!(
+        batch > 0 && context > 0 && steps > 0,
+        "batch, context, steps must be > 0"
+    );
     let path = tokenscale_engine::fetch::ensure_model(model_arg)?;
     let (_, model) = tokenscale_engine::model::load(&path)?;
     let model = Arc::new(model);

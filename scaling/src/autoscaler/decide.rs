@@ -77,11 +77,6 @@ fn remember(
         // zero edge.
         if matches!(target, Target::UnknownCapacity | Target::Replicas(_)) {
             state.record_demand(now_s, stable_window_s, measured.offered_tokens_per_s);
-            state.record_burst_demand(
-                now_s,
-                super::estimate::BURST_TREND_WINDOW_S,
-                measured.offered_burst_tokens_per_s,
-            );
         }
     }
     if let Target::Replicas(sized) = target {

@@ -355,39 +355,3 @@ fn a_break_while_a_burst_still_arrives_teaches_no_knee() {
     let capacity = state.capacity_tokens_per_s_per_replica.unwrap_or(0.0);
     assert!(capacity < before, "capacity {capacity}");
 }
-
-/// Five ready replicas with 40 requests/s (4,000 tokens/s) over the stable window and
-/// `burst_rps` in the burst window.
-fn burst(burst_rps: f64) -> Observations {
-    let mut o = obs(5, 0, 4_000.0);
-    if let Some(d) = o.demand.as_mut() {
-        d.arrival_requests_per_s.panic = burst_rps;
-        d.output_tokens_per_s.panic = burst_rps * 100.0;
-    }
-    o
-}
-
-#[test]
-fn a_ramp_is_met_where_it_will_be_a_step_where_it_is() {
-    let spec = spec();
-    // A ramp: the burst window climbs 2 requests/s every second, decided on every 2 s.
-    let mut state = PolicyState::new(&spec).seen_since(-1000.0);
-    let mut last = None;
-    for k in 0..=10 {
-        let t = f64::from(k) * 2.0;
-        last = Some(decide(&spec, &burst(40.0 + 2.0 * t), &mut state, t));
-    }
-    let ramp = last.expect("decided");
-    // 80 requests/s now is 10 replicas at 800 tokens/s; the ramp goes on for a startup.
-    assert!(ramp.replicas >= 15, "{}", ramp.message);
-    // A step to the same burst: the window fills in 6 s and stays level, nothing to carry.
-    let mut state = PolicyState::new(&spec).seen_since(-1000.0);
-    let mut last = None;
-    for k in 0..=10 {
-        let t = f64::from(k) * 2.0;
-        let filled = ((t - 10.0) / 6.0).clamp(0.0, 1.0);
-        last = Some(decide(&spec, &burst(40.0 + 40.0 * filled), &mut state, t));
-    }
-    let step = last.expect("decided");
-    assert_eq!(step.replicas, 10, "{}", step.message);
-}

@@ -5,15 +5,12 @@
 
 use super::capacity::{Learned, learn};
 use super::observations::{Demand, DemandSource, Observations};
-use super::rise::significant_rise;
 use super::spec::PolicySpec;
 use super::state::PolicyState;
 use super::zero::idle_since;
 
 /// A trend must lift the planned demand by more than this share to count (noise floor).
 const TREND_NOISE_SHARE: f64 = 0.05;
-/// The burst window's trend is read over this long (two halves of several burst windows).
-pub(super) const BURST_TREND_WINDOW_S: f64 = 20.0;
 
 /// Ready and pending replicas over time, as of this period.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -55,8 +52,6 @@ pub(super) struct Measured {
     pub idle_since_s: Option<f64>,
     /// The offered demand of the stable window, tokens/s: this period's point of the trend.
     pub offered_tokens_per_s: f64,
-    /// The offered demand of the burst window, tokens/s: this decision's point of its trend.
-    pub offered_burst_tokens_per_s: f64,
     /// The demand and what it asks for; `None` while capacity is unknown.
     pub need: Option<Need>,
 }
@@ -92,7 +87,7 @@ pub(super) fn estimate(
         .or(state.mean_output_tokens);
     let learned = learn(spec, obs, demand, state, tracking.ready_since_s, now_s);
     let capacity = learned.capacity_tokens_per_s_per_replica;
-    let (offered_tokens_per_s, offered_burst_tokens_per_s, need) = need(
+    let (offered_tokens_per_s, need) = need(
         spec,
         obs,
         demand,
@@ -108,7 +103,6 @@ pub(super) fn estimate(
             learned,
             idle_since_s: idle_since(state.idle_since_s, demand, now_s),
             offered_tokens_per_s,
-            offered_burst_tokens_per_s,
             need,
         }),
         capacity,
@@ -146,9 +140,8 @@ fn track(obs: &Observations, state: &PolicyState, now_s: f64) -> Tracking {
 
 /// Offered demand over both windows, in tokens/s and in replicas at the target utilisation.
 /// A rising stable demand is extrapolated over the time new capacity needs to arrive (startup,
-/// one period, and the half window the mean lags by); a burst that keeps rising (a ramp, not
-/// a step) is extrapolated the same way over its own trend. Returns the offered stable and
-/// burst demands (the trends' points) and the need, `None` while the capacity is unknown.
+/// one period, and the half window the mean lags by). Returns the offered stable demand (the
+/// trend's point) and the need, `None` while the capacity is unknown.
 fn need(
     spec: &PolicySpec,
     obs: &Observations,
@@ -157,7 +150,7 @@ fn need(
     tokens_per_request: f64,
     capacity: Option<f64>,
     now_s: f64,
-) -> (f64, f64, Option<Need>) {
+) -> (f64, Option<Need>) {
     let offered = |arrivals: f64| arrivals * tokens_per_request;
     let window_s = spec.stable_window.as_secs_f64();
     let startup_s = spec.startup_time.as_secs_f64();
@@ -182,7 +175,7 @@ fn need(
         demand.output_tokens_per_s.panic,
         demand.arrival_requests_per_s.panic,
     );
-    let (offered_stable, offered_panic) = (stable, panic);
+    let offered_stable = stable;
     let slope_per_s = state.demand_trend(now_s, window_s, stable);
     let lead_s = startup_s + spec.period.as_secs_f64() + 0.5 * window_s;
     // A rise smaller than the noise of two window means is no trend; and the extrapolation
@@ -209,24 +202,12 @@ fn need(
     };
 
     let Some(capacity) = capacity.filter(|c| *c > 0.0) else {
-        return (offered_stable, offered_panic, None);
+        return (offered_stable, None);
     };
     let per_replica = capacity * spec.target_utilization;
     let replicas =
         |tokens_per_s: f64| (tokens_per_s / per_replica).ceil().min(f64::from(u32::MAX)) as u32;
-    // A burst that is still rising beyond noise: a ramp outruns replicas ordered for the
-    // burst window's present (each arrives a startup later, and the window trails by half of
-    // itself), so its level is carried over that lead like the stable trend's, the gentler
-    // slope of the trend window's two halves (a step fills the window, then stays level:
-    // nothing to carry), at most doubling. Ordering for the present only, a ramp of 3-4x in
-    // a minute was met one replica per scrape, each behind it, its queue drained minutes late.
-    let burst_slope = state.burst_trend(now_s, BURST_TREND_WINDOW_S, panic);
-    let burst_rise = if significant_rise(spec, demand) {
-        (burst_slope.max(0.0) * (startup_s + 0.5 * spec.panic_window.as_secs_f64())).min(panic)
-    } else {
-        0.0
-    };
-    let (stable_level, panic_level) = (stable + rise - fall, panic + burst_rise);
+    let (stable_level, panic_level) = (stable + rise - fall, panic);
     // The backlog: what is queued, plus what will queue until replicas ordered now are ready
     // (the ready replicas' shortfall over a startup, once requests are seen waiting: a
     // shortfall on paper with no queue is headroom the target utilisation left). It is
@@ -260,8 +241,7 @@ fn need(
         stable_replicas: replicas(stable),
         panic_replicas: replicas(panic),
         stable_level_replicas: replicas(stable_level),
-        // The ramp's carry is no level: past the ramp's end it is an overshoot.
-        panic_level_replicas: replicas(panic_level - burst_rise),
+        panic_level_replicas: replicas(panic_level),
     };
-    (offered_stable, offered_panic, Some(need))
+    (offered_stable, Some(need))
 }

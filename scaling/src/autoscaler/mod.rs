@@ -28,10 +28,7 @@
 //!   extrapolated over the startup time, one period and half a window, so the new replicas
 //!   are ready when the demand gets there; the rise must show in both halves of the window
 //!   (a step is already all in the demand), at most doubles it, and stops counting once the
-//!   short window shows the demand has levelled off (the lagging mean would overshoot). A
-//!   burst beyond noise that still rises in both halves of its own 20 s trend (a ramp; a step
-//!   fills the burst window and levels off) is carried over the startup the same way, as an
-//!   order, not a level the scale-down window remembers.
+//!   short window shows the demand has levelled off (the lagging mean would overshoot).
 //! - **Desired** = ceil(D / (C × targetUtilization)); the panic window (Knative: a burst that
 //!   needs ≥ 2× the ready replicas, and with gateway arrivals one beyond Poisson noise: on one
 //!   replica noise alone needs 2×) turns on panic mode for a stable window, in which the burst
@@ -44,8 +41,7 @@
 //!   replicas are part of `current`, so a replica that never becomes ready is not replaced
 //!   again and again; past 3× the startup time the message says so.
 //! - **Down** slowly: only to the highest recommendation of the scale-in window (the spec's,
-//!   lengthened for load that comes back, to at most 5 lead times unless foresight found the
-//!   demand recurring: `oscillation`), at most a quarter of the replicas per period, never while panicking,
+//!   lengthened for load that comes back: `oscillation`), at most a quarter of the replicas per period, never while panicking,
 //!   never while a p95 is above 0.8 × its SLO (Dynamo's headroom check; the re-prediction at
 //!   N/(N−1) is built in since the target is computed from demand at the smaller count). A
 //!   steady fall is not extrapolated, but the window mean's half-window lag is corrected, so

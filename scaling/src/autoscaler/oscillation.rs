@@ -12,11 +12,6 @@
 //! - a scale-in that **stands** for the horizon was right: the window halves, down to the
 //!   spec's `scale_down_stabilization`.
 //!
-//! A dip longer than [`MAX_LEAD_TIMES`] lead times costs less to start back into than to hold
-//! through, so the window stops there, unless foresight has found the demand recurring: then
-//! the history says the load comes back, and the window (with foresight's own floor under
-//! scale-in before a predicted rise) keeps what it learned.
-//!
 //! It reads only the policy's own decisions (measured history), never a trace's period.
 
 use super::spec::PolicySpec;
@@ -27,22 +22,13 @@ pub const REGRET_HORIZON_S: f64 = 10.0 * 60.0;
 /// The longest scale-in window learned: holding through longer dips costs more than a cold
 /// start's worth of SLO breaches is worth.
 pub const MAX_WINDOW_S: f64 = 10.0 * 60.0;
-/// Without recurrence foresight has found, a learned window holds replicas through a dip for
-/// at most this many lead times: past that, a cold start at the return costs less than the
-/// idle replicas (at 15 s starts the 10-minute window held 4-6% of the family's GPU-hours).
-pub const MAX_LEAD_TIMES: f64 = 5.0;
 /// A learned window covers the dip it failed on with this margin (dips vary in length).
 const MARGIN: f64 = 1.25;
 
-/// The scale-in stabilisation window in force, seconds: the learned one, at most
-/// [`MAX_LEAD_TIMES`] lead times unless the model's demand recurs (see the module docs).
+/// The scale-in stabilisation window in force, seconds.
 pub(super) fn window_s(spec: &PolicySpec, state: &PolicyState) -> f64 {
     let base = spec.scale_down_stabilization.as_secs_f64();
-    let learned = state.scale_in_window_s.unwrap_or(base).max(base);
-    if state.foresight.period_s().is_some() {
-        return learned;
-    }
-    learned.min((MAX_LEAD_TIMES * spec.startup_time.as_secs_f64()).max(base))
+    state.scale_in_window_s.unwrap_or(base).max(base)
 }
 
 /// Learns from a decision from `current` to `replicas` at `now_s`.
@@ -106,8 +92,6 @@ mod tests {
             },
         );
         spec.scale_down_stabilization = Duration::from_secs(60);
-        // Slow starts: the lead-time cap is above every window these tests learn.
-        spec.startup_time = Duration::from_secs(600);
         spec
     }
 
@@ -150,21 +134,5 @@ mod tests {
         note(&spec, &mut calm, 5, 5, at + 10.0);
         note(&spec, &mut calm, 5, 9, at + REGRET_HORIZON_S + 5.0);
         assert_eq!(window_s(&spec, &calm), 60.0);
-    }
-
-    #[test]
-    fn without_recurrence_the_window_holds_for_at_most_a_few_lead_times() {
-        let mut spec = spec();
-        spec.startup_time = Duration::from_secs(20);
-        let mut state = PolicyState::default();
-        // Load came back 9 minutes after a scale-in: learned, the window would cover it.
-        note(&spec, &mut state, 10, 5, 1000.0);
-        note(&spec, &mut state, 5, 10, 1540.0);
-        assert!(state.scale_in_window_s.is_some_and(|w| w >= MAX_WINDOW_S));
-        // A cold start of 20 s back into it is cheaper than idle replicas for 10 minutes.
-        assert_eq!(window_s(&spec, &state), MAX_LEAD_TIMES * 20.0);
-        // Never below the spec's own window.
-        spec.startup_time = Duration::from_secs(5);
-        assert_eq!(window_s(&spec, &state), 60.0);
     }
 }

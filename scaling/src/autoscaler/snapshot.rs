@@ -228,7 +228,6 @@ pub fn restore(snapshot: &PolicySnapshot, clocks: Clocks) -> PolicyState {
         last_scale_in: count(&snapshot.last_scale_in),
         scale_in_window_changed_s: policy(&snapshot.scale_in_window_changed),
         batch_required_history: VecDeque::new(),
-        burst_demand_history: VecDeque::new(),
         foresight: snapshot
             .foresight
             .as_ref()

@@ -44,10 +44,6 @@ pub struct PolicyState {
     /// Short-window throughput per ready replica `(time_s, tokens_per_s)` of recent periods:
     /// the load at the worst moment of the window a p95 covers.
     pub(crate) burst_history: VecDeque<(f64, f64)>,
-    /// Offered burst-window demand `(time_s, tokens_per_s)` of recent decisions (taken at the
-    /// scrape cadence while a rise goes on), for the burst's own trend (not in the snapshot:
-    /// it spans seconds).
-    pub(crate) burst_demand_history: VecDeque<(f64, f64)>,
     /// The scale-in stabilisation window now in force, seconds (`None`: the spec's). Grows
     /// when load came back soon after a scale-in, shrinks back while it stays down.
     pub scale_in_window_s: Option<f64>,
@@ -98,23 +94,38 @@ impl PolicyState {
     /// of the window: the gentler of the two halves' slopes counts, so a one-off step (already
     /// fully in the current demand) is not extrapolated as if it went on.
     pub(crate) fn demand_trend(&self, now_s: f64, window_s: f64, tokens_per_s: f64) -> f64 {
-        trend(&self.demand_history, now_s, window_s, tokens_per_s)
-    }
-
-    /// The same trend for the burst window's demand over `window_s` (see
-    /// [`PolicyState::demand_trend`]): a step fills the burst window and stops, so only a
-    /// ramp shows a rise in both halves.
-    pub(crate) fn burst_trend(&self, now_s: f64, window_s: f64, tokens_per_s: f64) -> f64 {
-        trend(&self.burst_demand_history, now_s, window_s, tokens_per_s)
-    }
-
-    /// Keeps this decision's burst-window demand for its trend.
-    pub(crate) fn record_burst_demand(&mut self, now_s: f64, window_s: f64, tokens_per_s: f64) {
-        record(
-            &mut self.burst_demand_history,
+        let history: Vec<(f64, f64)> = window_with(
+            &self.demand_history,
             Some((now_s, tokens_per_s)),
             now_s - window_s,
-        );
+        )
+        .collect();
+        let Some(&(first_s, first)) = history.first() else {
+            return 0.0;
+        };
+        if now_s - first_s < 0.5 * window_s {
+            return 0.0;
+        }
+        let mid_target_s = 0.5 * (first_s + now_s);
+        let Some(&(mid_s, mid)) = history.iter().min_by(|a, b| {
+            (a.0 - mid_target_s)
+                .abs()
+                .total_cmp(&(b.0 - mid_target_s).abs())
+        }) else {
+            return 0.0;
+        };
+        if mid_s <= first_s || mid_s >= now_s {
+            return 0.0;
+        }
+        let older = (mid - first) / (mid_s - first_s);
+        let newer = (tokens_per_s - mid) / (now_s - mid_s);
+        if older > 0.0 && newer > 0.0 {
+            older.min(newer)
+        } else if older < 0.0 && newer < 0.0 {
+            older.max(newer)
+        } else {
+            0.0
+        }
     }
 
     /// The highest short-window throughput per replica within `window_s`, this period's
@@ -182,40 +193,6 @@ impl PolicyState {
             Some((now_s, raw)),
             now_s - window_s,
         );
-    }
-}
-
-/// `history` with this `(now_s, tokens_per_s)` against the last `window_s` of it: its change per
-/// second, the gentler of the two halves' slopes when both agree, else 0 (see
-/// [`PolicyState::demand_trend`]).
-fn trend(history: &VecDeque<(f64, f64)>, now_s: f64, window_s: f64, tokens_per_s: f64) -> f64 {
-    let history: Vec<(f64, f64)> =
-        window_with(history, Some((now_s, tokens_per_s)), now_s - window_s).collect();
-    let Some(&(first_s, first)) = history.first() else {
-        return 0.0;
-    };
-    if now_s - first_s < 0.5 * window_s {
-        return 0.0;
-    }
-    let mid_target_s = 0.5 * (first_s + now_s);
-    let Some(&(mid_s, mid)) = history.iter().min_by(|a, b| {
-        (a.0 - mid_target_s)
-            .abs()
-            .total_cmp(&(b.0 - mid_target_s).abs())
-    }) else {
-        return 0.0;
-    };
-    if mid_s <= first_s || mid_s >= now_s {
-        return 0.0;
-    }
-    let older = (mid - first) / (mid_s - first_s);
-    let newer = (tokens_per_s - mid) / (now_s - mid_s);
-    if older > 0.0 && newer > 0.0 {
-        older.min(newer)
-    } else if older < 0.0 && newer < 0.0 {
-        older.max(newer)
-    } else {
-        0.0
     }
 }
 

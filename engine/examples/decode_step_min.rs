@@ -3,8 +3,13 @@
 //! and the minimum over many is a figure a busy machine disturbs little. Prints the minimum
 //! and the median; never asserts.
 //!
+//! With `prefill` as the sixth argument, the step timed is instead the prefill of BATCH prompts
+//! of CONTEXT tokens each, from position 0 (a prompt burst's step: 4 × 128 is 512 tokens, the
+//! default step budget).
+//!
 //! `cargo run --release -p tokenscale-engine --example decode_step_min -- MODEL [BATCH]
-//! [CONTEXT] [STEPS] [THREADS]` (MODEL: a `.gguf` file or the alias `smollm2-135m`)
+//! [CONTEXT] [STEPS] [THREADS] [decode|prefill]` (MODEL: a `.gguf` file or the alias
+//! `smollm2-135m`)
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,6 +26,11 @@ fn main() -> anyhow::Result<()> {
     let context: usize = args.get(3).map_or(Ok(192), |a| a.parse())?;
     let steps: usize = args.get(4).map_or(Ok(60), |a| a.parse())?;
     let threads: usize = args.get(5).map_or(Ok(2), |a| a.parse())?;
+    let prefill_mode = match args.get(6).map(String::as_str) {
+        None | Some("decode") => false,
+        Some("prefill") => true,
+        Some(other) => anyhow::bail!("the sixth argument is decode or prefill, not {other:?}"),
+    };
     anyhow::ensure!(
         batch > 0 && context > 0 && steps > 0,
         "batch, context, steps must be > 0"
@@ -62,11 +72,19 @@ fn main() -> anyhow::Result<()> {
         backend.forward(&prefill)?;
     }
     let step: Vec<SeqStep<'_>> = (0..batch)
-        .map(|s| SeqStep {
-            tokens: &ids[s][context..=context],
-            start_pos: context,
-            block_table: &tables[s],
-            want_logits: true,
+        .map(|s| match prefill_mode {
+            true => SeqStep {
+                tokens: &ids[s][..context],
+                start_pos: 0,
+                block_table: &tables[s],
+                want_logits: true,
+            },
+            false => SeqStep {
+                tokens: &ids[s][context..=context],
+                start_pos: context,
+                block_table: &tables[s],
+                want_logits: true,
+            },
         })
         .collect();
     let mut ms = Vec::with_capacity(steps);
@@ -78,8 +96,9 @@ fn main() -> anyhow::Result<()> {
     let mut ms = ms.split_off(2); // warm-up
     ms.sort_by(f64::total_cmp);
     println!(
-        "batch {batch} context {context} threads {threads}: step min {:.2} ms, median {:.2} ms \
+        "{} batch {batch} context {context} threads {threads}: step min {:.2} ms, median {:.2} ms \
          ({steps} steps)",
+        if prefill_mode { "prefill" } else { "decode" },
         ms[0],
         ms[ms.len() / 2]
     );

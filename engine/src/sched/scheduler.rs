@@ -144,6 +144,17 @@ impl Scheduler {
         self.waiting.iter().map(VecDeque::len).sum()
     }
 
+    /// Prompt work the next step could run: a running request part way through its prompt
+    /// (or recomputing after preemption), or a waiting one with a free seat.
+    pub fn prefill_pending(&self) -> bool {
+        let mid_prompt = self.running.iter().any(|id| {
+            self.requests
+                .get(id)
+                .is_some_and(|r| r.num_uncomputed() > 1)
+        });
+        mid_prompt || (self.num_waiting() > 0 && self.running.len() < self.seat_limit())
+    }
+
     /// No request at all.
     pub fn is_idle(&self) -> bool {
         self.requests.is_empty()

@@ -19,18 +19,6 @@ pub struct BlockQ4_1 {
     pub qs: [u8; 16],
 }
 
-/// Q4_1 weights as the GGUF file stores them (`f16` scales, 20 bytes, not 24): a
-/// one-sequence decode step streams every weight once and is bound by those bytes, so the
-/// kernels widen the scales in registers. `Q4_K`, whose repacked scales are products that an
-/// `f16` would round, keeps [`BlockQ4_1`].
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-#[repr(C)]
-pub struct BlockQ4_1F16 {
-    pub d: half::f16,
-    pub m: half::f16,
-    pub qs: [u8; 16],
-}
-
 /// Q4_0 weights: `x[j] = d * (q[j] - 8)`, nibbles packed as in [`BlockQ4_1`].
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 #[repr(C)]
@@ -62,23 +50,6 @@ impl Block for BlockQ4_1 {
             out[j] = f32::from(byte & 0x0F) * self.d + self.m;
             out[j + 16] = f32::from(byte >> 4) * self.d + self.m;
         }
-    }
-}
-
-impl BlockQ4_1F16 {
-    /// The same block with its scales widened to `f32` (exactly: every `f16` is an `f32`).
-    pub fn widened(&self) -> BlockQ4_1 {
-        BlockQ4_1 {
-            d: self.d.to_f32(),
-            m: self.m.to_f32(),
-            qs: self.qs,
-        }
-    }
-}
-
-impl Block for BlockQ4_1F16 {
-    fn dequantize(&self, out: &mut [f32; QK]) {
-        self.widened().dequantize(out);
     }
 }
 

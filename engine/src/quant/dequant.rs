@@ -3,9 +3,7 @@
 use half::{bf16, f16};
 
 use super::Error;
-use super::blocks::{
-    Block, BlockQ4_0, BlockQ4_1, BlockQ4_1F16, BlockQ5_0, BlockQ5_1, BlockQ8_0, QK,
-};
+use super::blocks::{Block, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, QK};
 use super::superblocks::{repack_q2_k, repack_q3_k, repack_q4_k, repack_q5_k, repack_q6_k};
 use crate::gguf::GgmlType;
 
@@ -69,14 +67,6 @@ pub(crate) fn repack_q5_1(bytes: &[u8], elements: usize) -> Result<Vec<BlockQ5_1
 
 /// Repacks Q4_1 bytes (20-byte blocks: `f16 d, f16 m, 16 nibble bytes`).
 pub(crate) fn repack_q4_1(bytes: &[u8], elements: usize) -> Result<Vec<BlockQ4_1>, Error> {
-    Ok(repack_q4_1_f16(bytes, elements)?
-        .iter()
-        .map(BlockQ4_1F16::widened)
-        .collect())
-}
-
-/// Q4_1 bytes as blocks that keep the file's `f16` scales.
-pub(crate) fn repack_q4_1_f16(bytes: &[u8], elements: usize) -> Result<Vec<BlockQ4_1F16>, Error> {
     let n = check(GgmlType::Q4_1, bytes, elements)?;
     Ok(bytes
         .chunks_exact(20)
@@ -84,9 +74,9 @@ pub(crate) fn repack_q4_1_f16(bytes: &[u8], elements: usize) -> Result<Vec<Block
         .map(|b| {
             let mut qs = [0u8; 16];
             qs.copy_from_slice(&b[4..20]);
-            BlockQ4_1F16 {
-                d: f16::from_le_bytes([b[0], b[1]]),
-                m: f16::from_le_bytes([b[2], b[3]]),
+            BlockQ4_1 {
+                d: half_at(b, 0),
+                m: half_at(b, 2),
                 qs,
             }
         })

@@ -2,12 +2,8 @@
 
 use std::ops::Range;
 
-use super::blocks::{
-    Block, BlockQ2H, BlockQ4_0, BlockQ4_1, BlockQ4_1F16, BlockQ5_1, BlockQ8, BlockQ8H, QK,
-};
-use super::dequant::{
-    dequantize, repack_q4_0, repack_q4_1_f16, repack_q5_0, repack_q5_1, repack_q8_0,
-};
+use super::blocks::{Block, BlockQ2H, BlockQ4_0, BlockQ5_1, BlockQ8, BlockQ8H, QK};
+use super::dequant::{dequantize, repack_q4_0, repack_q4_1, repack_q5_0, repack_q5_1, repack_q8_0};
 use super::float::FloatRows;
 use super::interleaved::{BlockQ4_1x16, BlockQ5_0x16, BlockQ8_0x16, BlockQ8Hx16, Rows};
 use super::kernels::{QBlock, scalar};
@@ -21,19 +17,14 @@ pub const TILE_ROWS: usize = 8;
 
 /// Weights, row-major: row `n` is blocks `n * blocks_per_row ..`. The K-quants are repacked
 /// into the 32-element form of their sub-blocks (see `superblocks`): Q4_K is Q4_1 with
-/// computed scales, Q5_K is Q5_1, Q6_K and Q3_K are signed bytes with a scale per half; Q5_0,
-/// Q8_0 and those forms of Q4_K, Q6_K and Q3_K are then interleaved (see `interleaved`).
+/// computed scales, Q5_K is Q5_1, Q6_K and Q3_K are signed bytes with a scale per half; Q4_1,
+/// Q5_0, Q8_0 and those forms of Q4_K, Q6_K and Q3_K are then interleaved (see `interleaved`).
 #[derive(Debug, Clone)]
 enum Weights {
-    /// Q4_1 with `f32` scales (tests compare [`BlockQ4_1F16`] with it).
-    #[cfg_attr(not(test), allow(dead_code))]
-    Q4_1(Vec<BlockQ4_1>),
-    /// Q4_1, with the file's `f16` scales.
-    Q4_1F16(Vec<BlockQ4_1F16>),
     Q4_0(Vec<BlockQ4_0>),
     /// Q5_0, sixteen rows interleaved (see `interleaved`).
     Q5_0x16(Rows<BlockQ5_0x16>),
-    /// Q4_K, sixteen rows interleaved.
+    /// Q4_1 and Q4_K, sixteen rows interleaved.
     Q4_1x16(Rows<BlockQ4_1x16>),
     /// Q6_K and Q3_K, sixteen rows interleaved (a scale per half block).
     Q8Hx16(Rows<BlockQ8Hx16>),
@@ -53,8 +44,6 @@ impl Weights {
     /// Appends `other`'s blocks when both are the same form (returns whether it did).
     fn append(&mut self, other: &Weights) -> bool {
         match (self, other) {
-            (Weights::Q4_1(a), Weights::Q4_1(b)) => a.extend_from_slice(b),
-            (Weights::Q4_1F16(a), Weights::Q4_1F16(b)) => a.extend_from_slice(b),
             (Weights::Q4_0(a), Weights::Q4_0(b)) => a.extend_from_slice(b),
             (Weights::Q5_0x16(a), Weights::Q5_0x16(b)) => return a.append(b),
             (Weights::Q4_1x16(a), Weights::Q4_1x16(b)) => return a.append(b),
@@ -82,8 +71,6 @@ macro_rules! with_blocks {
         $mapped:ident => $rows:expr, $x16:ident => $inter:expr
     ) => {
         match $weights {
-            Weights::Q4_1($w) => $body,
-            Weights::Q4_1F16($w) => $body,
             Weights::Q4_0($w) => $body,
             Weights::Q5_0x16($x16) => $inter,
             Weights::Q4_1x16($x16) => $inter,
@@ -131,7 +118,9 @@ impl QMatrix {
         let elements = rows * cols;
         let bpr = cols / QK;
         let weights = match ty {
-            GgmlType::Q4_1 => Weights::Q4_1F16(repack_q4_1_f16(bytes, elements)?),
+            GgmlType::Q4_1 => {
+                Weights::Q4_1x16(Rows::new(&repack_q4_1(bytes, elements)?, rows, bpr))
+            }
             GgmlType::Q4_0 => Weights::Q4_0(repack_q4_0(bytes, elements)?),
             GgmlType::Q5_0 => {
                 Weights::Q5_0x16(Rows::new(&repack_q5_0(bytes, elements)?, rows, bpr))
@@ -249,19 +238,6 @@ impl QMatrix {
                     x => Some(span(&x.blocks)))
             })
             .collect()
-    }
-
-    /// The same matrix with Q4_1's `f16` scales widened into [`BlockQ4_1`]s (the layout the
-    /// kernels ran before [`BlockQ4_1F16`]): tests compare the two bit for bit.
-    #[cfg(test)]
-    pub(super) fn widened_scales(&self) -> Self {
-        let mut wide = self.clone();
-        for part in &mut wide.parts {
-            if let Weights::Q4_1F16(w) = &part.weights {
-                part.weights = Weights::Q4_1(w.iter().map(BlockQ4_1F16::widened).collect());
-            }
-        }
-        wide
     }
 
     /// How many parts (runs of one block form) the matrix holds.

@@ -69,5 +69,5 @@ pub(super) fn linear(w: &QMatrix, acts: Acts<'_>, m: usize, out: &mut [f32], thr
     });
 }
 
-/// Weight rows per sub-chunk (16 rows of 576 Q4_1 weights ≈ 7 KiB).
+/// Weight rows per sub-chunk (16 rows of 576 Q4_1 weights ≈ 7 KiB; one interleaved group).
 const SUB_ROWS: usize = 16;

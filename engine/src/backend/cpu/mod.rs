@@ -125,7 +125,7 @@ impl CpuBackend {
         };
         // A one-sequence step streams every weight once: huge pages spare a TLB miss per
         // 4 KiB of them (interleaved runs on a busy 2-core VM: one-sequence decode 1.04x on
-        // Q4_1 by themselves, 1.14x with Q4_1's 20-byte blocks).
+        // Q4_1's row-per-block layout of then).
         let m = &model;
         crate::quant::advise_huge_pages(
             [&m.token_embd].into_iter().chain(m.output.as_ref()).chain(

@@ -12,7 +12,7 @@ use std::ops::Range;
 use super::QBlock;
 use super::avx512::q5_bytes_evex;
 use crate::quant::blocks::{
-    BlockQ2H, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8, BlockQ8_0, BlockQ8H, QK,
+    BlockQ2H, BlockQ4_0, BlockQ5_0, BlockQ5_1, BlockQ8, BlockQ8_0, BlockQ8H, QK,
 };
 
 /// A weight block the AVX2 kernels can unpack.
@@ -223,7 +223,6 @@ pub(super) fn q4_bytes(qs: &[u8; 16]) -> __m256i {
     _mm256_set_m128i(hi, lo)
 }
 
-avx2_nibble_block!(BlockQ4_1, q4_bytes / q4_bytes(qs), m, 1.0);
 // Q4_0's values are `d * (q − 8)`: its offset is `−8 d`.
 avx2_nibble_block!(BlockQ4_0, q4_bytes / q4_bytes(qs), d, -8.0);
 avx2_nibble_block!(BlockQ5_1, q5_bytes / q5_bytes_evex(qs, qh), m, 1.0);

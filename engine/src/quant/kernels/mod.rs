@@ -13,14 +13,11 @@ pub(super) mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub(super) mod avx512;
 #[cfg(target_arch = "x86_64")]
-mod f16_blocks;
-#[cfg(target_arch = "x86_64")]
 pub(super) mod interleaved;
 pub(super) mod scalar;
 
 use super::blocks::{
-    Block, BlockQ2H, BlockQ4_0, BlockQ4_1, BlockQ4_1F16, BlockQ5_0, BlockQ5_1, BlockQ8, BlockQ8_0,
-    BlockQ8H, QK,
+    Block, BlockQ2H, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8, BlockQ8_0, BlockQ8H, QK,
 };
 
 /// The operands of one x86-64 integer kernel call (`int_tile_kernel!`'s AVX2 `gemv_q8` and
@@ -84,16 +81,6 @@ impl QBlock for BlockQ4_1 {
     }
     fn dot_q8(&self, a: &BlockQ8) -> f32 {
         self.d * a.d * int_dot_nibbles(&self.qs, &a.qs) as f32 + self.m * a.s
-    }
-}
-
-impl QBlock for BlockQ4_1F16 {
-    const HAS_MIN: bool = true;
-    fn min(&self) -> f32 {
-        self.m.to_f32()
-    }
-    fn dot_q8(&self, a: &BlockQ8) -> f32 {
-        self.d.to_f32() * a.d * int_dot_nibbles(&self.qs, &a.qs) as f32 + self.m.to_f32() * a.s
     }
 }
 

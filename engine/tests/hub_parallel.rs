@@ -129,6 +129,7 @@ fn large_size(dir: &Path) -> u64 {
 fn a_large_file_over_four_connections_is_byte_exact_and_a_killed_pull_resumes() {
     let size = large_size(Path::new(env!("CARGO_TARGET_TMPDIR")));
     let (hub, file, root) = hub_with_file("hub-large", size);
+    hub.rendezvous(2);
 
     // A pull in its own process, killed (SIGKILL) once half the file has been sent.
     let cache = root.join("cache-killed");
@@ -214,6 +215,7 @@ fn a_large_file_over_four_connections_is_byte_exact_and_a_killed_pull_resumes() 
 #[test]
 fn a_part_cut_within_a_run_resumes_from_its_byte_and_nothing_is_fetched_twice() {
     let (hub, file, root) = hub_with_file("hub-part-cut", SMALL_LARGE_FILE);
+    hub.rendezvous(2);
     let cut = SMALL_LARGE_FILE / 2 + 12345;
     hub.cut_once("big.gguf", cut);
     let cache = root.join("cache");
@@ -271,6 +273,7 @@ fn the_shards_of_a_checkpoint_download_at_once() {
     )
     .unwrap();
     let hub = TestHub::start(root.path());
+    hub.rendezvous(2);
     let cache = root.join("cache");
     let source = HubSource::parse("hf://test-org/sharded").unwrap().unwrap();
     // One connection a file: what runs at once is files, not parts.

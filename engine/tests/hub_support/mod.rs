@@ -58,6 +58,9 @@ struct Faults {
     corrupt: HashSet<String>,
     /// How `Range` requests are answered.
     ranges: Ranges,
+    /// Bodies hold their first bytes until this many have been in flight at once (or
+    /// `RENDEZVOUS_LIMIT` passed): see `TestHub::rendezvous`.
+    rendezvous: Option<usize>,
 }
 
 struct State {
@@ -176,6 +179,16 @@ impl TestHub {
     /// How `Range` requests are answered from now on.
     pub fn set_ranges(&self, ranges: Ranges) {
         self.state.faults.lock().expect("faults").ranges = ranges;
+    }
+
+    /// From now on each file body holds its first bytes until `bodies` bodies have been in
+    /// flight at once, for at most `send::RENDEZVOUS_LIMIT`. A test that asserts downloads
+    /// overlap would otherwise depend on the machine's speed: on a loaded runner one 72 MiB
+    /// body can finish before the client's next request is even sent. A client that
+    /// downloads one body at a time still never overlaps (it waits the limit out, then
+    /// `max_in_flight` stays 1), so the assertion keeps its teeth.
+    pub fn rendezvous(&self, bodies: usize) {
+        self.state.faults.lock().expect("faults").rendezvous = Some(bodies);
     }
 
     /// File bytes sent so far, counted as they go out (a cut download counts what it sent).

@@ -21,6 +21,19 @@ use super::{Body, State, full, log};
 /// Bytes read from disk and sent as one frame.
 const CHUNK_BYTES: u64 = 1 << 20;
 
+/// The longest a body holds its first bytes waiting for the rendezvous.
+pub(super) const RENDEZVOUS_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Waits until `bodies` bodies have been in flight at once, or the limit passes.
+async fn rendezvous(state: &State, bodies: usize) {
+    let deadline = tokio::time::Instant::now() + RENDEZVOUS_LIMIT;
+    while state.max_in_flight.load(Ordering::SeqCst) < bodies
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 /// How the test Hub answers `Range` requests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Ranges {
@@ -72,7 +85,10 @@ pub(super) async fn send_file(
     cdn: bool,
 ) -> Response<Body> {
     let is_head = req.method() == http::Method::HEAD;
-    let mode = state.faults.lock().expect("faults").ranges;
+    let (mode, meet) = {
+        let faults = state.faults.lock().expect("faults");
+        (faults.ranges, faults.rendezvous)
+    };
     let range = asked_range(req).filter(|_| mode != Ranges::Ignored);
     let (from, to) = match range {
         Some((from, to)) => (
@@ -119,6 +135,9 @@ pub(super) async fn send_file(
             move |(mut disk, at, in_flight)| async move {
                 if at >= stop {
                     return None;
+                }
+                if let Some(bodies) = meet.filter(|_| at == from) {
+                    rendezvous(&in_flight.0, bodies).await;
                 }
                 let n = (stop - at).min(CHUNK_BYTES);
                 let mut buf = vec![0u8; n as usize];

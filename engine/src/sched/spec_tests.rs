@@ -75,3 +75,46 @@ fn a_draft_is_cut_to_the_budget_and_dropped_without_room() {
     let out = s.schedule(&mut tight);
     assert_eq!((out.seqs[0].num_tokens, out.seqs[0].num_draft), (1, 0));
 }
+
+#[test]
+fn prompt_work_is_pending_mid_prompt_or_with_a_free_seat_only() {
+    let mut kv = KvCacheManager::new(64, 4, false);
+    // A 4-token budget: a 10-token prompt takes three steps.
+    let mut s = sched(4);
+    assert!(!s.prefill_pending(), "nothing at all");
+    s.add(SchedRequest::new(
+        1,
+        (0..10).collect(),
+        Priority::Interactive,
+        None,
+    ));
+    assert!(s.prefill_pending(), "a waiting request with a free seat");
+    let out = s.schedule(&mut kv);
+    s.on_step_computed(&out, &mut kv);
+    assert!(
+        s.prefill_pending(),
+        "a running request part way through its prompt"
+    );
+    for _ in 0..2 {
+        let out = s.schedule(&mut kv);
+        s.on_step_computed(&out, &mut kv);
+    }
+    s.append_token(1, 50);
+    assert!(!s.prefill_pending(), "the only request decodes");
+    // A second arrival while the seat limit is one: it waits for a seat, not for a prompt
+    // step, so the decoding request may draft.
+    s.set_step_limits(Some(StepLimits {
+        max_num_seqs: 1,
+        max_batch_tokens: 4,
+    }));
+    s.add(SchedRequest::new(
+        2,
+        (0..6).collect(),
+        Priority::Interactive,
+        None,
+    ));
+    assert_eq!(s.num_waiting(), 1);
+    assert!(!s.prefill_pending(), "held back by the seat limit");
+    s.set_step_limits(None);
+    assert!(s.prefill_pending(), "a seat is free again");
+}

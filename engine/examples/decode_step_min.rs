@@ -71,20 +71,17 @@ fn main() -> anyhow::Result<()> {
             .collect();
         backend.forward(&prefill)?;
     }
+    // A prefill step runs each prompt from position 0; a decode step the token after it.
+    let (tokens, start_pos) = match prefill_mode {
+        true => (0..context, 0),
+        false => (context..context + 1, context),
+    };
     let step: Vec<SeqStep<'_>> = (0..batch)
-        .map(|s| match prefill_mode {
-            true => SeqStep {
-                tokens: &ids[s][..context],
-                start_pos: 0,
-                block_table: &tables[s],
-                want_logits: true,
-            },
-            false => SeqStep {
-                tokens: &ids[s][context..=context],
-                start_pos: context,
-                block_table: &tables[s],
-                want_logits: true,
-            },
+        .map(|s| SeqStep {
+            tokens: &ids[s][tokens.clone()],
+            start_pos,
+            block_table: &tables[s],
+            want_logits: true,
         })
         .collect();
     let mut ms = Vec::with_capacity(steps);

@@ -42,10 +42,17 @@ pub enum PolicyKind {
     /// exactly the peak at the deterministic knee; more is headroom against arrival noise,
     /// which the plain oracle does not have, so it misses minutes itself).
     Oracle(u32),
+    /// The oracle without foresight: it knows the true capacity and the rate now, the moment
+    /// it changes (no detection delay, no arrival noise), decides every second and sizes for
+    /// this percentage of the rate now (`reactive` is 100), but sees nothing coming. What it
+    /// misses, no policy that only reacts can save at that headroom: each abrupt rise beyond
+    /// it waits one replica start.
+    Reactive(u32),
 }
 
 impl PolicyKind {
-    /// Parses `tokenscale`, `tokenscale-fixed-lead`, `hpa`, `static:N`, `oracle` or `oracle:PERCENT` (100 to 1000).
+    /// Parses `tokenscale`, `tokenscale-fixed-lead`, `hpa`, `static:N`, `oracle`, `oracle:PERCENT`,
+    /// `reactive` or `reactive:PERCENT` (PERCENT 100 to 1000).
     pub fn parse(text: &str) -> Result<Self, SimError> {
         let number = |prefix: &str, text: &str| text.strip_prefix(prefix)?.parse::<u32>().ok();
         match text.trim() {
@@ -53,17 +60,21 @@ impl PolicyKind {
             "tokenscale-fixed-lead" => Ok(Self::TokenscaleFixedLead),
             "hpa" => Ok(Self::Hpa),
             "oracle" => Ok(Self::Oracle(100)),
+            "reactive" => Ok(Self::Reactive(100)),
             other => {
                 if let Some(n) = number("static:", other) {
                     return Ok(Self::Static(n));
                 }
-                match number("oracle:", other) {
-                    Some(percent) if (100..=1000).contains(&percent) => Ok(Self::Oracle(percent)),
-                    _ => Err(SimError::Usage(format!(
-                        "unknown policy `{other}`: use tokenscale, tokenscale-fixed-lead, hpa, static:N, oracle or \
-                         oracle:PERCENT (100 to 1000)"
-                    ))),
+                let percent = |prefix| number(prefix, other).filter(|p| (100..=1000).contains(p));
+                if let Some(percent) = percent("oracle:") {
+                    return Ok(Self::Oracle(percent));
                 }
+                percent("reactive:").map(Self::Reactive).ok_or_else(|| {
+                    SimError::Usage(format!(
+                        "unknown policy `{other}`: use tokenscale, tokenscale-fixed-lead, hpa, static:N, oracle, \
+                         oracle:PERCENT, reactive or reactive:PERCENT (PERCENT 100 to 1000)"
+                    ))
+                })
             }
         }
     }
@@ -78,6 +89,8 @@ impl fmt::Display for PolicyKind {
             Self::Static(n) => write!(f, "static:{n}"),
             Self::Oracle(100) => f.write_str("oracle"),
             Self::Oracle(percent) => write!(f, "oracle:{percent}"),
+            Self::Reactive(100) => f.write_str("reactive"),
+            Self::Reactive(percent) => write!(f, "reactive:{percent}"),
         }
     }
 }
@@ -119,11 +132,13 @@ pub enum Controller {
     /// Fixed count.
     Static(u32),
     /// Foresight: replicas = ceil(peak rate over the coming period and cold start × tokens per
-    /// request / true capacity).
+    /// request / true capacity); `reactive` looks no further than its next decision and back
+    /// over the scale-in window instead.
     Oracle {
         capacity_tokens_per_s: f64,
         tokens_per_request: f64,
         lookahead_s: f64,
+        lookback_s: f64,
         period_s: f64,
         min: u32,
         max: u32,
@@ -163,13 +178,14 @@ impl Controller {
                 capacity_tokens_per_s,
                 tokens_per_request,
                 lookahead_s,
+                lookback_s,
                 period_s,
                 min,
                 max,
             } => {
                 let horizon_s = *lookahead_s + *period_s;
-                let peak_rps = (0..=horizon_s.ceil() as u64)
-                    .map(|s| input.trace.rate_rps(input.now_s + s as f64))
+                let peak_rps = (-(lookback_s.ceil() as i64)..=horizon_s.ceil() as i64)
+                    .map(|s| input.trace.rate_rps((input.now_s + s as f64).max(0.0)))
                     .fold(0.0, f64::max);
                 let peak = peak_rps * *tokens_per_request;
                 let need = (peak / *capacity_tokens_per_s).ceil();
@@ -291,6 +307,8 @@ mod tests {
             "static:3",
             "oracle",
             "oracle:120",
+            "reactive",
+            "reactive:150",
         ] {
             let kind = PolicyKind::parse(text).expect("a policy");
             assert_eq!(kind.to_string(), text);
@@ -299,7 +317,18 @@ mod tests {
             PolicyKind::parse("oracle:100").ok(),
             Some(PolicyKind::Oracle(100))
         );
-        for bad in ["oracle:99", "oracle:1001", "oracle:x", "static:", "hpa2"] {
+        assert_eq!(
+            PolicyKind::parse("reactive:100").ok(),
+            Some(PolicyKind::Reactive(100))
+        );
+        for bad in [
+            "oracle:99",
+            "oracle:1001",
+            "oracle:x",
+            "reactive:50",
+            "static:",
+            "hpa2",
+        ] {
             let error = PolicyKind::parse(bad).expect_err(bad).to_string();
             assert!(error.contains(&format!("`{bad}`")), "{error}");
         }

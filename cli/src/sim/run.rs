@@ -164,7 +164,22 @@ pub fn controller(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace)
             tokens_per_request: trace.mean_output_tokens(),
             // The median start: the oracle knows the future's demand, not each start's draw.
             lookahead_s: cfg.start_times().median_s(),
+            lookback_s: 0.0,
             period_s: Duration::from_secs(10).as_secs_f64(),
+            min: cfg.min_replicas,
+            max: cfg.max_replicas,
+        },
+        // The same sizing with no look ahead, at the scrape cadence: the rate now (and the
+        // second to the next decision), at once; it scales in as tokenscale does by default,
+        // after the rate has stayed lower for the scale-in window.
+        PolicyKind::Reactive(percent) => Controller::Oracle {
+            capacity_tokens_per_s: (knee.tokens_per_s * 100.0 / f64::from(percent)).max(1e-9),
+            tokens_per_request: trace.mean_output_tokens(),
+            lookahead_s: 0.0,
+            lookback_s: PolicySpec::new(0, 1, cfg.slo)
+                .scale_down_stabilization
+                .as_secs_f64(),
+            period_s: SCRAPE_EVERY_S,
             min: cfg.min_replicas,
             max: cfg.max_replicas,
         },

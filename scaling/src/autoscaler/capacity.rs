@@ -100,13 +100,23 @@ fn learn_from_slo(
         capacity_tokens_per_s_per_replica: state.capacity_tokens_per_s_per_replica,
     };
     let peak = state.burst_load(now_s, window_s, burst_per_replica);
-    let settled = now_s - ready_since_s >= window_s;
-    if ready == 0 || !settled || demand.completed_requests < MIN_COMPLETED_REQUESTS {
-        return unchanged;
-    }
     let Some(ratio) = slo_ratio(spec, obs) else {
         return unchanged;
     };
+    // The p95s cover the window before the count last changed: only a count held over all of
+    // it is the count they measured. Except for a break after a scale-in: the window then
+    // mixes more replicas with fewer, so the break is the fewer's (the scale-up that follows
+    // would reset the window before the break is ever learned, and the fleet would scale in
+    // again). Headroom in such a window is the more's: nothing to learn up from.
+    let broke_scaled_in =
+        ratio > 1.0 && (state.last_scale_in).is_some_and(|(_, before)| ready < before);
+    let settled = now_s - ready_since_s >= window_s;
+    if ready == 0
+        || !(settled || broke_scaled_in)
+        || demand.completed_requests < MIN_COMPLETED_REQUESTS
+    {
+        return unchanged;
+    }
     // Per-replica throughput over the same window the p95s cover.
     let x = demand.output_tokens_per_s.stable / f64::from(ready);
     if !(x.is_finite() && x > 0.0) {

@@ -355,3 +355,32 @@ fn a_break_while_a_burst_still_arrives_teaches_no_knee() {
     let capacity = state.capacity_tokens_per_s_per_replica.unwrap_or(0.0);
     assert!(capacity < before, "capacity {capacity}");
 }
+
+#[test]
+fn a_break_right_after_a_scale_in_is_learned_and_headroom_then_is_not() {
+    let spec = spec();
+    // Two replicas at 1,500 tokens/s held the SLO with a capacity learned too high (2,000 a
+    // replica), so the fleet scaled in to one; a period later that one breaks the SLO.
+    let after_scale_in = |ttft_p95_s: f64, tokens_per_s: f64| {
+        let mut state = PolicyState::new(&spec).seen_since(-1000.0);
+        for k in 0..12 {
+            let mut o = obs(2, 0, 1500.0);
+            o.ttft_p95_s = Some(0.6);
+            decide(&spec, &o, &mut state, f64::from(k) * 10.0);
+        }
+        state.capacity_tokens_per_s_per_replica = Some(2000.0);
+        state.last_scale_in = Some((115.0, 2));
+        let mut o = obs(1, 0, tokens_per_s);
+        o.ttft_p95_s = Some(ttft_p95_s);
+        decide(&spec, &o, &mut state, 130.0);
+        state.capacity_tokens_per_s_per_replica.unwrap_or(0.0)
+    };
+    // The count changed 15 s ago, well inside the 60 s window the p95s cover; the break is
+    // still the one replica's (the window before held two): learned at once, not after the
+    // scale-up it causes has reset the window.
+    let broken = after_scale_in(1.6, 1500.0);
+    assert!(broken < 2000.0, "capacity {broken}");
+    // Headroom in that mixed window is the two replicas': nothing learned up from it.
+    let held = after_scale_in(0.3, 2400.0);
+    assert!((held - 2000.0).abs() < 1e-9, "capacity {held}");
+}

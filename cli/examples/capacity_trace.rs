@@ -1,30 +1,14 @@
 //! The capacity one replica is planned with over a run, beside the true knee: one line a
 //! minute (`cargo run -p tokenscale --example capacity_trace COLD_START SEED`).
 
-use clap::Parser;
-use tokenscale::sim::{Comparison, SimArgs};
+use tokenscale::sim::Comparison;
 use tokenscale_scaling::scaling::journal;
-
-#[derive(Parser)]
-struct Wrapper {
-    #[command(flatten)]
-    sim: SimArgs,
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let cold_start = args.first().map_or("15s", |s| s.as_str());
-    let trace = format!("family:{}", args.get(1).map_or("1", |s| s.as_str()));
-    let argv = [
-        "sim",
-        "--trace",
-        &trace,
-        "--cold-start",
-        cold_start,
-        "--policy",
-        "tokenscale",
-    ];
-    let comparison = Comparison::from_args(&Wrapper::parse_from(argv).sim).expect("valid");
+    let seed = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1);
+    let comparison = Comparison::family(seed, cold_start, "tokenscale").expect("valid");
     journal::start();
     let result = comparison.run().remove(0);
     let log = journal::take();

@@ -3,14 +3,7 @@
 //! (rising, falling or flat rate). `cargo run --example family_cost SEED [COLD_START]`;
 //! with `--series`, every sample too (t min, phase, req/s, tokenscale, oracle).
 
-use clap::Parser;
-use tokenscale::sim::{Comparison, SimArgs, Trace};
-
-#[derive(Parser)]
-struct Wrapper {
-    #[command(flatten)]
-    sim: SimArgs,
-}
+use tokenscale::sim::{Comparison, Trace};
 
 /// The rate's relative change over two minutes around a sample beyond which it is a rise or
 /// a fall rather than flat load.
@@ -32,19 +25,9 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let series = args.iter().any(|a| a == "--series");
     let mut positional = args.iter().filter(|a| !a.starts_with("--"));
-    let seed = positional.next().cloned().unwrap_or_else(|| "1".into());
+    let seed = positional.next().and_then(|s| s.parse().ok()).unwrap_or(1);
     let cold_start = positional.next().cloned().unwrap_or_else(|| "15s".into());
-    let trace = format!("family:{seed}");
-    let argv = [
-        "sim",
-        "--trace",
-        &trace,
-        "--cold-start",
-        &cold_start,
-        "--policy",
-        "tokenscale,oracle",
-    ];
-    let comparison = Comparison::from_args(&Wrapper::parse_from(argv).sim).expect("valid");
+    let comparison = Comparison::family(seed, &cold_start, "tokenscale,oracle").expect("valid");
     let results = comparison.run();
     let (ts, oracle) = (&results[0], &results[1]);
     let knee = comparison.knee.tokens_per_s;

@@ -10,15 +10,8 @@
 
 use std::collections::BTreeMap;
 
-use clap::Parser;
-use tokenscale::sim::{Comparison, SimArgs};
+use tokenscale::sim::Comparison;
 use tokenscale_scaling::scaling::journal::{self, Entry};
-
-#[derive(Parser)]
-struct Wrapper {
-    #[command(flatten)]
-    sim: SimArgs,
-}
 
 /// A rise: the rate a minute later is this many times what it was.
 const RISE_FACTOR: f64 = 1.2;
@@ -104,17 +97,7 @@ fn classify(minute: u32, onsets: &[f64], log: &[Entry], lead_s: f64) -> (usize, 
 type Seed = ([usize; 5], f64, f64);
 
 fn run(cold_start: &str, seed: u64, verbose: bool) -> Seed {
-    let trace = format!("family:{seed}");
-    let argv = [
-        "sim",
-        "--trace",
-        &trace,
-        "--cold-start",
-        cold_start,
-        "--policy",
-        "tokenscale,oracle",
-    ];
-    let comparison = Comparison::from_args(&Wrapper::parse_from(argv).sim).expect("valid");
+    let comparison = Comparison::family(seed, cold_start, "tokenscale,oracle").expect("valid");
     journal::start();
     let mut results = comparison.run();
     let log = journal::take();

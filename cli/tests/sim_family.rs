@@ -20,14 +20,7 @@
 //! targets allow. It is what perfect perception and an instant reaction reach without seeing a
 //! rise coming; a target above it asks the policy to foresee one-off rises.
 
-use clap::Parser;
-use tokenscale::sim::{Comparison, PolicyResult, SimArgs};
-
-#[derive(Parser)]
-struct Wrapper {
-    #[command(flatten)]
-    sim: SimArgs,
-}
+use tokenscale::sim::{Comparison, PolicyResult};
 
 const SEEDS: std::ops::RangeInclusive<u64> = 1..=20;
 
@@ -124,23 +117,13 @@ struct Row {
 }
 
 fn run_seed(seed: u64, start: &Start) -> Row {
-    let trace = format!("family:{seed}");
     let fixed_lead = if start.against_fixed_lead {
         ",tokenscale-fixed-lead"
     } else {
         ""
     };
     let policies = format!("tokenscale,hpa,oracle,{REACTIVE}{fixed_lead}");
-    let argv = [
-        "tokenscale-sim",
-        "--trace",
-        &trace,
-        "--cold-start",
-        start.cold_start,
-        "--policy",
-        &policies,
-    ];
-    let comparison = Comparison::from_args(&Wrapper::parse_from(argv).sim).expect("valid");
+    let comparison = Comparison::family(seed, start.cold_start, &policies).expect("valid");
     let mut results = comparison.run().into_iter();
     let mut next = || results.next().expect("every policy asked for");
     Row {

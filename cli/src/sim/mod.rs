@@ -200,6 +200,30 @@ pub struct Comparison {
 }
 
 impl Comparison {
+    /// Member `seed` of the trace family at a median start `cold_start` (e.g. `15s`), under
+    /// `policies` (e.g. `tokenscale,oracle`), every other setting the simulator's default: what
+    /// the family's test and its diagnostics run.
+    pub fn family(seed: u64, cold_start: &str, policies: &str) -> Result<Self, SimError> {
+        #[derive(clap::Parser)]
+        struct Argv {
+            #[command(flatten)]
+            sim: SimArgs,
+        }
+        let trace = format!("family:{seed}");
+        let argv = [
+            "sim",
+            "--trace",
+            &trace,
+            "--cold-start",
+            cold_start,
+            "--policy",
+            policies,
+        ];
+        let args = <Argv as clap::Parser>::try_parse_from(argv)
+            .map_err(|e| SimError::Usage(e.to_string()))?;
+        Self::from_args(&args.sim)
+    }
+
     /// Checks and resolves the arguments.
     pub fn from_args(args: &SimArgs) -> Result<Self, SimError> {
         // Before any work: a plot path that cannot be written fails now, not after the run.

@@ -83,8 +83,8 @@ pub struct SimArgs {
     /// policy planning with a fixed 60 s lead, the CRD's default `startupTime`, never with the
     /// starts it measures), hpa, static:N, oracle, oracle:PERCENT (the oracle sized for that
     /// percentage of its coming peak: headroom against arrival noise), reactive,
-    /// reactive:PERCENT (the oracle without foresight: sized for the rate now, at once; the
-    /// best a policy that only reacts can do at that headroom).
+    /// reactive:PERCENT (the oracle without foresight: sized for the rate now, at once: what
+    /// reacting with perfect perception reaches at that headroom).
     #[arg(long, default_value = "tokenscale,hpa,oracle")]
     pub policy: String,
     /// Seed of the arrival noise.

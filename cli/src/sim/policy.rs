@@ -44,9 +44,10 @@ pub enum PolicyKind {
     Oracle(u32),
     /// The oracle without foresight: it knows the true capacity and the rate now, the moment
     /// it changes (no detection delay, no arrival noise), decides every second and sizes for
-    /// this percentage of the rate now (`reactive` is 100), but sees nothing coming. What it
-    /// misses, no policy that only reacts can save at that headroom: each abrupt rise beyond
-    /// it waits one replica start.
+    /// this percentage of the rate now (`reactive` is 100), but sees nothing coming: each
+    /// abrupt rise beyond its headroom waits one replica start, as it would for any policy
+    /// that did not see that rise coming (a policy that extrapolates ramps or learns
+    /// recurrence can do better on those).
     Reactive(u32),
 }
 

@@ -18,7 +18,8 @@
 //! Beside each seed the table prints `reactive:115`: the oracle without foresight, which knows
 //! the true capacity and the rate the moment it changes and sizes for 1.15× it, the cost the
 //! targets allow. It is what perfect perception and an instant reaction reach without seeing a
-//! rise coming; a target above it asks the policy to foresee one-off rises.
+//! rise coming; above it, a policy must foresee rises: ramps it can extrapolate and recurrence
+//! it can learn, one-off steps and flash crowds it cannot.
 
 use tokenscale::sim::{Comparison, PolicyResult};
 

@@ -132,6 +132,18 @@ const SCRAPE_EVERY_S: f64 = 1.0;
 /// Builds the controller for `kind`.
 pub fn controller(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace) -> Controller {
     let devices = f64::from(cfg.profile.devices_per_replica());
+    // Sized for `percent`% of the peak rate from `lookback_s` before now to `lookahead_s`
+    // plus a period after, at the true capacity.
+    let oracle =
+        |percent: u32, lookahead_s: f64, lookback_s: f64, period_s: f64| Controller::Oracle {
+            capacity_tokens_per_s: (knee.tokens_per_s * 100.0 / f64::from(percent)).max(1e-9),
+            tokens_per_request: trace.mean_output_tokens(),
+            lookahead_s,
+            lookback_s,
+            period_s,
+            min: cfg.min_replicas,
+            max: cfg.max_replicas,
+        };
     match kind {
         PolicyKind::Tokenscale | PolicyKind::TokenscaleFixedLead => {
             let mut spec = PolicySpec::new(cfg.min_replicas, cfg.max_replicas, cfg.slo);
@@ -159,30 +171,24 @@ pub fn controller(kind: PolicyKind, cfg: &SimConfig, knee: &Knee, trace: &Trace)
             max: cfg.max_replicas,
         },
         PolicyKind::Static(n) => Controller::Static(n),
-        PolicyKind::Oracle(percent) => Controller::Oracle {
-            capacity_tokens_per_s: (knee.tokens_per_s * 100.0 / f64::from(percent)).max(1e-9),
-            tokens_per_request: trace.mean_output_tokens(),
-            // The median start: the oracle knows the future's demand, not each start's draw.
-            lookahead_s: cfg.start_times().median_s(),
-            lookback_s: 0.0,
-            period_s: Duration::from_secs(10).as_secs_f64(),
-            min: cfg.min_replicas,
-            max: cfg.max_replicas,
-        },
+        // The oracle knows the future's demand a median start ahead, not each start's draw.
+        PolicyKind::Oracle(percent) => oracle(
+            percent,
+            cfg.start_times().median_s(),
+            0.0,
+            Duration::from_secs(10).as_secs_f64(),
+        ),
         // The same sizing with no look ahead, at the scrape cadence: the rate now (and the
         // second to the next decision), at once; it scales in as tokenscale does by default,
         // after the rate has stayed lower for the scale-in window.
-        PolicyKind::Reactive(percent) => Controller::Oracle {
-            capacity_tokens_per_s: (knee.tokens_per_s * 100.0 / f64::from(percent)).max(1e-9),
-            tokens_per_request: trace.mean_output_tokens(),
-            lookahead_s: 0.0,
-            lookback_s: PolicySpec::new(0, 1, cfg.slo)
+        PolicyKind::Reactive(percent) => oracle(
+            percent,
+            0.0,
+            (PolicySpec::new(cfg.min_replicas, cfg.max_replicas, cfg.slo))
                 .scale_down_stabilization
                 .as_secs_f64(),
-            period_s: SCRAPE_EVERY_S,
-            min: cfg.min_replicas,
-            max: cfg.max_replicas,
-        },
+            SCRAPE_EVERY_S,
+        ),
     }
 }
 

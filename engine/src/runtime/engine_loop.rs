@@ -676,12 +676,15 @@ impl EngineLoop {
         false
     }
 
-    /// Sends the last event of a request and forgets it.
+    /// Forgets a request and sends its last event. The gauges show it gone before the event
+    /// leaves: a client that reads `/metrics` the moment its answer ends sees it ended.
     fn finish(&mut self, id: RequestId, event: TokenEvent) {
-        if let Some(active) = self.active.remove(&id) {
+        let active = self.active.remove(&id);
+        self.scheduler.remove(id, &mut self.kv);
+        self.publish_gauges();
+        if let Some(active) = active {
             let _ = active.events.send(event);
         }
-        self.scheduler.remove(id, &mut self.kv);
     }
 
     fn record_schedule(&mut self, out: &SchedulerOutput) {

@@ -67,6 +67,8 @@ pub(super) struct EngineLoop {
     speculative: SpeculativeConfig,
     /// What a draft row has measured to cost, per batch size.
     draft_cost: DraftCost,
+    /// Last events of requests that ended this step, held until the gauges show them gone.
+    ended: Vec<(UnboundedSender<TokenEvent>, TokenEvent)>,
 }
 
 impl EngineLoop {
@@ -108,6 +110,7 @@ impl EngineLoop {
             step_time: StepTimeModel::default(),
             speculative,
             draft_cost: DraftCost::default(),
+            ended: Vec::new(),
         }
     }
 
@@ -132,6 +135,7 @@ impl EngineLoop {
                 self.step(&out)?;
             }
             self.publish_gauges();
+            self.send_ended();
         }
     }
 
@@ -148,6 +152,7 @@ impl EngineLoop {
             self.finish(id, TokenEvent::Failed(format!("engine stopped: {fatal}")));
         }
         self.publish_gauges();
+        self.send_ended();
     }
 
     /// Applies queued commands; blocks while idle. False when the loop should exit.
@@ -676,14 +681,19 @@ impl EngineLoop {
         false
     }
 
-    /// Forgets a request and sends its last event. The gauges show it gone before the event
-    /// leaves: a client that reads `/metrics` the moment its answer ends sees it ended.
+    /// Forgets a request; its last event leaves with [`send_ended`](Self::send_ended).
     fn finish(&mut self, id: RequestId, event: TokenEvent) {
-        let active = self.active.remove(&id);
+        if let Some(active) = self.active.remove(&id) {
+            self.ended.push((active.events, event));
+        }
         self.scheduler.remove(id, &mut self.kv);
-        self.publish_gauges();
-        if let Some(active) = active {
-            let _ = active.events.send(event);
+    }
+
+    /// Sends the last events of the requests that ended, once the gauges no longer count
+    /// them: a client that reads `/metrics` the moment its answer ends sees it ended.
+    fn send_ended(&mut self) {
+        for (events, event) in self.ended.drain(..) {
+            let _ = events.send(event);
         }
     }
 

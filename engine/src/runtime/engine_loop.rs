@@ -134,8 +134,7 @@ impl EngineLoop {
             } else {
                 self.step(&out)?;
             }
-            self.publish_gauges();
-            self.send_ended();
+            self.publish_and_send_ended();
         }
     }
 
@@ -151,8 +150,7 @@ impl EngineLoop {
         for id in ids {
             self.finish(id, TokenEvent::Failed(format!("engine stopped: {fatal}")));
         }
-        self.publish_gauges();
-        self.send_ended();
+        self.publish_and_send_ended();
     }
 
     /// Applies queued commands; blocks while idle. False when the loop should exit.
@@ -681,7 +679,8 @@ impl EngineLoop {
         false
     }
 
-    /// Forgets a request; its last event leaves with [`send_ended`](Self::send_ended).
+    /// Forgets a request; its last event leaves with
+    /// [`publish_and_send_ended`](Self::publish_and_send_ended).
     fn finish(&mut self, id: RequestId, event: TokenEvent) {
         if let Some(active) = self.active.remove(&id) {
             self.ended.push((active.events, event));
@@ -689,9 +688,10 @@ impl EngineLoop {
         self.scheduler.remove(id, &mut self.kv);
     }
 
-    /// Sends the last events of the requests that ended, once the gauges no longer count
-    /// them: a client that reads `/metrics` the moment its answer ends sees it ended.
-    fn send_ended(&mut self) {
+    /// Publishes the gauges, then sends the last events of the requests that ended: a client
+    /// that reads `/metrics` the moment its answer ends sees it ended.
+    fn publish_and_send_ended(&mut self) {
+        self.publish_gauges();
         for (events, event) in self.ended.drain(..) {
             let _ = events.send(event);
         }
